@@ -1,0 +1,225 @@
+import Crypto
+import Foundation
+import ProvisioningModels
+
+/// The claims of a piece of activation data.
+///
+/// Activation data is a compact ES256 JWS (`typ` = `pushprov-activation+jws`) that TMP issues
+/// with each sealed card and a token service provider verifies with TMP's published keys
+/// before it activates a token on the green path. It binds the card by its pan-unique
+/// reference (never the PAN), the Wallet nonce by its SHA-256, and the device type, and it
+/// lives at most ten minutes. `jti` makes it single-use: verifiers record it.
+public struct ActivationDataClaims: Codable, Sendable, Hashable {
+    /// The card's pan-unique reference.
+    public var pur: String
+    /// base64url SHA-256 of the nonce Wallet supplied.
+    public var nh: String
+    /// The device the card is being added to.
+    public var dev: DeviceType
+    /// Issued at, seconds since 1970.
+    public var iat: Int64
+    /// Expires at, seconds since 1970.
+    public var exp: Int64
+    /// Unique id, for single use.
+    public var jti: String
+
+    /// The card's pan-unique reference.
+    public var panUniqueReference: String { pur }
+    /// The device type.
+    public var deviceType: DeviceType { dev }
+    /// When it was issued.
+    public var issuedAt: Date { Date(timeIntervalSince1970: TimeInterval(iat)) }
+    /// When it stops being valid.
+    public var expiresAt: Date { Date(timeIntervalSince1970: TimeInterval(exp)) }
+    /// The unique id.
+    public var id: String { jti }
+}
+
+/// Issues activation data with TMP's current signing key.
+public struct ActivationDataIssuer: Sendable {
+    /// The longest lifetime activation data may have.
+    public static let maximumLifetime: TimeInterval = 600
+    /// The JWS `typ` header value.
+    public static let type = "pushprov-activation+jws"
+
+    /// The key new activation data is signed with.
+    public let signingKey: SigningKey
+    /// How long issued activation data stays valid (at most ten minutes).
+    public let lifetime: TimeInterval
+
+    /// Creates an issuer.
+    ///
+    /// - Precondition: `lifetime` is positive and at most ``maximumLifetime``.
+    public init(signingKey: SigningKey, lifetime: TimeInterval = maximumLifetime) {
+        precondition(lifetime > 0 && lifetime <= Self.maximumLifetime, "activation data lifetime must be within (0, 600] seconds")
+        self.signingKey = signingKey
+        self.lifetime = lifetime
+    }
+
+    /// Issues activation data for a card, a Wallet nonce and a device.
+    ///
+    /// - Parameters:
+    ///   - now: The issue time (injected so tests are deterministic).
+    ///   - id: A unique id; a random UUID unless a test supplies one.
+    public func issue(
+        panUniqueReference: String,
+        nonce: Data,
+        deviceType: DeviceType,
+        now: Date,
+        id: String = UUID().uuidString
+    ) throws -> (token: String, claims: ActivationDataClaims) {
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let claims = ActivationDataClaims(
+            pur: panUniqueReference,
+            nh: ActivationDataVerifier.nonceHash(nonce),
+            dev: deviceType,
+            iat: issuedAt,
+            exp: issuedAt + Int64(lifetime),
+            jti: id
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let token = try CompactJWS.sign(payload: encoder.encode(claims), key: signingKey.privateKey, keyID: signingKey.id, type: Self.type)
+        return (token, claims)
+    }
+}
+
+/// Verifies activation data against published keys and what the caller knows of the request.
+public struct ActivationDataVerifier: Sendable {
+    /// The verification keys by key id.
+    public var keys: [String: P256.Signing.PublicKey]
+    /// How far a clock may run ahead of the issuer's without refusing fresh data.
+    public var allowedClockSkew: TimeInterval
+
+    /// Creates a verifier from keys by id.
+    public init(keys: [String: P256.Signing.PublicKey], allowedClockSkew: TimeInterval = 30) {
+        self.keys = keys
+        self.allowedClockSkew = allowedClockSkew
+    }
+
+    /// Creates a verifier from a published JWKS.
+    public init(keySet: JSONWebKeySet, allowedClockSkew: TimeInterval = 30) {
+        self.init(keys: keySet.p256KeysByID, allowedClockSkew: allowedClockSkew)
+    }
+
+    /// base64url SHA-256 of a nonce, as carried in the `nh` claim.
+    public static func nonceHash(_ nonce: Data) -> String {
+        Data(SHA256.hash(data: nonce)).base64URLEncodedString
+    }
+
+    /// Verifies activation data.
+    ///
+    /// - Parameters:
+    ///   - token: The activation data as received.
+    ///   - panUniqueReference: The card the caller found for this request; must match.
+    ///   - nonce: The Wallet nonce, when the caller knows it; must match when given.
+    ///   - deviceType: The device the token is for, when known; must match when given.
+    ///   - now: The verification time.
+    /// - Returns: The claims, or the first reason the data is refused. Single use is the
+    ///   caller's to enforce with the returned `jti`.
+    public func verify(
+        _ token: String,
+        panUniqueReference: String,
+        nonce: Data? = nil,
+        deviceType: DeviceType? = nil,
+        now: Date
+    ) -> ActivationDataVerdict {
+        let parts: CompactJWS.Parts
+        do {
+            parts = try CompactJWS.parse(token)
+        } catch .unsupportedAlgorithm(let alg) {
+            return .refused(.init(.malformed, "activation data must be signed with ES256, not \(alg)"))
+        } catch {
+            return .refused(.init(.malformed, "activation data is not a compact JWS"))
+        }
+        guard parts.header.typ == ActivationDataIssuer.type else {
+            return .refused(.init(.malformed, "activation data has type \(parts.header.typ ?? "none"), expected \(ActivationDataIssuer.type)"))
+        }
+        guard let keyID = parts.header.kid, let key = keys[keyID] else {
+            return .refused(.init(.unknownKeyID, "activation data was signed with key \(parts.header.kid ?? "(none)"), which is not published"))
+        }
+        guard CompactJWS.isValidSignature(parts, key: key) else {
+            return .refused(.init(.badSignature, "activation data signature does not verify with key \(keyID)"))
+        }
+        guard let claims = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) else {
+            return .refused(.init(.malformed, "activation data claims are missing or of the wrong type"))
+        }
+        guard claims.exp > claims.iat, TimeInterval(claims.exp - claims.iat) <= ActivationDataIssuer.maximumLifetime else {
+            return .refused(.init(.lifetimeTooLong, "activation data lifetime exceeds \(Int(ActivationDataIssuer.maximumLifetime)) seconds"))
+        }
+        let nowSeconds = now.timeIntervalSince1970
+        if TimeInterval(claims.iat) > nowSeconds + allowedClockSkew {
+            return .refused(.init(.notYetValid, "activation data is issued in the future"))
+        }
+        if nowSeconds >= TimeInterval(claims.exp) {
+            return .refused(.init(.expired, "activation data expired at \(claims.expiresAt)"))
+        }
+        guard constantTimeEquals(claims.pur, panUniqueReference) else {
+            return .refused(.init(.wrongCard, "activation data was issued for another card"))
+        }
+        if let nonce, !constantTimeEquals(claims.nh, Self.nonceHash(nonce)) {
+            return .refused(.init(.wrongNonce, "activation data was issued for another Wallet nonce"))
+        }
+        if let deviceType, claims.dev != deviceType {
+            return .refused(.init(.wrongDevice, "activation data was issued for a \(claims.dev.rawValue), not a \(deviceType.rawValue)"))
+        }
+        return .valid(claims)
+    }
+}
+
+/// The result of verifying activation data.
+public enum ActivationDataVerdict: Sendable, Hashable {
+    /// Valid; the claims are trustworthy.
+    case valid(ActivationDataClaims)
+    /// Refused, with the reason.
+    case refused(ActivationDataRefusal)
+
+    /// The refusal, or nil.
+    public var refusal: ActivationDataRefusal? {
+        if case .refused(let refusal) = self { refusal } else { nil }
+    }
+
+    /// The claims, or nil.
+    public var claims: ActivationDataClaims? {
+        if case .valid(let claims) = self { claims } else { nil }
+    }
+}
+
+/// Why activation data was refused.
+public struct ActivationDataRefusal: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Stable reason codes.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// Not a compact ES256 JWS of the activation-data type with well-formed claims.
+        case malformed
+        /// Signed with a key id that is not published.
+        case unknownKeyID = "unknown_key_id"
+        /// The signature does not verify.
+        case badSignature = "bad_signature"
+        /// Past its expiry.
+        case expired
+        /// Issued later than now plus the allowed clock skew.
+        case notYetValid = "not_yet_valid"
+        /// Its lifetime exceeds ten minutes.
+        case lifetimeTooLong = "lifetime_too_long"
+        /// Bound to another card.
+        case wrongCard = "wrong_card"
+        /// Bound to another Wallet nonce.
+        case wrongNonce = "wrong_nonce"
+        /// Bound to another device type.
+        case wrongDevice = "wrong_device"
+    }
+
+    /// The reason.
+    public var code: Code
+    /// A sentence for logs and error responses (never contains card data).
+    public var message: String
+
+    /// Creates a refusal.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// `code: message`.
+    public var description: String { "\(code.rawValue): \(message)" }
+}

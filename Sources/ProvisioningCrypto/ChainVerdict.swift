@@ -1,0 +1,36 @@
+import Crypto
+import Foundation
+
+/// The outcome of validating the certificates Wallet handed the app.
+public enum ChainVerdict: Sendable {
+    /// The chain meets Apple's issuer-encryption policy; seal for its leaf key.
+    case accepted(AcceptedChain)
+    /// The chain was refused; nothing may be encrypted for it.
+    case refused(ChainRefusal)
+
+    /// The accepted chain, or nil.
+    public var acceptedChain: AcceptedChain? {
+        if case .accepted(let chain) = self { chain } else { nil }
+    }
+
+    /// The refusal, or nil.
+    public var refusal: ChainRefusal? {
+        if case .refused(let refusal) = self { refusal } else { nil }
+    }
+}
+
+/// What an accepted chain yields.
+public struct AcceptedChain: Sendable {
+    /// The leaf's P-256 key: the recipient for ECC_V2 sealing.
+    public var leafPublicKey: P256.KeyAgreement.PublicKey
+    /// Lowercase hex SHA-256 of the leaf's DER, for audit records.
+    public var leafFingerprint: String
+    /// The leaf's subject, for diagnostics.
+    public var leafSubject: String
+    /// The subject of the trust anchor the chain ends at.
+    public var anchorSubject: String
+    /// The earliest `notValidAfter` of the chain's certificates.
+    public var validUntil: Date
+    /// The latest `notValidBefore` of the chain's certificates.
+    public var validFrom: Date
+}

@@ -1,0 +1,61 @@
+import Crypto
+import Foundation
+
+/// A public EC P-256 key as a JSON Web Key (RFC 7517), for publishing verification keys.
+public struct JSONWebKey: Codable, Sendable, Hashable {
+    /// Key type; always `EC`.
+    public var kty: String
+    /// Curve; always `P-256`.
+    public var crv: String
+    /// base64url of the 32-byte x coordinate.
+    public var x: String
+    /// base64url of the 32-byte y coordinate.
+    public var y: String
+    /// Key id.
+    public var kid: String?
+    /// Intended use; `sig`.
+    public var use: String?
+    /// Algorithm; `ES256`.
+    public var alg: String?
+
+    /// The JWK of `publicKey` with id `keyID`.
+    public init(publicKey: P256.Signing.PublicKey, keyID: String) {
+        let raw = publicKey.rawRepresentation
+        kty = "EC"
+        crv = "P-256"
+        x = Data(raw.prefix(32)).base64URLEncodedString
+        y = Data(raw.suffix(32)).base64URLEncodedString
+        kid = keyID
+        use = "sig"
+        alg = "ES256"
+    }
+
+    /// The P-256 key this JWK describes; nil when it is not a valid EC P-256 point.
+    public var p256PublicKey: P256.Signing.PublicKey? {
+        guard kty == "EC", crv == "P-256", alg == nil || alg == "ES256",
+            let xBytes = Data(base64URLEncoded: x), let yBytes = Data(base64URLEncoded: y),
+            xBytes.count == 32, yBytes.count == 32
+        else { return nil }
+        return try? P256.Signing.PublicKey(rawRepresentation: xBytes + yBytes)
+    }
+}
+
+/// A JSON Web Key Set: `{"keys":[…]}`.
+public struct JSONWebKeySet: Codable, Sendable, Hashable {
+    /// The keys.
+    public var keys: [JSONWebKey]
+
+    /// Wraps keys.
+    public init(keys: [JSONWebKey]) {
+        self.keys = keys
+    }
+
+    /// The usable P-256 keys by key id; keys without an id or of another type are skipped.
+    public var p256KeysByID: [String: P256.Signing.PublicKey] {
+        var result: [String: P256.Signing.PublicKey] = [:]
+        for key in keys {
+            if let id = key.kid, let publicKey = key.p256PublicKey { result[id] = publicKey }
+        }
+        return result
+    }
+}

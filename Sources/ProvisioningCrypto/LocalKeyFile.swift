@@ -1,0 +1,143 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The keys an embedded (non-production) run generates once and keeps in its data directory.
+public struct LocalKeys: Sendable {
+    /// The PAN vault's keys.
+    public var panVault: PANVaultKeys
+    /// Activation-data signing keys, newest first; the first signs, all verify.
+    public var activationSigningKeys: [SigningKey]
+
+    /// Assembles a key set.
+    public init(panVault: PANVaultKeys, activationSigningKeys: [SigningKey]) {
+        self.panVault = panVault
+        self.activationSigningKeys = activationSigningKeys
+    }
+
+    /// A fresh key set.
+    public static func generate() -> LocalKeys {
+        LocalKeys(panVault: .generate(), activationSigningKeys: [.generate()])
+    }
+}
+
+/// Reads and writes ``LocalKeys`` as a JSON file readable by its owner only (mode 0600).
+///
+/// ``loadOrCreate(at:)`` generates the file on first use and reuses it afterwards. A file
+/// that others can read is refused rather than used, as ssh does with private keys.
+public enum LocalKeyFile {
+    /// Loads the key file at `path`, creating it with fresh keys if it does not exist.
+    ///
+    /// Creation is atomic: the keys are written to a temporary file with mode 0600 and linked
+    /// into place, so a concurrent starter either wins or reads the winner's complete file.
+    public static func loadOrCreate(at path: String) throws -> (keys: LocalKeys, created: Bool) {
+        if FileManager.default.fileExists(atPath: path) {
+            return (try load(at: path), false)
+        }
+        let keys = LocalKeys.generate()
+        let temporary = path + ".\(getpid()).tmp"
+        try writeOwnerOnly(encode(keys), to: temporary)
+        defer { unlink(temporary) }
+        if link(temporary, path) != 0 {
+            if errno == EEXIST { return (try load(at: path), false) }
+            throw KeyConfigurationError("cannot create key file \(path): \(String(cString: strerror(errno)))")
+        }
+        return (keys, true)
+    }
+
+    /// Loads the key file at `path`.
+    ///
+    /// - Throws: ``KeyConfigurationError`` when the file is missing, readable by group or
+    ///   others, or not a valid key file.
+    public static func load(at path: String) throws -> LocalKeys {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw KeyConfigurationError("key file \(path) has mode \(String(mode, radix: 8)); it must be readable by its owner only (chmod 600 \(path))")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw KeyConfigurationError("cannot read key file \(path)")
+        }
+        return try decode(data, path: path)
+    }
+
+    private struct Stored: Codable {
+        struct StoredSigningKey: Codable {
+            var id: String
+            var privateKey: String
+        }
+        var version: Int
+        var panEncryptionKeys: [String: String]
+        var panEncryptionCurrentKeyId: String
+        var panLookupKey: String
+        var activationSigningKeys: [StoredSigningKey]
+    }
+
+    static func encode(_ keys: LocalKeys) throws -> Data {
+        let stored = Stored(
+            version: 1,
+            panEncryptionKeys: keys.panVault.encryptionKeys.mapValues { $0.withUnsafeBytes { Data($0).base64EncodedString() } },
+            panEncryptionCurrentKeyId: keys.panVault.currentEncryptionKeyID,
+            panLookupKey: keys.panVault.lookupKey.withUnsafeBytes { Data($0).base64EncodedString() },
+            activationSigningKeys: keys.activationSigningKeys.map {
+                .init(id: $0.id, privateKey: $0.privateKey.rawRepresentation.base64EncodedString())
+            }
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return try encoder.encode(stored)
+    }
+
+    static func decode(_ data: Data, path: String) throws -> LocalKeys {
+        guard let stored = try? JSONDecoder().decode(Stored.self, from: data), stored.version == 1 else {
+            throw KeyConfigurationError("key file \(path) is not a version-1 pushprov key file")
+        }
+        func key(_ base64: String, _ name: String) throws -> SymmetricKey {
+            guard let bytes = Data(base64Encoded: base64) else {
+                throw KeyConfigurationError("key file \(path): \(name) is not base64")
+            }
+            return SymmetricKey(data: bytes)
+        }
+        var encryptionKeys: [String: SymmetricKey] = [:]
+        for (id, value) in stored.panEncryptionKeys { encryptionKeys[id] = try key(value, "PAN encryption key \(id)") }
+        let vault = try PANVaultKeys(
+            encryptionKeys: encryptionKeys,
+            currentEncryptionKeyID: stored.panEncryptionCurrentKeyId,
+            lookupKey: key(stored.panLookupKey, "PAN lookup key")
+        )
+        let signingKeys = try stored.activationSigningKeys.map { entry in
+            guard let raw = Data(base64Encoded: entry.privateKey), let privateKey = try? P256.Signing.PrivateKey(rawRepresentation: raw) else {
+                throw KeyConfigurationError("key file \(path): activation signing key \(entry.id) is not a P-256 private key")
+            }
+            return SigningKey(id: entry.id, privateKey: privateKey)
+        }
+        guard !signingKeys.isEmpty else {
+            throw KeyConfigurationError("key file \(path) holds no activation signing key")
+        }
+        return LocalKeys(panVault: vault, activationSigningKeys: signingKeys)
+    }
+
+    /// Writes `data` to a new file created with mode 0600 (never briefly wider).
+    static func writeOwnerOnly(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            throw KeyConfigurationError("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(descriptor) == 0 else {
+            unlink(path)
+            throw KeyConfigurationError("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

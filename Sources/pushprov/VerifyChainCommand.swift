@@ -1,0 +1,59 @@
+import ArgumentParser
+import Foundation
+import ProvisioningCrypto
+import SwiftASN1
+import X509
+
+/// `pushprov crypto verify-chain`: Apple's issuer-encryption policy on certificate files.
+struct VerifyChainCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify-chain",
+        abstract: "Check certificates (leaf first) against Apple's issuer-encryption policy.",
+        discussion: """
+            Trusts Apple Root CA - G3 plus any --anchor. Prints "accepted" with the leaf's \
+            fingerprint, or "refused" with a stable reason code and message. Exit status 0 \
+            only when the chain is accepted.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("Certificate files, leaf first (PEM, possibly several per file, or DER).", valueName: "cert"))
+    var certificates: [String]
+
+    @Option(name: .customLong("anchor"), help: ArgumentHelp("An extra trust anchor (PEM or DER); repeatable.", valueName: "pem"))
+    var anchors: [String] = []
+
+    @Flag(name: .customLong("check-validity"), help: "Also require every certificate to be within its validity period now (Apple's policy does not).")
+    var checkValidity = false
+
+    func run() async throws {
+        guard !certificates.isEmpty else { throw CLIError("name at least one certificate file, leaf first") }
+        var der: [Data] = []
+        for path in certificates {
+            // Raw DER files go through as they are, so the policy sees exactly the bytes Wallet would send.
+            let data = try InputFiles.read(path)
+            if String(data: data, encoding: .utf8)?.contains("-----BEGIN") == true {
+                for certificate in try InputFiles.certificates(path) {
+                    var serializer = DER.Serializer()
+                    try serializer.serialize(certificate)
+                    der.append(Data(serializer.serializedBytes))
+                }
+            } else {
+                der.append(data)
+            }
+        }
+        var extra: [Certificate] = []
+        for path in anchors { extra += try InputFiles.certificates(path) }
+        var configuration = AppleChainValidator.Configuration(trustAnchors: TrustAnchors.apple.adding(extra))
+        if checkValidity { configuration.validationTime = { Date() } }
+        let validator = AppleChainValidator(configuration: configuration)
+        switch await validator.validate(der) {
+        case .accepted(let chain):
+            print("accepted: \(chain.leafSubject)")
+            print("  leaf sha256: \(chain.leafFingerprint)")
+            print("  anchored at: \(chain.anchorSubject)")
+        case .refused(let refusal):
+            print("refused: \(refusal.code.rawValue): \(refusal.message)")
+            throw ExitCode.failure
+        }
+    }
+}
