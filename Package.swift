@@ -53,7 +53,7 @@ let package = Package(
             ],
             resources: [.copy("Resources")]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov"], resources: [.copy("Resources")]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,33 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Benchmarks for ProvisioningCrypto, kept in their own package so that the root package's
+// `swift build` / `swift test` never resolve or build ordo-one/benchmark.
+// Run with ./run.sh (or `swift package benchmark` in this folder).
+let package = Package(
+    name: "PushProvisioningBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "PushProvisioning", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "CryptoBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "ProvisioningCrypto", package: "PushProvisioning"),
+                .product(name: "ProvisioningModels", package: "PushProvisioning"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            path: "Benchmarks/CryptoBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
