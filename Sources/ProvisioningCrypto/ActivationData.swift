@@ -23,6 +23,16 @@ public struct ActivationDataClaims: Codable, Sendable, Hashable {
     /// Unique id, for single use.
     public var jti: String
 
+    /// Creates claims from their wire fields.
+    public init(pur: String, nh: String, dev: DeviceType, iat: Int64, exp: Int64, jti: String) {
+        self.pur = pur
+        self.nh = nh
+        self.dev = dev
+        self.iat = iat
+        self.exp = exp
+        self.jti = jti
+    }
+
     /// The card's pan-unique reference.
     public var panUniqueReference: String { pur }
     /// The device type.

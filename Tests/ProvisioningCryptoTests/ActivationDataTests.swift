@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+import Testing
+
+@Suite("Activation data")
+struct ActivationDataTests {
+    let key = SigningKey.generate()
+    let nonce = Data((0..<32).map { UInt8($0) })
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    var issuer: ActivationDataIssuer { ActivationDataIssuer(signingKey: key) }
+    var verifier: ActivationDataVerifier { ActivationDataVerifier(keys: [key.id: key.privateKey.publicKey]) }
+
+    func issue(at time: Date? = nil, device: DeviceType = .phone) throws -> String {
+        try issuer.issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: device, now: time ?? now, id: "jti-1").token
+    }
+
+    func refusalCode(_ token: String, card: String = "pur-1", nonce: Data? = nil, device: DeviceType? = nil, at time: Date? = nil) -> ActivationDataRefusal.Code? {
+        verifier.verify(token, panUniqueReference: card, nonce: nonce ?? self.nonce, deviceType: device, now: time ?? now).refusal?.code
+    }
+
+    @Test func issuedDataVerifiesAndCarriesItsClaims() throws {
+        let token = try issue()
+        let claims = try #require(verifier.verify(token, panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now.addingTimeInterval(599)).claims)
+        #expect(claims.panUniqueReference == "pur-1")
+        #expect(claims.deviceType == .phone)
+        #expect(claims.id == "jti-1")
+        #expect(claims.expiresAt.timeIntervalSince(claims.issuedAt) == 600)
+        #expect(claims.nh == Data(SHA256.hash(data: nonce)).base64URLEncodedString)
+    }
+
+    @Test func isACompactES256JWSWithTheKeyID() throws {
+        let parts = try CompactJWS.parse(try issue())
+        #expect(parts.header.alg == "ES256")
+        #expect(parts.header.kid == key.id)
+        #expect(parts.header.typ == "pushprov-activation+jws")
+        #expect(parts.signature.count == 64)
+    }
+
+    @Test func neverContainsThePAN() throws {
+        let token = try issuer.issue(panUniqueReference: "pur-xyz", nonce: nonce, deviceType: .watch, now: now).token
+        let payload = try CompactJWS.parse(token).payload
+        #expect(!String(decoding: payload, as: UTF8.self).contains("4111"))
+        let keys = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any]).keys.sorted()
+        #expect(keys == ["dev", "exp", "iat", "jti", "nh", "pur"])
+    }
+
+    @Test func refusesABadSignature() throws {
+        let impostor = SigningKey(id: key.id, privateKey: P256.Signing.PrivateKey())
+        let token = try ActivationDataIssuer(signingKey: impostor).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+        #expect(refusalCode(token) == .badSignature)
+    }
+
+    @Test func refusesAnAlteredPayload() throws {
+        let token = try issue()
+        let segments = token.split(separator: ".").map(String.init)
+        var claims = try JSONSerialization.jsonObject(with: Data(base64URLEncoded: segments[1])!) as! [String: Any]
+        claims["pur"] = "pur-2"
+        let altered = segments[0] + "." + (try JSONSerialization.data(withJSONObject: claims)).base64URLEncodedString + "." + segments[2]
+        #expect(refusalCode(altered, card: "pur-2") == .badSignature)
+    }
+
+    @Test func refusesExpiredData() throws {
+        #expect(refusalCode(try issue(), at: now.addingTimeInterval(600)) == .expired)
+    }
+
+    @Test func refusesDataIssuedInTheFuture() throws {
+        #expect(refusalCode(try issue(at: now.addingTimeInterval(120))) == .notYetValid)
+        #expect(refusalCode(try issue(at: now.addingTimeInterval(20))) == nil)
+    }
+
+    @Test func refusesTheWrongNonce() throws {
+        #expect(refusalCode(try issue(), nonce: Data("another".utf8)) == .wrongNonce)
+    }
+
+    @Test func refusesTheWrongCard() throws {
+        #expect(refusalCode(try issue(), card: "pur-2") == .wrongCard)
+    }
+
+    @Test func refusesTheWrongDevice() throws {
+        #expect(refusalCode(try issue(device: .phone), device: .watch) == .wrongDevice)
+    }
+
+    @Test func refusesAnUnknownKeyID() throws {
+        let other = SigningKey.generate()
+        let token = try ActivationDataIssuer(signingKey: other).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+        let refusal = try #require(verifier.verify(token, panUniqueReference: "pur-1", now: now).refusal)
+        #expect(refusal.code == .unknownKeyID)
+        #expect(refusal.message.contains(other.id))
+    }
+
+    @Test func refusesALifetimeOverTenMinutes() throws {
+        let claims = ActivationDataClaims(pur: "pur-1", nh: ActivationDataVerifier.nonceHash(nonce), dev: .phone, iat: 1_800_000_000, exp: 1_800_000_601, jti: "x")
+        let token = try CompactJWS.sign(payload: JSONEncoder().encode(claims), key: key.privateKey, keyID: key.id, type: ActivationDataIssuer.type)
+        #expect(refusalCode(token) == .lifetimeTooLong)
+    }
+
+    @Test(arguments: ["", "a.b", "a.b.c.d", "!!!.???.***", String(repeating: "A", count: 9000)])
+    func refusesMalformedData(_ token: String) {
+        #expect(refusalCode(token) == .malformed)
+    }
+
+    @Test func refusesAnotherAlgorithmOrType() throws {
+        let hs256 = Data(#"{"alg":"HS256","kid":"k"}"#.utf8).base64URLEncodedString + ".e30.AAAA"
+        #expect(refusalCode(hs256) == .malformed)
+        let jwt = try CompactJWS.sign(payload: Data("{}".utf8), key: key.privateKey, keyID: key.id, type: "JWT")
+        #expect(refusalCode(jwt) == .malformed)
+    }
+
+    @Test func verifiesWithEveryPublishedKeyDuringRotation() throws {
+        let newKey = SigningKey.generate()
+        let keySet = JSONWebKeySet(keys: [newKey.publicJWK, key.publicJWK])
+        let rotatingVerifier = ActivationDataVerifier(keySet: keySet)
+        for signer in [key, newKey] {
+            let token = try ActivationDataIssuer(signingKey: signer).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+            #expect(rotatingVerifier.verify(token, panUniqueReference: "pur-1", now: now).claims != nil)
+        }
+    }
+
+    @Test func jwkRoundTripsThePublicKey() throws {
+        let jwk = key.publicJWK
+        #expect(jwk.kty == "EC" && jwk.crv == "P-256" && jwk.alg == "ES256" && jwk.kid == key.id)
+        let decoded = try JSONDecoder().decode(JSONWebKey.self, from: JSONEncoder().encode(jwk))
+        #expect(decoded.p256PublicKey?.rawRepresentation == key.privateKey.publicKey.rawRepresentation)
+        var broken = jwk
+        broken.x = "AAAA"
+        #expect(broken.p256PublicKey == nil)
+    }
+}

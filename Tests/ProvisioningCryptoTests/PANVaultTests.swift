@@ -1,0 +1,134 @@
+import Crypto
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+import Testing
+
+@Suite("PAN vault")
+struct PANVaultTests {
+    let pan = try! PrimaryAccountNumber("5555555555554444")
+    let vault = PANVault(keys: .generate())
+
+    @Test func encryptsAndDecryptsForTheSameCard() throws {
+        let encrypted = try vault.encrypt(pan, cardID: "card-1")
+        #expect(encrypted.keyID == vault.keys.currentEncryptionKeyID)
+        #expect(try vault.decrypt(encrypted, cardID: "card-1") == pan)
+    }
+
+    @Test func ciphertextDoesNotContainThePANAndIsFreshEachTime() throws {
+        let first = try vault.encrypt(pan, cardID: "card-1")
+        let second = try vault.encrypt(pan, cardID: "card-1")
+        #expect(first.sealedBox != second.sealedBox)
+        #expect(!first.serialized.contains(pan.digits))
+        #expect(!String(decoding: first.sealedBox, as: UTF8.self).contains(pan.digits))
+    }
+
+    @Test func refusesAValueMovedToAnotherCard() throws {
+        let encrypted = try vault.encrypt(pan, cardID: "card-1")
+        #expect(throws: PANVaultError.authenticationFailed) { try vault.decrypt(encrypted, cardID: "card-2") }
+    }
+
+    @Test func refusesAnAlteredValue() throws {
+        var encrypted = try vault.encrypt(pan, cardID: "card-1")
+        encrypted.sealedBox[20] ^= 0x01
+        #expect(throws: PANVaultError.authenticationFailed) { try vault.decrypt(encrypted, cardID: "card-1") }
+    }
+
+    @Test func refusesAnUnknownKeyID() throws {
+        let encrypted = try PANVault(keys: .generate()).encrypt(pan, cardID: "card-1")
+        #expect(throws: PANVaultError.unknownKeyID(encrypted.keyID)) { try vault.decrypt(encrypted, cardID: "card-1") }
+    }
+
+    @Test func rotationKeepsOldValuesReadableAndEncryptsNewOnesWithTheNewKey() throws {
+        let oldKeys = vault.keys
+        let old = try vault.encrypt(pan, cardID: "card-1")
+        var encryptionKeys = oldKeys.encryptionKeys
+        encryptionKeys["pan-2"] = SymmetricKey(size: .bits256)
+        let rotated = PANVault(keys: try PANVaultKeys(encryptionKeys: encryptionKeys, currentEncryptionKeyID: "pan-2", lookupKey: oldKeys.lookupKey))
+        #expect(try rotated.decrypt(old, cardID: "card-1") == pan)
+        #expect(rotated.needsRotation(old))
+        let new = try rotated.encrypt(pan, cardID: "card-1")
+        #expect(new.keyID == "pan-2" && !rotated.needsRotation(new))
+        #expect(rotated.lookupHash(pan) == vault.lookupHash(pan))
+    }
+
+    @Test func serializedFormRoundTrips() throws {
+        let encrypted = try vault.encrypt(pan, cardID: "card-1")
+        #expect(encrypted.serialized.hasPrefix("v1.\(encrypted.keyID)."))
+        #expect(EncryptedPAN(serialized: encrypted.serialized) == encrypted)
+        for bad in ["", "v2.k.AAAA", "v1..AAAA", "v1.k.!!!", "v1.k.AAAA"] {
+            #expect(EncryptedPAN(serialized: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func lookupHashIsKeyedAndDeterministic() throws {
+        let hash = vault.lookupHash(pan)
+        #expect(hash == vault.lookupHash(pan))
+        #expect(hash.count == 64)
+        #expect(hash != PANVault(keys: .generate()).lookupHash(pan))
+        #expect(hash != Data(SHA256.hash(data: Data(pan.digits.utf8))).lowercaseHex)
+        #expect(hash != vault.lookupHash(try PrimaryAccountNumber("4111111111111111")))
+    }
+
+    @Test func redactionShowsOnlyTheLastFourDigits() {
+        #expect(pan.redacted == "•••• 4444")
+        #expect(Redaction.pan("5555555555554444") == "•••• 4444")
+        #expect(Redaction.pan("123") == "••••")
+        #expect("\(pan)" == "•••• 4444")
+    }
+
+    @Test func keyConfigurationIsValidated() {
+        let key = SymmetricKey(size: .bits256)
+        #expect(throws: KeyConfigurationError.self) {
+            try PANVaultKeys(encryptionKeys: ["a": key], currentEncryptionKeyID: "b", lookupKey: SymmetricKey(size: .bits256))
+        }
+        #expect(throws: KeyConfigurationError.self) {
+            try PANVaultKeys(encryptionKeys: ["a": SymmetricKey(size: .bits128)], currentEncryptionKeyID: "a", lookupKey: SymmetricKey(size: .bits256))
+        }
+        #expect(throws: KeyConfigurationError.self) {
+            try PANVaultKeys(encryptionKeys: ["a": key], currentEncryptionKeyID: "a", lookupKey: key)
+        }
+        #expect(throws: KeyConfigurationError.self) {
+            try PANVaultKeys(encryptionKeys: ["a.b": key], currentEncryptionKeyID: "a.b", lookupKey: SymmetricKey(size: .bits256))
+        }
+    }
+}
+
+@Suite("Local key file")
+struct LocalKeyFileTests {
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    var path: String { directory.appendingPathComponent("keys.json").path }
+
+    @Test func createsTheFileOnceWithOwnerOnlyPermissionsAndReusesIt() throws {
+        let (created, wasCreated) = try LocalKeyFile.loadOrCreate(at: path)
+        #expect(wasCreated)
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        let (loaded, createdAgain) = try LocalKeyFile.loadOrCreate(at: path)
+        #expect(!createdAgain)
+        let pan = try PrimaryAccountNumber("4111111111111111")
+        let encrypted = try PANVault(keys: created.panVault).encrypt(pan, cardID: "c")
+        #expect(try PANVault(keys: loaded.panVault).decrypt(encrypted, cardID: "c") == pan)
+        #expect(loaded.activationSigningKeys.map(\.id) == created.activationSigningKeys.map(\.id))
+        #expect(loaded.activationSigningKeys[0].privateKey.rawRepresentation == created.activationSigningKeys[0].privateKey.rawRepresentation)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["keys.json"])
+    }
+
+    @Test func refusesAFileOthersCanRead() throws {
+        _ = try LocalKeyFile.loadOrCreate(at: path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        let error = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: path) }
+        #expect(error.message.contains("chmod 600"))
+    }
+
+    @Test func refusesACorruptFile() throws {
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("{}".utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(throws: KeyConfigurationError.self) { try LocalKeyFile.loadOrCreate(at: path) }
+    }
+}

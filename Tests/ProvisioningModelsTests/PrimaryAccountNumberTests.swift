@@ -1,0 +1,84 @@
+import Foundation
+import ProvisioningModels
+import Testing
+
+@Suite("Primary account number")
+struct PrimaryAccountNumberTests {
+    @Test(arguments: ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117", "4000056655665556", "371449635398431", "4222222222222", "6304000000000000000"])
+    func acceptsValidTestPANs(_ digits: String) throws {
+        let pan = try PrimaryAccountNumber(digits)
+        #expect(pan.digits == digits)
+        #expect(pan.last4 == String(digits.suffix(4)))
+    }
+
+    @Test func luhnCheck() {
+        #expect(PrimaryAccountNumber.passesLuhnCheck("79927398713"))
+        #expect(!PrimaryAccountNumber.passesLuhnCheck("79927398710"))
+        #expect(!PrimaryAccountNumber.passesLuhnCheck("7992739871x"))
+    }
+
+    @Test func neverPrintsItsDigits() throws {
+        let pan = try PrimaryAccountNumber("4111111111111111")
+        var dumped = ""
+        dump(pan, to: &dumped)
+        for text in [String(describing: pan), String(reflecting: pan), dumped, "\([pan])"] {
+            #expect(!text.contains("41111111"), "\(text)")
+            #expect(text.contains("1111"))
+        }
+    }
+
+    @Test func decodesAndValidatesFromJSON() throws {
+        let decoded = try JSONDecoder().decode([PrimaryAccountNumber].self, from: Data(#"["4111111111111111"]"#.utf8))
+        #expect(decoded.first?.last4 == "1111")
+        #expect(throws: ValidationError.self) { try JSONDecoder().decode([PrimaryAccountNumber].self, from: Data(#"["4111111111111112"]"#.utf8)) }
+        #expect(String(decoding: try JSONEncoder().encode(decoded), as: UTF8.self) == #"["4111111111111111"]"#)
+    }
+
+    @Test func errorsNameTheFieldButNotTheValue() throws {
+        let error = try #require(throws: ValidationError.self) { try PrimaryAccountNumber("4111111111111112") }
+        #expect(error.field == "primaryAccountNumber")
+        #expect(error.code.rawValue == "invalid_pan")
+        #expect(!error.description.contains("4111111111111112"))
+    }
+}
+
+@Suite("Card expiration")
+struct CardExpirationTests {
+    @Test func parsesAndPrintsMMYY() throws {
+        let expiration = try CardExpiration("03/29")
+        #expect(expiration.month == 3 && expiration.year == 2029)
+        #expect(expiration.text == "03/29")
+    }
+
+    @Test(arguments: ["00/28", "13/28", "3/29", "03/2029", "03-29", "", "ab/cd", "03/29 "])
+    func refusesAnythingButARealMonthInMMYY(_ text: String) throws {
+        let error = try #require(throws: ValidationError.self) { try CardExpiration(text) }
+        #expect(error.code == .invalidExpiration)
+    }
+
+    @Test func aCardIsValidThroughTheEndOfItsMonth() throws {
+        let expiration = try CardExpiration("02/28")
+        let utc = { (s: String) in ISO8601DateFormatter().date(from: s)! }
+        #expect(!expiration.isExpired(at: utc("2028-02-29T23:59:59Z")))
+        #expect(expiration.isExpired(at: utc("2028-03-01T00:00:00Z")))
+        #expect(try CardExpiration("12/28").validUntil == utc("2029-01-01T00:00:00Z"))
+    }
+
+    @Test func ordersChronologically() throws {
+        #expect(try CardExpiration("12/27") < CardExpiration("01/28"))
+    }
+
+    @Test func codesAsMMYYString() throws {
+        let data = try JSONEncoder().encode([try CardExpiration("07/31")])
+        #expect(String(decoding: data, as: UTF8.self) == #"["07\/31"]"# || String(decoding: data, as: UTF8.self) == #"["07/31"]"#)
+        #expect(try JSONDecoder().decode([CardExpiration].self, from: data).first?.text == "07/31")
+    }
+}
+
+@Suite("Redaction")
+struct RedactionTests {
+    @Test func prefixesLongIdentifiersOnly() {
+        #expect(Redaction.prefix("DAPLMC00000123456789") == "DAPLMC00…")
+        #expect(Redaction.prefix("short") == "short")
+    }
+}

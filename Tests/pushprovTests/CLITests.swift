@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+
+/// Runs the built `pushprov` binary as a user would and captures what it prints.
+struct CLI {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static let binary: URL = {
+        let candidates = [
+            Bundle.main.bundleURL.appendingPathComponent("pushprov"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pushprov"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[0]
+    }()
+
+    static let certificates = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("ProvisioningCryptoTests/Resources/certs")
+
+    static func cert(_ name: String) -> String { certificates.appendingPathComponent(name).path }
+
+    static func run(_ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    static func temporaryFile(_ contents: Data) throws -> String {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-cli-\(UUID().uuidString)")
+        try contents.write(to: url)
+        return url.path
+    }
+}
+
+@Suite("pushprov crypto", .serialized)
+struct CLITests {
+    static let vector1Plaintext = #"{"Parameter1":"Value1","Parameter2":"Value2","Parameter3":"Value3"}"#
+    static let vector1Output = "E3EF6BA2FFA05B6985FE129E3CB6845C4EA1E94AE98D31A538A4E24906FB720D764D640894CD9DE7CEC00114396651A1CCAEDCF480C57A959E925C04492B9CF85FC711FAB3CBED10DC2BA99A2BB063CEFF8DE1"
+    static let vector1Ephemeral = "0499A6F42E83EA4F150A78780FFB562C9CDB9B7507BC5D28CBFBF8CC3EF0AF68B36E60CB10DB69127830F7F899492017089E3B73C83FCF0EBDF2C06B613C3F88B7"
+
+    @Test func sealReproducesVectorOne() throws {
+        let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        let result = try CLI.run([
+            "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
+            "--ephemeral-key", "7EEE47DEE108A08EDD2BCD2BB762A543CA23EA96C9AF09AD54BEB9FA3CE1A026",
+        ])
+        #expect(result.status == 0)
+        #expect(result.stdout == "encryptedData: \(Self.vector1Output)\nephemeralPublicKey: \(Self.vector1Ephemeral)\n")
+    }
+
+    @Test func sealPrintsBase64OnRequest() throws {
+        let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        let result = try CLI.run([
+            "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
+            "--ephemeral-key", "7eee47dee108a08edd2bcd2bb762a543ca23ea96c9af09ad54beb9fa3ce1a026", "--base64",
+        ])
+        #expect(result.status == 0)
+        let base64 = Data(hexString: Self.vector1Output).base64EncodedString()
+        #expect(result.stdout.contains("encryptedData (base64): \(base64)\n"))
+    }
+
+    @Test func sealWithoutAFixedKeyUsesAFreshOne() throws {
+        let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        let args = ["crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext]
+        let first = try CLI.run(args)
+        let second = try CLI.run(args)
+        #expect(first.status == 0 && second.status == 0)
+        #expect(first.stdout != second.stdout)
+    }
+
+    @Test func verifyChainAcceptsApplesProductionChain() throws {
+        let result = try CLI.run(["crypto", "verify-chain", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("accepted: "))
+        #expect(result.stdout.contains("Apple Root CA - G3"))
+    }
+
+    @Test func verifyChainRefusesWithReasonAndNonZeroExit() throws {
+        let result = try CLI.run(["crypto", "verify-chain", CLI.cert("apple-wwdr-ca-g2.pem"), CLI.cert("apple-encipherment-leaf-prod-2020.pem")])
+        #expect(result.status != 0)
+        #expect(result.stdout.hasPrefix("refused: wrong_order: "))
+    }
+
+    @Test func verifyChainChecksValidityOnRequest() throws {
+        let result = try CLI.run(["crypto", "verify-chain", "--check-validity", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+        #expect(result.status != 0)
+        #expect(result.stdout.hasPrefix("refused: certificate_expired: "))
+    }
+
+    @Test(arguments: [
+        (["crypto", "verify-chain", "/nonexistent/leaf.pem"], "no such file"),
+        (["crypto", "seal", "--leaf", "/nonexistent.pem", "--plaintext", "/nonexistent"], "no such file"),
+        (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "PLAIN", "--ephemeral-key", "xyz"], "--ephemeral-key must be 64 hex digits"),
+        (["crypto", "seal", "--leaf", "ROOT", "--plaintext", "PLAIN"], "not EC P-256"),
+        (["crypto", "seal", "--leaf", "PLAIN", "--plaintext", "PLAIN"], "neither PEM nor a DER"),
+    ])
+    func badInputGivesOneClearLineAndNonZeroExit(arguments: [String], expected: String) throws {
+        let plaintext = try CLI.temporaryFile(Data("{}".utf8))
+        let substituted = arguments.map {
+            switch $0 {
+            case "LEAF": CLI.cert("apple-encipherment-leaf-test-vector.pem")
+            case "ROOT": CLI.cert("apple-root-ca-g3.pem")
+            case "PLAIN": plaintext
+            default: $0
+            }
+        }
+        let result = try CLI.run(substituted)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(!result.stderr.contains("Fatal error"))
+    }
+}
+
+extension Data {
+    init(hexString: String) {
+        var bytes: [UInt8] = []
+        var index = hexString.startIndex
+        while index < hexString.endIndex {
+            let next = hexString.index(index, offsetBy: 2)
+            bytes.append(UInt8(hexString[index..<next], radix: 16)!)
+            index = next
+        }
+        self.init(bytes)
+    }
+}
