@@ -14,6 +14,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // Wire types shared by the SDK, the server and the simulators: Foundation only.
@@ -30,11 +36,40 @@ let package = Package(
             ],
             resources: [.embedInCode("Resources/AppleRootCA-G3.pem")]
         ),
+        // The TMP server as a library: Hummingbird app, auth, services, storage.
+        .target(
+            name: "TokenPlatform",
+            dependencies: [
+                "ProvisioningModels",
+                "ProvisioningCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            resources: [.embedInCode("Resources/openapi.yaml")]
+        ),
+        // Apple's side and the token service provider's side, simulated faithfully.
+        .target(
+            name: "WalletSimulator",
+            dependencies: [
+                "ProvisioningModels",
+                "ProvisioningCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
         .executableTarget(
             name: "pushprov",
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "TokenPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -52,6 +87,19 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             resources: [.copy("Resources")]
+        ),
+        .testTarget(
+            name: "TokenPlatformTests",
+            dependencies: [
+                "TokenPlatform",
+                "ProvisioningCrypto",
+                "ProvisioningModels",
+                "WalletSimulator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
         ),
         .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
     ],

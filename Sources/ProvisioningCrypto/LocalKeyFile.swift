@@ -43,7 +43,7 @@ public enum LocalKeyFile {
         }
         let keys = LocalKeys.generate()
         let temporary = path + ".\(getpid()).tmp"
-        try writeOwnerOnly(encode(keys), to: temporary)
+        try createOwnerOnlyFile(encode(keys), at: temporary)
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {
             if errno == EEXIST { return (try load(at: path), false) }
@@ -57,6 +57,13 @@ public enum LocalKeyFile {
     /// - Throws: ``KeyConfigurationError`` when the file is missing, readable by group or
     ///   others, or not a valid key file.
     public static func load(at path: String) throws -> LocalKeys {
+        try decode(readOwnerOnlyFile(at: path), path: path)
+    }
+
+    /// Reads a secret file, refusing one that group or others can read or write.
+    ///
+    /// - Throws: ``KeyConfigurationError`` naming the file and, for loose permissions, the fix.
+    public static func readOwnerOnlyFile(at path: String) throws -> Data {
         var status = stat()
         guard stat(path, &status) == 0 else {
             throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
@@ -68,7 +75,7 @@ public enum LocalKeyFile {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw KeyConfigurationError("cannot read key file \(path)")
         }
-        return try decode(data, path: path)
+        return data
     }
 
     private struct Stored: Codable {
@@ -128,7 +135,9 @@ public enum LocalKeyFile {
     }
 
     /// Writes `data` to a new file created with mode 0600 (never briefly wider).
-    static func writeOwnerOnly(_ data: Data, to path: String) throws {
+    ///
+    /// - Throws: ``KeyConfigurationError`` if the file already exists or cannot be written.
+    public static func createOwnerOnlyFile(_ data: Data, at path: String) throws {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard descriptor >= 0 else {
             throw KeyConfigurationError("cannot create \(path): \(String(cString: strerror(errno)))")

@@ -42,7 +42,7 @@ let benchmarks: @Sendable () -> Void = {
         P256.Signing.PrivateKey()
     }
 
-    Benchmark("raw.ecdsa.verify") { benchmark, signed in
+    Benchmark("raw.ecdsa.verify") { (benchmark, signed: SignedMessage) in
         for _ in benchmark.scaledIterations {
             blackHole(signed.key.isValidSignature(signed.signature, for: Fixtures.message))
         }
@@ -52,7 +52,7 @@ let benchmarks: @Sendable () -> Void = {
         guard key.publicKey.isValidSignature(signature, for: Fixtures.message) else {
             throw BenchmarkSetupError("raw.ecdsa.verify: the reference signature does not verify")
         }
-        return (key: key.publicKey, signature: signature)
+        return SignedMessage(key: key.publicKey, signature: signature)
     }
 
     // MARK: ECC_V2 sealing
@@ -67,7 +67,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Apple chain validation
 
-    Benchmark("chain.validate.uncached") { benchmark, state in
+    Benchmark("chain.validate.uncached") { (benchmark, state: ChainState) in
         for _ in benchmark.scaledIterations {
             blackHole(await state.validator.validate(state.chain))
         }
@@ -75,10 +75,10 @@ let benchmarks: @Sendable () -> Void = {
         let chain = try Fixtures.load().chain
         let validator = AppleChainValidator(configuration: .init(cacheCapacity: 0))
         try await Fixtures.expectAccepted(chain, by: validator)
-        return (validator: validator, chain: chain)
+        return ChainState(validator: validator, chain: chain)
     }
 
-    Benchmark("chain.validate.cached") { benchmark, state in
+    Benchmark("chain.validate.cached") { (benchmark, state: ChainState) in
         for _ in benchmark.scaledIterations {
             blackHole(await state.validator.validate(state.chain))
         }
@@ -87,7 +87,7 @@ let benchmarks: @Sendable () -> Void = {
         let validator = AppleChainValidator()
         // Also warms the cache, so every measured call is a hit.
         try await Fixtures.expectAccepted(chain, by: validator)
-        return (validator: validator, chain: chain)
+        return ChainState(validator: validator, chain: chain)
     }
 
     // MARK: Activation data
@@ -102,7 +102,7 @@ let benchmarks: @Sendable () -> Void = {
         ActivationDataIssuer(signingKey: SigningKey.generate())
     }
 
-    Benchmark("activation.verify") { benchmark, state in
+    Benchmark("activation.verify") { (benchmark, state: IssuedToken) in
         for _ in benchmark.scaledIterations {
             blackHole(
                 state.verifier.verify(state.token, panUniqueReference: Fixtures.panUniqueReference, nonce: Fixtures.nonce, now: Date())
@@ -118,7 +118,7 @@ let benchmarks: @Sendable () -> Void = {
         guard verdict.claims != nil else {
             throw BenchmarkSetupError("activation.verify: a freshly issued token was refused: \(verdict)")
         }
-        return (verifier: verifier, token: token)
+        return IssuedToken(verifier: verifier, token: token)
     }
 }
 
@@ -185,6 +185,24 @@ enum Fixtures {
             throw BenchmarkSetupError("the Apple production chain was refused: \(String(describing: verdict.refusal))")
         }
     }
+}
+
+/// A P-256 public key and its signature over ``Fixtures/message``.
+struct SignedMessage {
+    var key: P256.Signing.PublicKey
+    var signature: P256.Signing.ECDSASignature
+}
+
+/// A validator and the DER chain it is asked to validate.
+struct ChainState {
+    var validator: AppleChainValidator
+    var chain: [Data]
+}
+
+/// A verifier and a token it should accept.
+struct IssuedToken {
+    var verifier: ActivationDataVerifier
+    var token: String
 }
 
 /// A setup failure; the benchmark runner reports it and the run fails.

@@ -1,0 +1,954 @@
+import Foundation
+
+/// Checks issuer card art against Apple's Wallet rules before it is stored or sent to Apple.
+///
+/// Apple accepts a vector PDF (preferred) or a PNG; the art must be landscape at 1536 × 969
+/// pixels and under 4 MB. Concretely this validator accepts:
+/// - a PNG whose `IHDR` header says exactly 1536 × 969 pixels, whose chunks are complete up to
+///   `IEND`, and whose critical chunks have correct CRCs;
+/// - a single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
+///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
+///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
+///
+/// The format is always detected from the bytes; a declared content type is only cross-checked.
+/// Validation is bounded: it never reads outside the data, works in time linear in its size,
+/// refuses anything of ``maximumSize`` bytes or more before parsing it, and never traps on hostile input.
+/// PDFs whose pages live inside compressed object streams are refused with a message asking for
+/// a save without object-stream compression, rather than guessed at.
+///
+/// Foundation only, so the same rules run in the server's card-art upload and in the iOS SDK.
+public struct CardArtValidator: Sendable {
+    /// The size limit in bytes: 4 MiB (4,194,304 bytes). Art must be strictly smaller ("under 4 MB").
+    public static let maximumSize = 4 * 1024 * 1024
+    /// The exact pixel width Apple requires of a PNG, and the width term of the PDF aspect ratio.
+    public static let requiredWidth = 1536
+    /// The exact pixel height Apple requires of a PNG, and the height term of the PDF aspect ratio.
+    public static let requiredHeight = 969
+    /// How far a PDF page's width ÷ height may differ from 1536 ÷ 969, relative: 0.005 is 0.5%.
+    public static let aspectRatioTolerance = 0.005
+
+    /// The aspect ratio a PDF page must have: 1536 ÷ 969 ≈ 1.585.
+    public static var requiredAspectRatio: Double { Double(requiredWidth) / Double(requiredHeight) }
+
+    /// Tells which card-art format the bytes are, from their first bytes only; does not validate them.
+    ///
+    /// Returns ``CardArtFormat/png`` for data starting with the PNG signature (or with at least
+    /// its first four bytes, so that a cut-off PNG is reported as truncated), ``CardArtFormat/pdf``
+    /// for data starting with `%PDF-`, and `nil` for anything else.
+    public static func detectFormat(of data: Data) -> CardArtFormat? {
+        let head = [UInt8](data.prefix(CardArtPNGReader.signature.count))
+        if head.count >= 4, head.elementsEqual(CardArtPNGReader.signature.prefix(head.count)) { return .png }
+        if head.starts(with: CardArtPDFReader.header) { return .pdf }
+        return nil
+    }
+
+    /// Validates card art and describes it, or says exactly why Apple would refuse it.
+    ///
+    /// Checks run in this order and the first failure is returned: empty, too large
+    /// (`data.count >= maximumSize`), unknown format, content-type mismatch, then the PNG or PDF rules.
+    ///
+    /// - Parameters:
+    ///   - data: The whole file as uploaded.
+    ///   - declaredContentType: The `Content-Type` it was sent with, if any. Parameters such as
+    ///     `; charset=binary` and letter case are ignored; any other type than the detected
+    ///     format's (`image/png` or `application/pdf`) is refused with `content_type_mismatch`.
+    /// - Returns: ``CardArtInfo`` for acceptable art, or a ``CardArtError`` with a stable code.
+    public static func validate(_ data: Data, declaredContentType: String? = nil) -> Result<CardArtInfo, CardArtError> {
+        guard !data.isEmpty else {
+            return .failure(CardArtError(code: .empty, message: "file is empty; card art must be a 1536×969 PNG or a landscape vector PDF"))
+        }
+        guard data.count < maximumSize else {
+            return .failure(CardArtError(
+                code: .tooLarge,
+                message: "file is \(CardArtFormatting.megabytes(data.count)) MB (\(CardArtFormatting.grouped(data.count)) bytes); Apple requires under 4 MB (less than \(CardArtFormatting.grouped(maximumSize)) bytes)"
+            ))
+        }
+        guard let format = detectFormat(of: data) else {
+            return .failure(CardArtError(code: .unknownFormat, message: unknownFormatMessage(data)))
+        }
+        if let declaredContentType {
+            let essence = CardArtFormat.essence(of: declaredContentType)
+            if essence != format.mediaType {
+                return .failure(CardArtError(code: .contentTypeMismatch, message: mismatchMessage(declared: essence, actual: format)))
+            }
+        }
+        let bytes = [UInt8](data)
+        switch format {
+        case .png:
+            return CardArtPNGReader.validate(bytes).map {
+                CardArtInfo(format: .png, dimensions: .pixels(width: $0.width, height: $0.height), byteCount: bytes.count)
+            }
+        case .pdf:
+            return CardArtPDFReader.validate(bytes).map {
+                CardArtInfo(format: .pdf, dimensions: .points(width: $0.width, height: $0.height), byteCount: bytes.count)
+            }
+        }
+    }
+
+    private static func unknownFormatMessage(_ data: Data) -> String {
+        let head = [UInt8](data.prefix(8))
+        let hex = head.map { CardArtFormatting.hexByte($0) }.joined(separator: " ")
+        var looksLike = ""
+        if head.starts(with: [0xFF, 0xD8, 0xFF]) {
+            looksLike = ", which is a JPEG"
+        } else if head.starts(with: Array("GIF8".utf8)) {
+            looksLike = ", which is a GIF"
+        } else if head.starts(with: Array("<?xml".utf8)) || head.starts(with: Array("<svg".utf8)) {
+            looksLike = ", which is XML or SVG"
+        }
+        return "file is neither a PNG nor a PDF (it starts with bytes \(hex)\(looksLike)); card art must be a 1536×969 PNG or a landscape vector PDF"
+    }
+
+    private static func mismatchMessage(declared: String, actual: CardArtFormat) -> String {
+        let shown = CardArtFormatting.printable(declared, limit: 64)
+        let actualName = actual == .png ? "a PNG" : "a PDF"
+        if CardArtFormat(mediaType: declared) != nil {
+            return "declared Content-Type is \(shown) but the file is \(actualName); send it as \(actual.mediaType)"
+        }
+        return "declared Content-Type \"\(shown)\" is not accepted for card art; the file is \(actualName), so send it as \(actual.mediaType)"
+    }
+}
+
+// MARK: - PNG
+
+/// Reads a PNG's header and walks its chunk list; never reads past the end of the bytes.
+private enum CardArtPNGReader {
+    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+    private static let ihdr: [UInt8] = Array("IHDR".utf8)
+    private static let idat: [UInt8] = Array("IDAT".utf8)
+    private static let iend: [UInt8] = Array("IEND".utf8)
+    /// Signature (8) + IHDR length and type (8) + IHDR data (13) + CRC (4).
+    private static let headerLength = 33
+
+    static func validate(_ bytes: [UInt8]) -> Result<(width: Int, height: Int), CardArtError> {
+        switch readSize(bytes) {
+        case .failure(let error):
+            return .failure(error)
+        case .success(let size):
+            guard size.width == UInt32(CardArtValidator.requiredWidth), size.height == UInt32(CardArtValidator.requiredHeight) else {
+                return .failure(CardArtError(
+                    code: .pngWrongSize,
+                    message: "PNG is \(size.width)×\(size.height) pixels; Apple requires \(CardArtValidator.requiredWidth)×\(CardArtValidator.requiredHeight)"
+                ))
+            }
+            return .success((CardArtValidator.requiredWidth, CardArtValidator.requiredHeight))
+        }
+    }
+
+    /// The pixel size from `IHDR`, after checking the whole chunk structure.
+    private static func readSize(_ bytes: [UInt8]) -> Result<(width: UInt32, height: UInt32), CardArtError> {
+        let count = bytes.count
+        guard count >= 16 else {
+            return .failure(truncated("PNG ends after \(count) bytes, before its IHDR header (a PNG needs at least \(headerLength) bytes)"))
+        }
+        let firstType = Array(bytes[12..<16])
+        guard firstType == ihdr else {
+            return .failure(CardArtError(code: .pngInvalidHeader, message: "PNG's first chunk is \(chunkName(firstType)); it must be IHDR"))
+        }
+        let headerDataLength = readUInt32(bytes, at: 8)
+        guard headerDataLength == 13 else {
+            return .failure(CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR chunk declares \(headerDataLength) bytes of data; it must be 13"))
+        }
+        guard count >= headerLength else {
+            return .failure(truncated("PNG ends after \(count) bytes, inside its IHDR header (\(headerLength) bytes needed)"))
+        }
+        guard CardArtCRC32.checksum(bytes[12..<29]) == readUInt32(bytes, at: 29) else {
+            return .failure(CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR chunk fails its CRC check; the file is damaged"))
+        }
+        let width = readUInt32(bytes, at: 16)
+        let height = readUInt32(bytes, at: 20)
+        guard width > 0, height > 0, width <= 0x7FFF_FFFF, height <= 0x7FFF_FFFF else {
+            return .failure(CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives an impossible size of \(width)×\(height) pixels"))
+        }
+
+        var position = headerLength
+        var sawImageData = false
+        while true {
+            guard count - position >= 8 else {
+                let detail = position == count ? "after \(count) bytes" : "inside a chunk header at byte \(position)"
+                return .failure(truncated("PNG ends \(detail) without an IEND chunk; the file was cut off"))
+            }
+            let length = readUInt32(bytes, at: position)
+            let type = Array(bytes[(position + 4)..<(position + 8)])
+            guard type.allSatisfy(isASCIILetter) else {
+                return .failure(corrupt("PNG has an invalid chunk type at byte \(position); the file is damaged"))
+            }
+            guard length <= 0x7FFF_FFFF else {
+                return .failure(corrupt("PNG's \(chunkName(type)) chunk at byte \(position) declares an impossible length of \(length) bytes"))
+            }
+            let dataLength = Int(length)
+            guard count - position - 12 >= dataLength else {
+                return .failure(truncated(
+                    "PNG ends inside its \(chunkName(type)) chunk at byte \(position) (the chunk needs \(dataLength + 12) bytes, \(count - position) remain); the file was cut off"
+                ))
+            }
+            let dataEnd = position + 8 + dataLength
+            // Critical chunks (upper-case first letter) must be intact; decoders skip damaged ancillary ones.
+            if type[0] & 0x20 == 0, CardArtCRC32.checksum(bytes[(position + 4)..<dataEnd]) != readUInt32(bytes, at: dataEnd) {
+                return .failure(corrupt("PNG's \(chunkName(type)) chunk at byte \(position) fails its CRC check; the file is damaged"))
+            }
+            if type == ihdr {
+                return .failure(corrupt("PNG has a second IHDR chunk at byte \(position); the file is damaged"))
+            }
+            if type == idat { sawImageData = true }
+            position = dataEnd + 4
+            if type == iend { break }
+        }
+        guard sawImageData else {
+            return .failure(corrupt("PNG has no image data (no IDAT chunk)"))
+        }
+        return .success((width, height))
+    }
+
+    private static func truncated(_ message: String) -> CardArtError { CardArtError(code: .pngTruncated, message: message) }
+    private static func corrupt(_ message: String) -> CardArtError { CardArtError(code: .pngCorrupt, message: message) }
+
+    private static func isASCIILetter(_ byte: UInt8) -> Bool {
+        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+    }
+
+    /// A chunk type for a message: its four letters, or hex when it is not printable.
+    private static func chunkName(_ type: [UInt8]) -> String {
+        if type.allSatisfy(isASCIILetter) { return String(decoding: type, as: UTF8.self) }
+        return "a chunk of type " + type.map { CardArtFormatting.hexByte($0) }.joined(separator: " ")
+    }
+
+    /// Big-endian UInt32 at `offset`; callers have checked that four bytes are there.
+    private static func readUInt32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
+        UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+    }
+}
+
+/// CRC-32 as PNG uses it (ISO 3309 / ITU-T V.42, reflected polynomial 0xEDB88320).
+private enum CardArtCRC32 {
+    private static let table: [UInt32] = (0..<256).map { index -> UInt32 in
+        var value = UInt32(index)
+        for _ in 0..<8 {
+            value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1
+        }
+        return value
+    }
+
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8)
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+}
+
+// MARK: - PDF
+
+/// Finds a PDF's first page and its page box by scanning the uncompressed object text.
+///
+/// One forward pass tokenizes the file, records every top-level `N G obj … endobj` value,
+/// skips stream data, and notes the trailer's `/Root`. The page tree is then walked from the
+/// catalog (or, if there is none, `/Type /Page` objects are taken in file order). Objects inside
+/// compressed object streams are not visible, and a page that cannot be read is refused, never guessed.
+private enum CardArtPDFReader {
+    static let header: [UInt8] = Array("%PDF-".utf8)
+    private static let endOfFileMarker: [UInt8] = Array("%%EOF".utf8)
+    /// Where `%%EOF` may sit: readers accept it within the last 1024 bytes.
+    private static let endOfFileWindow = 1024
+    private static let saveAdvice = "save the PDF without object-stream compression (for example with PDF 1.4 / Acrobat 5 compatibility)"
+
+    static func validate(_ bytes: [UInt8]) -> Result<(width: Double, height: Double), CardArtError> {
+        let tail = bytes.suffix(endOfFileWindow)
+        guard CardArtByteSearch.firstIndex(of: endOfFileMarker, in: tail) != nil else {
+            return .failure(CardArtError(code: .pdfTruncated, message: "PDF has no %%EOF marker at its end; the file looks cut off"))
+        }
+        let document = PDFDocumentScan(bytes: bytes)
+
+        let page: [String: PDFValue]
+        switch document.firstPage() {
+        case .unreadable(let reason):
+            let detail = document.hasCompressedObjects
+                ? "its page objects are stored inside compressed object streams"
+                : reason
+            return .failure(CardArtError(code: .pdfNoPage, message: "could not read the PDF's page box: \(detail); \(saveAdvice)"))
+        case .found(let first, let pageCount):
+            guard pageCount == 1 else {
+                return .failure(CardArtError(code: .pdfMultiplePages, message: "PDF has \(pageCount) pages; card art must be a single page"))
+            }
+            page = first
+        }
+
+        let box: PDFRectangle
+        switch pageBox(of: page, in: document) {
+        case .failure(let error): return .failure(error)
+        case .success(let rectangle): box = rectangle
+        }
+
+        if case .value(let rotate) = document.inheritedAttribute("Rotate", of: page), let degrees = rotate.integerDegrees, degrees % 360 != 0 {
+            return .failure(CardArtError(
+                code: .pdfRotated,
+                message: "PDF page has /Rotate \(degrees); save the card art as an upright landscape page without page rotation"
+            ))
+        }
+
+        let width = box.width
+        let height = box.height
+        let size = "\(CardArtFormatting.decimal(width, fractionDigits: 2))×\(CardArtFormatting.decimal(height, fractionDigits: 2)) points"
+        guard width > height else {
+            let shape = width == height ? "square" : "portrait"
+            return .failure(CardArtError(
+                code: .pdfNotLandscape,
+                message: "PDF page is \(size), which is \(shape); card art must be landscape (\(CardArtValidator.requiredWidth):\(CardArtValidator.requiredHeight))"
+            ))
+        }
+        let ratio = width / height
+        let deviation = abs(ratio / CardArtValidator.requiredAspectRatio - 1)
+        guard deviation <= CardArtValidator.aspectRatioTolerance else {
+            return .failure(CardArtError(
+                code: .pdfWrongAspect,
+                message: "PDF page is \(size), an aspect ratio of \(CardArtFormatting.decimal(ratio, fractionDigits: 3)); Apple requires \(CardArtValidator.requiredWidth):\(CardArtValidator.requiredHeight) (\(CardArtFormatting.decimal(CardArtValidator.requiredAspectRatio, fractionDigits: 3))) within 0.5%"
+            ))
+        }
+        return .success((width, height))
+    }
+
+    /// The visible page box: the crop box clipped to the media box, else the media box.
+    private static func pageBox(of page: [String: PDFValue], in document: PDFDocumentScan) -> Result<PDFRectangle, CardArtError> {
+        let media: PDFRectangle
+        switch document.inheritedAttribute("MediaBox", of: page) {
+        case .absent:
+            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: the page and its parents have no /MediaBox; \(saveAdvice)"))
+        case .unreadable:
+            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: its /MediaBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"))
+        case .value(let value):
+            guard let rectangle = document.rectangle(value) else {
+                return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /MediaBox is not four finite numbers enclosing an area"))
+            }
+            media = rectangle
+        }
+        switch document.inheritedAttribute("CropBox", of: page) {
+        case .absent:
+            return .success(media)
+        case .unreadable:
+            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: its /CropBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"))
+        case .value(let value):
+            guard let crop = document.rectangle(value) else {
+                return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /CropBox is not four finite numbers enclosing an area"))
+            }
+            guard let visible = crop.intersection(media) else {
+                return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /CropBox lies outside its /MediaBox, so nothing of the page is visible"))
+            }
+            return .success(visible)
+        }
+    }
+}
+
+/// An axis-aligned PDF rectangle with its corners normalized (`minX < maxX`, `minY < maxY`).
+private struct PDFRectangle {
+    var minX: Double
+    var minY: Double
+    var maxX: Double
+    var maxY: Double
+
+    var width: Double { maxX - minX }
+    var height: Double { maxY - minY }
+
+    /// The overlap of two rectangles, or `nil` when they do not overlap in a non-empty area.
+    func intersection(_ other: PDFRectangle) -> PDFRectangle? {
+        let result = PDFRectangle(minX: max(minX, other.minX), minY: max(minY, other.minY), maxX: min(maxX, other.maxX), maxY: min(maxY, other.maxY))
+        return result.width > 0 && result.height > 0 ? result : nil
+    }
+}
+
+/// A parsed PDF object, reduced to what the page-box search needs (string contents are dropped).
+private enum PDFValue {
+    case integer(Int)
+    case real(Double)
+    case name(String)
+    case string
+    case keyword(String)
+    case array([PDFValue])
+    case dictionary([String: PDFValue])
+    case reference(Int)
+
+    var number: Double? {
+        switch self {
+        case .integer(let value): Double(value)
+        case .real(let value): value
+        default: nil
+        }
+    }
+
+    var integer: Int? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// A `/Rotate` value as whole degrees (reals with no fraction are accepted), else `nil`.
+    var integerDegrees: Int? {
+        switch self {
+        case .integer(let value):
+            return value
+        case .real(let value):
+            guard value.isFinite, value == value.rounded(), abs(value) < 1e9 else { return nil }
+            return Int(value)
+        default:
+            return nil
+        }
+    }
+
+    var dictionary: [String: PDFValue]? {
+        if case .dictionary(let value) = self { return value }
+        return nil
+    }
+
+    /// The dictionary's `/Type` name, if this is a dictionary that has one.
+    var typeName: String? {
+        if case .name(let name)? = dictionary?["Type"] { return name }
+        return nil
+    }
+}
+
+/// A single-pass scan of a PDF's top-level objects.
+private struct PDFDocumentScan {
+    struct Record {
+        var value: PDFValue
+        /// The order of this definition in the file; later definitions (incremental updates) win.
+        var order: Int
+    }
+
+    /// Whether a value that may be inherited was found on the page or one of its ancestors.
+    enum Attribute {
+        case absent
+        case unreadable
+        case value(PDFValue)
+    }
+
+    enum PageLookup {
+        case found(page: [String: PDFValue], pageCount: Int)
+        case unreadable(String)
+    }
+
+    private(set) var objects: [Int: Record] = [:]
+    private(set) var rootReference: Int?
+    /// The file has object streams or cross-reference streams, so some objects may be invisible to the scan.
+    private(set) var hasCompressedObjects = false
+
+    /// Nesting deeper than this (arrays in dictionaries in …) abandons the object instead of recursing further.
+    private static let maximumDepth = 64
+
+    init(bytes: [UInt8]) {
+        var lexer = PDFLexer(bytes: bytes)
+        var previous: PDFLexer.Token?
+        var beforePrevious: PDFLexer.Token?
+        var streamDictionary: [String: PDFValue]?
+        var order = 0
+        while let token = lexer.next() {
+            var nextStreamDictionary: [String: PDFValue]?
+            switch token {
+            case .keyword("obj"):
+                guard case .integer(let number)? = beforePrevious, case .integer? = previous, number >= 0 else { break }
+                if let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) {
+                    order += 1
+                    objects[number] = Record(value: value, order: order)
+                    if let dictionary = value.dictionary {
+                        nextStreamDictionary = dictionary
+                        let type = value.typeName
+                        if type == "ObjStm" || type == "XRef" { hasCompressedObjects = true }
+                        if type == "XRef", case .reference(let root)? = dictionary["Root"] { rootReference = root }
+                    }
+                }
+                previous = nil
+                beforePrevious = nil
+                streamDictionary = nextStreamDictionary
+                continue
+            case .keyword("stream"):
+                lexer.skipStreamData(declaredLength: streamDictionary?["Length"]?.integer)
+            case .keyword("trailer"):
+                if let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0),
+                    case .reference(let root)? = trailer["Root"]
+                {
+                    rootReference = root
+                }
+            default:
+                break
+            }
+            streamDictionary = nextStreamDictionary
+            beforePrevious = previous
+            previous = token
+        }
+    }
+
+    // MARK: Parsing
+
+    private static func parseValue(_ token: PDFLexer.Token, _ lexer: inout PDFLexer, depth: Int) -> PDFValue? {
+        switch token {
+        case .integer(let value): return .integer(value)
+        case .real(let value): return .real(value)
+        case .name(let value): return .name(value)
+        case .string: return .string
+        case .keyword(let value): return .keyword(value)
+        case .arrayStart:
+            guard depth < maximumDepth, let items = parseItems(until: .arrayEnd, &lexer, depth: depth + 1) else { return nil }
+            return .array(items)
+        case .dictionaryStart:
+            guard depth < maximumDepth, let items = parseItems(until: .dictionaryEnd, &lexer, depth: depth + 1) else { return nil }
+            var dictionary: [String: PDFValue] = [:]
+            var index = 0
+            while index + 1 < items.count {
+                guard case .name(let key) = items[index] else { return nil }
+                dictionary[key] = items[index + 1]
+                index += 2
+            }
+            return .dictionary(dictionary)
+        case .arrayEnd, .dictionaryEnd, .junk:
+            return nil
+        }
+    }
+
+    /// The values up to `end`, with `N G R` triples folded into references; `nil` if the object is malformed.
+    private static func parseItems(until end: PDFLexer.Token, _ lexer: inout PDFLexer, depth: Int) -> [PDFValue]? {
+        var items: [PDFValue] = []
+        while true {
+            let start = lexer.position
+            guard let token = lexer.next() else { return nil }
+            if token == end { break }
+            if case .keyword(let word) = token, PDFLexer.structuralKeywords.contains(word) {
+                // A missing close bracket: leave the keyword for the top-level scan to resynchronize on.
+                lexer.position = start
+                return nil
+            }
+            guard let value = parseValue(token, &lexer, depth: depth) else { return nil }
+            items.append(value)
+        }
+        var folded: [PDFValue] = []
+        folded.reserveCapacity(items.count)
+        var index = 0
+        while index < items.count {
+            if index + 2 < items.count, case .integer(let number) = items[index], number >= 0,
+                case .integer = items[index + 1], case .keyword("R") = items[index + 2]
+            {
+                folded.append(.reference(number))
+                index += 3
+            } else {
+                folded.append(items[index])
+                index += 1
+            }
+        }
+        return folded
+    }
+
+    // MARK: Lookups
+
+    /// Follows references (at most a few hops) to a direct value; `nil` if an object is not in the scan.
+    func resolve(_ value: PDFValue?) -> PDFValue? {
+        var current = value
+        var hops = 0
+        while case .reference(let number)? = current {
+            hops += 1
+            guard hops <= 16 else { return nil }
+            current = objects[number]?.value
+        }
+        return current
+    }
+
+    /// A page attribute, looked up on the page and then up its `/Parent` chain (for inheritable keys).
+    ///
+    /// Each object is visited at most once, so a `/Parent` cycle ends the walk as unreadable.
+    func inheritedAttribute(_ key: String, of page: [String: PDFValue]) -> Attribute {
+        var node = page
+        var visited: Set<Int> = []
+        while true {
+            if let raw = node[key] {
+                guard let value = resolve(raw) else { return .unreadable }
+                return .value(value)
+            }
+            guard let parent = node["Parent"] else { return .absent }
+            if case .reference(let number) = parent, !visited.insert(number).inserted { return .unreadable }
+            guard let parentNode = resolve(parent)?.dictionary else { return .unreadable }
+            node = parentNode
+        }
+    }
+
+    /// A rectangle from `[x0 y0 x1 y1]` in any corner order; `nil` unless four finite numbers with a non-empty area.
+    func rectangle(_ value: PDFValue) -> PDFRectangle? {
+        guard case .array(let items) = value, items.count == 4 else { return nil }
+        let numbers = items.compactMap { resolve($0)?.number }
+        guard numbers.count == 4, numbers.allSatisfy(\.isFinite) else { return nil }
+        let box = PDFRectangle(
+            minX: min(numbers[0], numbers[2]), minY: min(numbers[1], numbers[3]),
+            maxX: max(numbers[0], numbers[2]), maxY: max(numbers[1], numbers[3])
+        )
+        guard box.width.isFinite, box.height.isFinite, box.width > 0, box.height > 0 else { return nil }
+        return box
+    }
+
+    /// The first page and the page count, from the catalog's page tree if there is one.
+    func firstPage() -> PageLookup {
+        if let pages = catalog()?["Pages"] {
+            return walkPageTree(from: pages)
+        }
+        return scanForPages()
+    }
+
+    private func catalog() -> [String: PDFValue]? {
+        if let rootReference, let root = objects[rootReference]?.value.dictionary {
+            return root
+        }
+        return objects.values.filter { $0.value.typeName == "Catalog" }.max { $0.order < $1.order }?.value.dictionary
+    }
+
+    /// Depth-first, in page order, visiting each object at most once.
+    private func walkPageTree(from root: PDFValue) -> PageLookup {
+        var stack: [PDFValue] = [root]
+        var visited: Set<Int> = []
+        var pages: [[String: PDFValue]] = []
+        var unreadableNodes = 0
+        var declaredCount: Int?
+        var isRoot = true
+        var budget = objects.count + 1024
+        while let item = stack.popLast() {
+            budget -= 1
+            guard budget > 0 else { return .unreadable("its page tree is too large or malformed") }
+            if case .reference(let number) = item {
+                guard visited.insert(number).inserted else { continue }
+            }
+            guard let node = resolve(item)?.dictionary else {
+                if pages.isEmpty { return .unreadable("its page tree refers to objects that are not in the file's uncompressed text") }
+                unreadableNodes += 1
+                continue
+            }
+            if isRoot {
+                declaredCount = resolve(node["Count"])?.integer
+                isRoot = false
+            }
+            let kids = resolve(node["Kids"])
+            let type = node.typeName
+            if type == "Pages" || (type == nil && kids != nil) {
+                guard case .array(let list)? = kids else {
+                    if pages.isEmpty { return .unreadable("a /Pages node of its page tree has no readable /Kids") }
+                    unreadableNodes += 1
+                    continue
+                }
+                stack.append(contentsOf: list.reversed())
+            } else if type == "Page" || type == nil {
+                pages.append(node)
+            } else {
+                if pages.isEmpty { return .unreadable("its page tree holds a /\(type ?? "") object where a page was expected") }
+                unreadableNodes += 1
+            }
+        }
+        guard let first = pages.first else { return .unreadable("its page tree has no pages") }
+        let pageCount = max(pages.count, declaredCount ?? 0)
+        if unreadableNodes > 0, pageCount <= 1, declaredCount != 1 {
+            return .unreadable("part of its page tree is not readable, so it cannot be confirmed to have a single page")
+        }
+        return .found(page: first, pageCount: pageCount)
+    }
+
+    /// Without a catalog: `/Type /Page` objects (latest definition of each) in file order.
+    private func scanForPages() -> PageLookup {
+        let pages = objects.values.filter { $0.value.typeName == "Page" }.sorted { $0.order < $1.order }
+        guard let first = pages.first?.value.dictionary else {
+            return .unreadable("no /Type /Page object was found in its uncompressed text")
+        }
+        let declared = objects.values.compactMap { record -> Int? in
+            guard record.value.typeName == "Pages", let node = record.value.dictionary, node["Parent"] == nil else { return nil }
+            return resolve(node["Count"])?.integer
+        }.max() ?? 0
+        return .found(page: first, pageCount: max(pages.count, declared))
+    }
+}
+
+extension [String: PDFValue] {
+    /// The dictionary's `/Type` name, if it has one.
+    fileprivate var typeName: String? {
+        if case .name(let name)? = self["Type"] { return name }
+        return nil
+    }
+}
+
+/// Splits PDF bytes into tokens (ISO 32000-1 §7.2), skipping comments and string contents.
+private struct PDFLexer {
+    enum Token: Equatable {
+        case dictionaryStart
+        case dictionaryEnd
+        case arrayStart
+        case arrayEnd
+        case name(String)
+        case integer(Int)
+        case real(Double)
+        case string
+        case keyword(String)
+        case junk
+    }
+
+    /// Keywords that can only appear between objects; finding one inside an object means it is malformed.
+    static let structuralKeywords: Set<String> = ["obj", "endobj", "stream", "endstream", "trailer", "xref", "startxref"]
+    private static let endStream: [UInt8] = Array("endstream".utf8)
+    /// Names and keywords are kept to this many bytes (PDF's own limit for names is 127).
+    private static let maximumKept = 127
+
+    let bytes: [UInt8]
+    var position = 0
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 || byte == 0x0C || byte == 0x00
+    }
+
+    static func isDelimiter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "["), UInt8(ascii: "]"),
+            UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "/"), UInt8(ascii: "%"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// The next token, or `nil` at the end of the data. Always advances while data remains.
+    mutating func next() -> Token? {
+        skipWhitespaceAndComments()
+        guard position < bytes.count else { return nil }
+        switch bytes[position] {
+        case UInt8(ascii: "<"):
+            if position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "<") {
+                position += 2
+                return .dictionaryStart
+            }
+            position += 1
+            while position < bytes.count, bytes[position] != UInt8(ascii: ">") { position += 1 }
+            position = min(position + 1, bytes.count)
+            return .string
+        case UInt8(ascii: ">"):
+            if position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: ">") {
+                position += 2
+                return .dictionaryEnd
+            }
+            position += 1
+            return .junk
+        case UInt8(ascii: "["):
+            position += 1
+            return .arrayStart
+        case UInt8(ascii: "]"):
+            position += 1
+            return .arrayEnd
+        case UInt8(ascii: "("):
+            skipLiteralString()
+            return .string
+        case UInt8(ascii: "/"):
+            return .name(readName())
+        case UInt8(ascii: ")"), UInt8(ascii: "{"), UInt8(ascii: "}"):
+            position += 1
+            return .junk
+        default:
+            return readRegular()
+        }
+    }
+
+    /// Moves past a stream's data, which follows the `stream` keyword just read.
+    ///
+    /// Trusts a direct `/Length` only if `endstream` follows it; otherwise searches for `endstream`.
+    mutating func skipStreamData(declaredLength: Int?) {
+        var start = position
+        if start < bytes.count, bytes[start] == 0x0D { start += 1 }
+        if start < bytes.count, bytes[start] == 0x0A { start += 1 }
+        if let declaredLength, declaredLength >= 0, declaredLength <= bytes.count - start {
+            var end = start + declaredLength
+            while end < bytes.count, Self.isWhitespace(bytes[end]) { end += 1 }
+            if bytes[end...].starts(with: Self.endStream) {
+                position = end + Self.endStream.count
+                return
+            }
+        }
+        if let found = CardArtByteSearch.firstIndex(of: Self.endStream, in: bytes[start...]) {
+            position = found + Self.endStream.count
+        } else {
+            position = bytes.count
+        }
+    }
+
+    private mutating func skipWhitespaceAndComments() {
+        while position < bytes.count {
+            let byte = bytes[position]
+            if Self.isWhitespace(byte) {
+                position += 1
+            } else if byte == UInt8(ascii: "%") {
+                while position < bytes.count, bytes[position] != 0x0A, bytes[position] != 0x0D { position += 1 }
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Skips `( … )` with balanced parentheses and backslash escapes.
+    private mutating func skipLiteralString() {
+        position += 1
+        var depth = 1
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "\\"):
+                position += 1
+            case UInt8(ascii: "("):
+                depth += 1
+            case UInt8(ascii: ")"):
+                depth -= 1
+                if depth == 0 {
+                    position += 1
+                    return
+                }
+            default:
+                break
+            }
+            position += 1
+        }
+        position = bytes.count
+    }
+
+    /// Reads `/Name`, decoding `#xx` escapes.
+    private mutating func readName() -> String {
+        position += 1
+        var name: [UInt8] = []
+        while position < bytes.count {
+            let byte = bytes[position]
+            if Self.isWhitespace(byte) || Self.isDelimiter(byte) { break }
+            var decoded = byte
+            if byte == UInt8(ascii: "#"), position + 2 < bytes.count,
+                let high = Self.hexValue(bytes[position + 1]), let low = Self.hexValue(bytes[position + 2])
+            {
+                decoded = high << 4 | low
+                position += 2
+            }
+            if name.count < Self.maximumKept { name.append(decoded) }
+            position += 1
+        }
+        return String(decoding: name, as: UTF8.self)
+    }
+
+    /// Reads a run of regular characters: a number or a keyword (`obj`, `R`, `true`, …).
+    private mutating func readRegular() -> Token {
+        let start = position
+        while position < bytes.count, !Self.isWhitespace(bytes[position]), !Self.isDelimiter(bytes[position]) { position += 1 }
+        let run = bytes[start..<position]
+        if let number = Self.number(run) { return number }
+        return .keyword(String(decoding: run.prefix(Self.maximumKept), as: UTF8.self))
+    }
+
+    /// A PDF number: optional sign, digits, at most one period, at least one digit (no exponents).
+    private static func number(_ run: ArraySlice<UInt8>) -> Token? {
+        var digits = run[...]
+        var negative = false
+        if let sign = digits.first, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") {
+            negative = sign == UInt8(ascii: "-")
+            digits = digits.dropFirst()
+        }
+        var integerDigits = 0
+        var fractionDigits = 0
+        var sawPeriod = false
+        for byte in digits {
+            if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                if sawPeriod { fractionDigits += 1 } else { integerDigits += 1 }
+            } else if byte == UInt8(ascii: "."), !sawPeriod {
+                sawPeriod = true
+            } else {
+                return nil
+            }
+        }
+        guard integerDigits + fractionDigits > 0 else { return nil }
+        if !sawPeriod, integerDigits <= 18 {
+            var value = 0
+            for byte in digits { value = value * 10 + Int(byte - UInt8(ascii: "0")) }
+            return .integer(negative ? -value : value)
+        }
+        // Normalize to `[-]D.D` so that Double's parser sees a plain decimal; overlong values become ±infinity.
+        var text = negative ? "-" : ""
+        let period = digits.firstIndex(of: UInt8(ascii: ".")) ?? digits.endIndex
+        let wholePart = digits[digits.startIndex..<period]
+        let fractionPart = period < digits.endIndex ? digits[(period + 1)...] : []
+        text += wholePart.isEmpty ? "0" : String(decoding: wholePart, as: UTF8.self)
+        text += "."
+        text += fractionPart.isEmpty ? "0" : String(decoding: fractionPart, as: UTF8.self)
+        guard let value = Double(text) else { return nil }
+        return .real(value)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+// MARK: - Helpers
+
+/// Byte-pattern search in time linear in the haystack (the pattern is a short constant).
+private enum CardArtByteSearch {
+    static func firstIndex(of pattern: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {
+        guard let first = pattern.first, haystack.count >= pattern.count else { return nil }
+        var index = haystack.startIndex
+        let last = haystack.endIndex - pattern.count
+        while index <= last {
+            if haystack[index] == first, haystack[index..<(index + pattern.count)].elementsEqual(pattern) {
+                return index
+            }
+            index += 1
+        }
+        return nil
+    }
+}
+
+/// Locale-independent number formatting for messages.
+private enum CardArtFormatting {
+    /// Bytes as MiB with one decimal, e.g. `5.2`.
+    static func megabytes(_ bytes: Int) -> String {
+        let tenths = (Int64(bytes) * 10 + 524_288) / 1_048_576
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+
+    /// `4194304` → `4,194,304`.
+    static func grouped(_ value: Int) -> String {
+        let digits = Array(String(value.magnitude))
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(digit)
+        }
+        return value < 0 ? "-" + result : result
+    }
+
+    /// A decimal with at most `fractionDigits` digits after the point and no trailing zeros: `307.2`, `1536`.
+    static func decimal(_ value: Double, fractionDigits: Int) -> String {
+        guard value.isFinite, abs(value) < 1e15 else { return "\(value)" }
+        var scale: Int64 = 1
+        for _ in 0..<fractionDigits { scale *= 10 }
+        let units = Int64((abs(value) * Double(scale)).rounded())
+        var text = String(units / scale)
+        var fraction = units % scale
+        if fraction != 0 {
+            var places = fractionDigits
+            while fraction % 10 == 0 {
+                fraction /= 10
+                places -= 1
+            }
+            let digits = String(fraction)
+            text += "." + String(repeating: "0", count: places - digits.count) + digits
+        }
+        return value < 0 && units != 0 ? "-" + text : text
+    }
+
+    static func hexByte(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+    }
+
+    /// Printable ASCII only, cut to `limit` characters, so a hostile header cannot inject lines into a message.
+    static func printable(_ text: String, limit: Int) -> String {
+        let scalars = text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }
+        var result = String(String.UnicodeScalarView(scalars.prefix(limit)))
+        if scalars.count > limit { result += "…" }
+        return result
+    }
+}

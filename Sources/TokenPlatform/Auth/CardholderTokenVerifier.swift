@@ -1,0 +1,101 @@
+import Crypto
+import Foundation
+import ProvisioningCrypto
+
+/// Verifies the cardholder JWTs the issuer's identity provider signs (ES256, compact JWS).
+///
+/// Requires a known `kid`, a valid signature, a non-empty `sub` (the user id) and an `exp`
+/// in the future; `nbf`/`iat` may not lie further ahead than the allowed clock skew, and a
+/// configured issuer or audience must match.
+public struct CardholderTokenVerifier: Sendable {
+    /// Verification keys by key id.
+    public var keys: [String: P256.Signing.PublicKey]
+    /// Tolerated clock difference with the identity provider (bounded to 5 minutes).
+    public var allowedClockSkew: TimeInterval
+    /// Required `iss`, if any.
+    public var issuer: String?
+    /// Required `aud`, if any.
+    public var audience: String?
+
+    /// Creates a verifier.
+    public init(keys: [String: P256.Signing.PublicKey], allowedClockSkew: TimeInterval = 60, issuer: String? = nil, audience: String? = nil) {
+        self.keys = keys
+        self.allowedClockSkew = min(max(allowedClockSkew, 0), 300)
+        self.issuer = issuer
+        self.audience = audience
+    }
+
+    /// Why a token was refused (logged, never returned to the caller).
+    public enum Refusal: String, Error, Sendable {
+        case malformed, unknownKey = "unknown_key", badSignature = "bad_signature", expired, notYetValid = "not_yet_valid"
+        case missingSubject = "missing_subject", missingExpiry = "missing_expiry", wrongIssuer = "wrong_issuer", wrongAudience = "wrong_audience"
+    }
+
+    private struct Claims: Decodable {
+        var sub: String?
+        var exp: Double?
+        var nbf: Double?
+        var iat: Double?
+        var iss: String?
+        var aud: Audience?
+
+        enum Audience: Decodable {
+            case one(String), many([String])
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                if let one = try? container.decode(String.self) { self = .one(one) } else { self = .many(try container.decode([String].self)) }
+            }
+            func contains(_ value: String) -> Bool {
+                switch self {
+                case .one(let one): one == value
+                case .many(let many): many.contains(value)
+                }
+            }
+        }
+    }
+
+    /// The user id (`sub`) of a valid token.
+    public func userId(from token: String, now: Date) -> Result<String, Refusal> {
+        guard let parts = try? CompactJWS.parse(token) else { return .failure(.malformed) }
+        guard let kid = parts.header.kid, let key = keys[kid] else { return .failure(.unknownKey) }
+        guard CompactJWS.isValidSignature(parts, key: key) else { return .failure(.badSignature) }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .failure(.malformed) }
+        let seconds = now.timeIntervalSince1970
+        guard let exp = claims.exp else { return .failure(.missingExpiry) }
+        guard seconds < exp + allowedClockSkew else { return .failure(.expired) }
+        if let nbf = claims.nbf, nbf > seconds + allowedClockSkew { return .failure(.notYetValid) }
+        if let iat = claims.iat, iat > seconds + allowedClockSkew { return .failure(.notYetValid) }
+        if let issuer, claims.iss != issuer { return .failure(.wrongIssuer) }
+        if let audience, claims.aud?.contains(audience) != true { return .failure(.wrongAudience) }
+        guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { return .failure(.missingSubject) }
+        return .success(sub)
+    }
+}
+
+/// Signs cardholder JWTs with the embedded run's development key (`pushprov dev-token`).
+public struct DevelopmentTokenIssuer: Sendable {
+    /// The `iss` of development tokens.
+    public static let issuer = "pushprov-dev"
+    /// The signing key.
+    public let key: SigningKey
+
+    /// Creates an issuer.
+    public init(key: SigningKey) {
+        self.key = key
+    }
+
+    /// A JWT for `userId`, valid for `lifetime` seconds from `now`.
+    public func token(userId: String, lifetime: TimeInterval, now: Date) throws -> String {
+        struct Claims: Encodable {
+            var sub: String
+            var iss: String
+            var iat: Int64
+            var exp: Int64
+        }
+        let iat = Int64(now.timeIntervalSince1970)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let payload = try encoder.encode(Claims(sub: userId, iss: Self.issuer, iat: iat, exp: iat + Int64(lifetime)))
+        return try CompactJWS.sign(payload: payload, key: key.privateKey, keyID: key.id, type: "JWT")
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import ProvisioningCrypto
+import X509
+
+/// Everything `pushprov serve` needs, resolved from flags, environment and the data directory.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind (default 127.0.0.1).
+    public var host: String
+    /// Port to bind (default 8080; 0 picks a free one).
+    public var port: Int
+    /// Where the embedded run keeps its database and keys.
+    public var dataDirectory: String
+    /// SQLite database path.
+    public var databasePath: String
+    /// Production mode: explicit secrets only, Apple's root only.
+    public var production: Bool
+    /// Apple's certificate-chain anchors (Apple Root CA - G3 plus configured extras).
+    public var trustAnchors: TrustAnchors
+    /// PAN vault and activation-data keys.
+    public var keys: LocalKeys
+    /// Where those keys live.
+    public var keyFilePath: String
+    /// The issuer back office's API key.
+    public var issuerAPIKey: String
+    /// The token service provider's API key.
+    public var tspAPIKey: String
+    /// Cardholder JWT verification keys.
+    public var cardholderKeys: JSONWebKeySet
+    /// The embedded run's cardholder signing key (nil in production).
+    public var developmentTokenKey: SigningKey?
+    /// Green or yellow for valid activation data.
+    public var activationPolicy: ActivationPolicy
+    /// Lines to print once at start-up (generated secrets and where they live).
+    public var notices: [String]
+
+    /// The line start-up prints.
+    public var startupLine: String {
+        "pushprov serve: listening on http://\(host):\(port) · database \(databasePath) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue)"
+    }
+}
+
+/// Raw settings before resolution: flags win over environment variables.
+public struct ServerSettings: Sendable {
+    /// `--host` / `PUSHPROV_HOST`.
+    public var host: String?
+    /// `--port` / `PUSHPROV_PORT`.
+    public var port: Int?
+    /// `--data-dir` / `PUSHPROV_DATA_DIR`.
+    public var dataDirectory: String?
+    /// `--database` / `PUSHPROV_DATABASE`.
+    public var database: String?
+    /// `--trust-anchor` (repeatable) / `PUSHPROV_TRUST_ANCHORS` (colon-separated).
+    public var trustAnchorFiles: [String] = []
+    /// `--production`.
+    public var production = false
+    /// `--activation-policy` / `PUSHPROV_ACTIVATION_POLICY`.
+    public var activationPolicy: String?
+
+    /// Empty settings (all defaults).
+    public init() {}
+
+    /// Resolves the settings against `environment` (normally the process environment).
+    ///
+    /// Embedded runs create the data directory, key file and secrets on first use. A
+    /// production run creates nothing: every secret must be configured explicitly, or this
+    /// throws a ``ConfigurationError`` naming what is missing.
+    public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
+        let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let host = self.host ?? env("PUSHPROV_HOST") ?? "127.0.0.1"
+        let portText = self.port.map(String.init) ?? env("PUSHPROV_PORT") ?? "8080"
+        guard let port = Int(portText), (0...65_535).contains(port) else {
+            throw ConfigurationError("port must be a number from 0 to 65535 (got \(portText))")
+        }
+        let dataDirectory = self.dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
+        let database = self.database ?? env("PUSHPROV_DATABASE") ?? (dataDirectory as NSString).appendingPathComponent("pushprov.sqlite")
+        if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
+            throw ConfigurationError("PostgreSQL storage is not available yet; use a SQLite file path for --database")
+        }
+        let policyText = activationPolicy ?? env("PUSHPROV_ACTIVATION_POLICY") ?? ActivationPolicy.inApp.rawValue
+        guard let policy = ActivationPolicy(rawValue: policyText) else {
+            throw ConfigurationError("activation policy must be in-app or immediate (got \(policyText))")
+        }
+        let anchorFiles = trustAnchorFiles + (env("PUSHPROV_TRUST_ANCHORS")?.split(separator: ":").map(String.init) ?? [])
+        if production, !anchorFiles.isEmpty {
+            throw ConfigurationError("--production trusts only Apple Root CA - G3; remove --trust-anchor / PUSHPROV_TRUST_ANCHORS")
+        }
+        var anchors = TrustAnchors.apple
+        for file in anchorFiles {
+            do {
+                anchors = anchors.adding(try TrustAnchors.certificates(fromFile: file))
+            } catch let error as CertificateFileError {
+                throw ConfigurationError("trust anchor \(error.description)")
+            }
+        }
+
+        var notices: [String] = []
+        if production {
+            let missing = ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY", "PUSHPROV_JWKS", "PUSHPROV_KEY_FILE"].filter { env($0) == nil }
+            guard missing.isEmpty else {
+                throw ConfigurationError("--production needs explicitly configured secrets; missing: \(missing.joined(separator: ", "))")
+            }
+            let keyFile = env("PUSHPROV_KEY_FILE")!
+            let keys: LocalKeys
+            do { keys = try LocalKeyFile.load(at: keyFile) } catch { throw ConfigurationError("\(error)") }
+            return ServerConfiguration(
+                host: host, port: port, dataDirectory: dataDirectory, databasePath: database, production: true, trustAnchors: anchors,
+                keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
+                cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy, notices: []
+            )
+        }
+
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
+        let keys: LocalKeys
+        do {
+            let loaded = try LocalKeyFile.loadOrCreate(at: keyFile)
+            keys = loaded.keys
+            if loaded.created { notices.append("generated PAN vault and activation-data keys in \(keyFile) (mode 0600)") }
+        } catch {
+            throw ConfigurationError("\(error)")
+        }
+        let secretsPath = (dataDirectory as NSString).appendingPathComponent("secrets.json")
+        let secrets = try EmbeddedSecrets.loadOrCreate(at: secretsPath)
+        if secrets.created {
+            notices.append("generated embedded-run secrets in \(secretsPath) (mode 0600); they are printed this once:")
+        }
+        let issuerKey = env("PUSHPROV_ISSUER_API_KEY") ?? secrets.value.issuerAPIKey
+        let tspKey = env("PUSHPROV_TSP_API_KEY") ?? secrets.value.tspAPIKey
+        if secrets.created {
+            if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("  issuer API key (PUSHPROV_ISSUER_API_KEY): \(issuerKey)") }
+            if env("PUSHPROV_TSP_API_KEY") == nil { notices.append("  TSP API key (PUSHPROV_TSP_API_KEY): \(tspKey)") }
+        } else {
+            if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("issuer and TSP API keys: from \(secretsPath)") }
+        }
+        let devKey = secrets.value.cardholderDevelopmentKey
+        var cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK])
+        if let jwks = env("PUSHPROV_JWKS") {
+            cardholderKeys.keys += try Self.loadJWKS(jwks).keys
+        }
+        return ServerConfiguration(
+            host: host, port: port, dataDirectory: dataDirectory, databasePath: database, production: false, trustAnchors: anchors,
+            keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
+            developmentTokenKey: devKey, activationPolicy: policy, notices: notices
+        )
+    }
+
+    static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError("JWKS file \(path) cannot be read")
+        }
+        guard let set = try? JSONDecoder().decode(JSONWebKeySet.self, from: data), !set.p256KeysByID.isEmpty else {
+            throw ConfigurationError("JWKS file \(path) holds no EC P-256 key with a kid")
+        }
+        return set
+    }
+}
+
+/// A configuration that cannot be used; the message says what to fix.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public var message: String
+    /// Creates an error.
+    public init(_ message: String) { self.message = message }
+    /// The message.
+    public var description: String { message }
+}

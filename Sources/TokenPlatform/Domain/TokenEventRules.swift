@@ -1,0 +1,46 @@
+import Foundation
+import ProvisioningModels
+
+/// Pure rules for how a TSP token event changes a token.
+///
+/// Events repeat (TMP's own commands are echoed back), so applying an event to a token that
+/// is already in the event's target state is accepted and changes nothing but `updatedAt`.
+public enum TokenEventRules {
+    /// The effect of `event` on `current` (nil when the token does not exist yet).
+    ///
+    /// - Parameters:
+    ///   - newToken: The token to insert for `CREATED`.
+    public static func effect(of event: TokenEventRequest, on current: TokenRecord?, newToken: TokenRecord?) -> TokenEventEffect {
+        guard let current else {
+            guard event.event == .created, let newToken else {
+                return .reject("token \(Redaction.prefix(event.tokenUniqueReference)) is unknown; the first event of a token must be CREATED")
+            }
+            return .insert(newToken)
+        }
+        guard current.panUniqueReference == event.panUniqueReference else {
+            return .reject("token belongs to another panUniqueReference")
+        }
+        let target: TokenStatus
+        switch event.event {
+        case .created: return .reject("token already exists (state \(current.status.rawValue))")
+        case .activated: target = .active
+        case .suspended: target = .suspended
+        case .resumed: target = .active
+        case .deactivated: target = .deactivated
+        }
+        if current.status == target {
+            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4)
+        }
+        if event.event == .resumed, current.status != .suspended {
+            return .reject("RESUMED needs a SUSPENDED token; the token is \(current.status.rawValue)")
+        }
+        if event.event == .activated, current.status != .inactive {
+            return .reject("ACTIVATED needs an INACTIVE token; the token is \(current.status.rawValue)")
+        }
+        guard current.status.canTransition(to: target) else {
+            return .reject("cannot go from \(current.status.rawValue) to \(target.rawValue)")
+        }
+        let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? .tokenService) : nil
+        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4)
+    }
+}

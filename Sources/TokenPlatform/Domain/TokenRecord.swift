@@ -1,0 +1,71 @@
+import Foundation
+import ProvisioningModels
+
+/// Why a token is suspended; decides what unblocking a card resumes.
+public enum SuspensionSource: String, Sendable, Hashable, Codable {
+    /// The card was blocked; unblocking resumes it.
+    case cardBlocked = "CARD_BLOCKED"
+    /// Customer service suspended this token; only customer service resumes it.
+    case customerService = "CUSTOMER_SERVICE"
+    /// The token service provider reported a suspension.
+    case tokenService = "TOKEN_SERVICE"
+}
+
+/// A network token of a card on one device.
+public struct TokenRecord: Sendable, Hashable {
+    /// The token reference (= the pass's `deviceAccountIdentifier`).
+    public var tokenUniqueReference: String
+    /// The card.
+    public var externalCardId: String
+    /// The card's pan-unique reference when the token was created.
+    public var panUniqueReference: String
+    /// The card's owner (denormalized so searches filter by owner in one query).
+    public var userId: String
+    /// The device.
+    public var deviceType: DeviceType
+    /// The state.
+    public var status: TokenStatus
+    /// Green or yellow.
+    public var authorizationPath: AuthorizationPath
+    /// Why it is suspended, when it is.
+    public var suspendedBy: SuspensionSource?
+    /// Last four digits of the token, if reported.
+    public var tokenLast4: String?
+    /// Created.
+    public var createdAt: Date
+    /// Last changed.
+    public var updatedAt: Date
+
+    /// Creates a record.
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date) {
+        self.tokenUniqueReference = tokenUniqueReference
+        self.externalCardId = externalCardId
+        self.panUniqueReference = panUniqueReference
+        self.userId = userId
+        self.deviceType = deviceType
+        self.status = status
+        self.authorizationPath = authorizationPath
+        self.suspendedBy = suspendedBy
+        self.tokenLast4 = tokenLast4
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// The Lifecycle API's view.
+    public var resource: TokenResource {
+        TokenResource(tokenUniqueReference: tokenUniqueReference, externalCardId: externalCardId, panUniqueReference: panUniqueReference, status: status, deviceType: deviceType, authorizationPath: authorizationPath, tokenLast4: tokenLast4, suspendedBy: suspendedBy?.rawValue)
+    }
+
+    /// The Push Provisioning API's view.
+    public var searchResult: TokenSearchResult {
+        TokenSearchResult(
+            tokenUniqueReference: tokenUniqueReference,
+            panUniqueReference: panUniqueReference,
+            externalCardId: externalCardId,
+            tokenStatus: status,
+            authorizationPath: authorizationPath,
+            processStatus: status == .inactive ? "PENDING_ACTIVATION" : "COMPLETED",
+            deviceType: deviceType
+        )
+    }
+}

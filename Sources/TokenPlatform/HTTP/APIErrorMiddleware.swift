@@ -1,0 +1,55 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ProvisioningModels
+
+/// The one place errors become HTTP: every failure leaves as the JSON error envelope with
+/// the status its kind calls for; anything unexpected is a plain 500 whose details are logged
+/// by type only, never returned.
+struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as TMPError {
+            return Self.response(for: error)
+        } catch is NIOTooManyBytesError {
+            return Self.response(for: TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than this endpoint accepts"))
+        } catch let error as HTTPError where error.status == .notFound {
+            let allowed = RouteTable.allowedMethods(for: request.uri.path)
+            if !allowed.isEmpty {
+                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(request.uri.path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
+                response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+                return response
+            }
+            return Self.response(for: TMPError(.notFound, "not_found", "no route \(request.method.rawValue) \(request.uri.path)"))
+        } catch let error as HTTPError {
+            return Self.response(for: TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed"), status: error.status)
+        } catch {
+            context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
+            return Self.response(for: TMPError(.internal, "internal_error", "the server failed to process the request"))
+        }
+    }
+
+    static func status(for kind: TMPError.Kind) -> HTTPResponse.Status {
+        switch kind {
+        case .badRequest: .badRequest
+        case .unauthorized: .unauthorized
+        case .notFound: .notFound
+        case .methodNotAllowed: .methodNotAllowed
+        case .conflict: .conflict
+        case .payloadTooLarge: .contentTooLarge
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .unavailable: .serviceUnavailable
+        case .internal: .internalServerError
+        }
+    }
+
+    static func response(for error: TMPError, status: HTTPResponse.Status? = nil) -> Response {
+        let body = (try? JSONEncoder().encode(ErrorEnvelope(code: error.code, message: error.message))) ?? Data()
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if error.kind == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: status ?? Self.status(for: error.kind), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

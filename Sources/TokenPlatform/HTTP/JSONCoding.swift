@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ProvisioningModels
+
+/// Request bodies in, JSON responses out, with refusals that name the field and the reason.
+enum JSONCoding {
+    /// The largest JSON body any endpoint accepts.
+    static let maximumBodySize = 64 * 1024
+
+    /// Collects at most `limit` bytes of the body; larger bodies are refused with 413.
+    static func body(of request: Request, limit: Int) async throws -> Data {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw TMPError(.payloadTooLarge, "payload_too_large", "the request body is \(length) bytes; at most \(limit) are accepted")
+        }
+        var request = request
+        do {
+            let buffer = try await request.collectBody(upTo: limit)
+            return Data(buffer: buffer)
+        } catch is NIOTooManyBytesError {
+            throw TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than \(limit) bytes")
+        }
+    }
+
+    /// Decodes a JSON body into `T`.
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        if let contentType = request.headers[.contentType], !contentType.lowercased().hasPrefix("application/json") {
+            throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
+        }
+        let data = try await body(of: request, limit: maximumBodySize)
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw TMPError.badRequest("invalid_request", describe(error))
+        } catch let error as ValidationError {
+            throw TMPError.badRequest(error.code.rawValue, error.description)
+        }
+    }
+
+    /// A JSON response.
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        let data = try encoder.encode(value)
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// Names the field and says why, without echoing values (they may be secret).
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            var text = ""
+            for key in keys {
+                if let index = key.intValue { text += "[\(index)]" } else { text += text.isEmpty ? key.stringValue : ".\(key.stringValue)" }
+            }
+            return text.isEmpty ? "body" : text
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "field \(path(context.codingPath + [key])) is missing"
+        case .valueNotFound(_, let context):
+            return "field \(path(context.codingPath)) must not be null"
+        case .typeMismatch(let type, let context):
+            let field = path(context.codingPath)
+            if context.codingPath.isEmpty { return "body must be a JSON object" }
+            return "field \(field) must be \(jsonTypeName(type))"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "body is not valid JSON" }
+            let field = path(context.codingPath)
+            if context.debugDescription == "must be base64" { return "field \(field) must be base64" }
+            if let name = context.codingPath.last?.stringValue, let allowed = allowedValues[name] {
+                return "field \(field) has an unknown value; expected one of \(allowed.joined(separator: ", "))"
+            }
+            return "field \(field) is invalid"
+        @unknown default:
+            return "body could not be read"
+        }
+    }
+
+    private static func jsonTypeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type, is Double.Type: "a number"
+        case is [Any].Type: "an array"
+        default: type is any Collection.Type ? "an array" : "a JSON object or string"
+        }
+    }
+
+    private static let allowedValues: [String: [String]] = [
+        "walletType": WalletType.allCases.map(\.rawValue),
+        "deviceType": DeviceType.allCases.map(\.rawValue),
+        "status": CardStatus.allCases.map(\.rawValue),
+        "network": CardNetwork.allCases.map(\.rawValue),
+        "event": TokenEventType.allCases.map(\.rawValue),
+    ]
+}

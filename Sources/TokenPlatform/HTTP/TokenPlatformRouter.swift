@@ -1,0 +1,159 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ProvisioningModels
+
+/// Builds the TMP server's router: every route of ``RouteTable`` with its authentication,
+/// body limits and error envelope.
+public struct TokenPlatformRouter: Sendable {
+    /// Shared dependencies of the services.
+    public let environment: PlatformEnvironment
+    /// Credential checks.
+    public let authenticator: Authenticator
+    /// Prometheus metrics.
+    public let metrics: PlatformMetrics
+
+    /// Creates a router builder.
+    public init(environment: PlatformEnvironment, authenticator: Authenticator, metrics: PlatformMetrics = PlatformMetrics()) {
+        self.environment = environment
+        self.authenticator = authenticator
+        self.metrics = metrics
+    }
+
+    /// The router.
+    public func build() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+        router.add(middleware: APIErrorMiddleware())
+        let provisioning = PushProvisioningService(environment: environment)
+        let lifecycle = LifecycleService(environment: environment)
+        let tsp = TSPService(environment: environment)
+        let metrics = metrics
+
+        // Push Provisioning API (cardholder JWT).
+        on(.post, "/issuer/push-provisioning/tokens/searches", router) { request, _, caller in
+            let body = try await JSONCoding.decode(TokenSearchRequest.self, from: request)
+            return try JSONCoding.response(try await provisioning.searchTokens(userId: caller.userId, request: body))
+        }
+        on(.post, "/issuer/push-provisioning/signed-cards", router) { request, _, caller in
+            do {
+                let body = try await JSONCoding.decode(SignedCardRequest.self, from: request)
+                let response = try await provisioning.signCard(userId: caller.userId, request: body)
+                metrics.recordProvisioning(outcome: "sealed")
+                return try JSONCoding.response(response)
+            } catch let error as TMPError {
+                metrics.recordProvisioning(outcome: error.code)
+                throw error
+            }
+        }
+        on(.post, "/issuer/push-provisioning/tokens/activations", router) { request, _, caller in
+            let body = try await JSONCoding.decode(TokenActivationRequest.self, from: request)
+            let response = try await provisioning.activateToken(userId: caller.userId, request: body)
+            metrics.recordActivation(outcome: response.issuerMobileAppAuthResponse.rawValue)
+            return try JSONCoding.response(response)
+        }
+        on(.get, "/issuer/push-provisioning/cards", router) { _, _, caller in
+            try JSONCoding.response(try await provisioning.cards(userId: caller.userId))
+        }
+        on(.get, "/issuer/push-provisioning/cards/{externalCardId}/art", router) { _, context, caller in
+            let art = try await provisioning.cardArt(userId: caller.userId, externalCardId: try context.parameters.require("externalCardId"))
+            return Response(status: .ok, headers: [.contentType: art.contentType, .cacheControl: "private, max-age=3600"], body: .init(byteBuffer: ByteBuffer(bytes: art.data)))
+        }
+
+        // Lifecycle API (issuer key).
+        on(.put, "/lifecycle/cards/{externalCardId}", router) { request, context, _ in
+            let body = try await JSONCoding.decode(CardUpsertRequest.self, from: request)
+            let result = try await lifecycle.putCard(externalCardId: try context.parameters.require("externalCardId"), request: body)
+            return try JSONCoding.response(result.card, status: result.created ? .created : .ok)
+        }
+        on(.patch, "/lifecycle/cards/{externalCardId}", router) { request, context, _ in
+            let body = try await JSONCoding.decode(CardStatusChangeRequest.self, from: request)
+            return try JSONCoding.response(try await lifecycle.setStatus(externalCardId: try context.parameters.require("externalCardId"), status: body.status))
+        }
+        on(.get, "/lifecycle/cards/{externalCardId}", router) { _, context, _ in
+            try JSONCoding.response(try await lifecycle.card(externalCardId: try context.parameters.require("externalCardId")))
+        }
+        on(.get, "/lifecycle/cards/{externalCardId}/tokens", router) { _, context, _ in
+            try JSONCoding.response(try await lifecycle.tokens(externalCardId: try context.parameters.require("externalCardId")))
+        }
+        for action in LifecycleService.TokenAction.allCases {
+            on(.post, "/lifecycle/tokens/{tokenUniqueReference}/\(action.rawValue)", router) { _, context, _ in
+                try JSONCoding.response(try await lifecycle.perform(action, tokenUniqueReference: try context.parameters.require("tokenUniqueReference")))
+            }
+        }
+        on(.put, "/lifecycle/card-art/{artId}", router) { request, context, _ in
+            let data = try await JSONCoding.body(of: request, limit: CardArtValidator.maximumSize + 1)
+            let info = try await lifecycle.putCardArt(artId: try context.parameters.require("artId"), data: data, contentType: request.headers[.contentType])
+            return try JSONCoding.response(CardArtUploadResponse(artId: try context.parameters.require("artId"), info: info))
+        }
+
+        // TSP API (TSP key).
+        on(.post, "/tsp/tokenization-decisions", router) { request, _, _ in
+            try JSONCoding.response(try await tsp.decide(try await JSONCoding.decode(TokenizationDecisionRequest.self, from: request)))
+        }
+        on(.post, "/tsp/token-events", router) { request, _, _ in
+            try JSONCoding.response(try await tsp.apply(try await JSONCoding.decode(TokenEventRequest.self, from: request)))
+        }
+        on(.get, "/tsp/activation-keys", router) { _, _, _ in
+            try JSONCoding.response(environment.activationKeySet)
+        }
+
+        // Operations.
+        on(.get, "/health", router) { _, _, _ in
+            do {
+                try await environment.store.ping()
+                return try JSONCoding.response(["status": "ok", "database": "ok"])
+            } catch {
+                return try JSONCoding.response(["status": "unavailable", "database": "unreachable"], status: .serviceUnavailable)
+            }
+        }
+        on(.get, "/metrics", router) { _, _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
+        }
+        on(.get, "/openapi.yaml", router) { _, _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        }
+        return router
+    }
+
+    /// Registers one route of ``RouteTable`` behind its authentication requirement.
+    private func on(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        _ router: Router<BasicRequestContext>,
+        _ handler: @escaping @Sendable (Request, BasicRequestContext, AuthenticatedCaller) async throws -> Response
+    ) {
+        let spec = RouteTable.spec(method, path)
+        let authenticator = authenticator
+        router.on(RouterPath(path), method: method) { request, context in
+            let caller = try authenticator.authenticate(request, as: spec.auth, logger: context.logger)
+            return try await handler(request, context, AuthenticatedCaller(caller: caller))
+        }
+    }
+}
+
+/// The authenticated caller as handlers see it.
+struct AuthenticatedCaller: Sendable {
+    let caller: Caller?
+
+    /// The cardholder's user id (only cardholder routes call this).
+    var userId: String {
+        if case .cardholder(let userId) = caller { return userId }
+        preconditionFailure("userId read on a route that does not authenticate cardholders")
+    }
+}
+
+/// `PUT card-art/{id}` response.
+struct CardArtUploadResponse: Encodable {
+    let artId: String
+    let format: String
+    let byteSize: Int
+
+    init(artId: String, info: CardArtInfo) {
+        self.artId = artId
+        self.format = info.format.rawValue
+        self.byteSize = info.byteCount
+    }
+}

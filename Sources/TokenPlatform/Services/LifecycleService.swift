@@ -1,0 +1,233 @@
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// The issuer back office's API: cards, their status, customer-service token actions, card art.
+public struct LifecycleService: Sendable {
+    /// Shared dependencies.
+    public let environment: PlatformEnvironment
+
+    /// Creates the service.
+    public init(environment: PlatformEnvironment) {
+        self.environment = environment
+    }
+
+    /// A token command customer service can give.
+    public enum TokenAction: String, Sendable, CaseIterable {
+        /// ACTIVE → SUSPENDED.
+        case suspend
+        /// SUSPENDED → ACTIVE.
+        case resume
+        /// any → DEACTIVATED.
+        case deactivate
+    }
+
+    /// The result of changing a card's status: the card and what happened to each token.
+    public struct StatusChange: Codable, Sendable, Hashable {
+        /// What happened to one token.
+        public struct TokenOutcome: Codable, Sendable, Hashable {
+            /// The token.
+            public var tokenUniqueReference: String
+            /// Its state now.
+            public var status: TokenStatus
+            /// `SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED`, or `FAILED` (the token service
+            /// did not confirm; the token is unchanged — send the same PATCH again to retry).
+            public var result: String
+        }
+
+        /// The card now.
+        public var card: CardResource
+        /// The tokens the change concerned.
+        public var tokens: [TokenOutcome]
+    }
+
+    /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
+    public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
+        try InputRules.identifier(externalCardId, field: "externalCardId")
+        try InputRules.userId(request.userId)
+        try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
+        try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
+        if let artId = request.artId {
+            try InputRules.identifier(artId, field: "artId")
+            guard try await environment.store.cardArt(id: artId) != nil else {
+                throw TMPError.badRequest("unknown_art", "artId \(artId) is not uploaded; PUT /lifecycle/card-art/\(artId) first")
+            }
+        }
+        let now = environment.now()
+        let existing = try await environment.store.card(externalCardId: externalCardId)
+        let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
+        let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
+        if let existing, !samePAN {
+            // The old PAN's tokens must die at the token service before TMP forgets them.
+            for token in try await environment.store.tokens(externalCardId: externalCardId) where token.status != .deactivated {
+                do {
+                    try await environment.connector.deactivate(token)
+                } catch {
+                    throw TMPError(.unavailable, "token_service_unavailable", "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its tokens, and it did not answer; nothing was changed, try again")
+                }
+                let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
+                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+                    current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
+                }
+            }
+        }
+        let card = CardRecord(
+            externalCardId: externalCardId,
+            userId: request.userId,
+            encryptedPAN: try environment.vault.encrypt(request.primaryAccountNumber, cardID: externalCardId).serialized,
+            panLookupHash: lookupHash,
+            panLast4: request.primaryAccountNumber.last4,
+            panUniqueReference: samePAN ? existing!.panUniqueReference : "PUR" + environment.makeIdentifier(),
+            expiration: request.expiration,
+            cardholderName: request.cardholderName,
+            network: request.network,
+            productTitle: request.productTitle,
+            artId: request.artId,
+            status: existing?.status ?? .active,
+            createdAt: existing?.createdAt ?? now,
+            updatedAt: now
+        )
+        let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)")
+        do {
+            _ = try await environment.store.putCard(card, audit: audit)
+        } catch StoreError.duplicatePAN(let other) {
+            throw TMPError.conflict("duplicate_pan", "card \(other) already has this primaryAccountNumber")
+        }
+        return (card.resource, existing == nil)
+    }
+
+    /// `GET cards/{id}`.
+    public func card(externalCardId: String) async throws -> CardResource {
+        try await existingCard(externalCardId).resource
+    }
+
+    /// `GET cards/{id}/tokens`.
+    public func tokens(externalCardId: String) async throws -> TokenListResponse {
+        let card = try await existingCard(externalCardId)
+        return TokenListResponse(tokens: try await environment.store.tokens(externalCardId: card.externalCardId).map(\.resource))
+    }
+
+    /// `PATCH cards/{id}`: BLOCKED suspends the active tokens, ACTIVE resumes those the block
+    /// suspended, CLOSED deactivates all. A CLOSED card stays closed.
+    public func setStatus(externalCardId: String, status: CardStatus) async throws -> StatusChange {
+        let card = try await existingCard(externalCardId)
+        if card.status == .closed, status != .closed {
+            throw TMPError.conflict("card_closed", "card \(externalCardId) is CLOSED; a closed card cannot change status")
+        }
+        let now = environment.now()
+        let audit = AuditEntry(at: now, actor: "issuer", action: "card.status", subject: "card:\(externalCardId)", detail: "\(card.status.rawValue) -> \(status.rawValue)")
+        guard let updated = try await environment.store.setCardStatus(externalCardId: externalCardId, status: status, at: now, audit: audit) else {
+            throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+        }
+        var outcomes: [StatusChange.TokenOutcome] = []
+        for token in try await environment.store.tokens(externalCardId: externalCardId) {
+            let command: (target: TokenStatus, source: SuspensionSource?, result: String, call: @Sendable (TokenRecord) async throws -> Void)?
+            switch status {
+            case .blocked where token.status == .active:
+                command = (.suspended, .cardBlocked, "SUSPENDED", environment.connector.suspend)
+            case .active where token.status == .suspended && token.suspendedBy == .cardBlocked:
+                command = (.active, nil, "RESUMED", environment.connector.resume)
+            case .closed where token.status != .deactivated:
+                command = (.deactivated, nil, "DEACTIVATED", environment.connector.deactivate)
+            default:
+                command = nil
+            }
+            guard let command else { continue }
+            outcomes.append(await apply(command.target, source: command.source, result: command.result, to: token, actor: "issuer", reason: "card \(status.rawValue)", call: command.call))
+        }
+        return StatusChange(card: updated.resource, tokens: outcomes)
+    }
+
+    /// `POST tokens/{ref}/{action}`: a customer-service command for one token.
+    public func perform(_ action: TokenAction, tokenUniqueReference: String) async throws -> TokenResource {
+        try InputRules.identifier(tokenUniqueReference, field: "tokenUniqueReference")
+        guard let token = try await environment.store.token(reference: tokenUniqueReference) else {
+            throw TMPError.notFound("token_not_found", "no token \(tokenUniqueReference)")
+        }
+        let target: TokenStatus
+        let call: @Sendable (TokenRecord) async throws -> Void
+        switch action {
+        case .suspend:
+            target = .suspended
+            call = environment.connector.suspend
+            guard token.status == .active else { throw illegal(token, to: target) }
+        case .resume:
+            target = .active
+            call = environment.connector.resume
+            guard token.status == .suspended else { throw illegal(token, to: target) }
+            let card = try await existingCard(token.externalCardId)
+            guard card.status == .active else {
+                throw TMPError.conflict("card_not_active", "card \(card.externalCardId) is \(card.status.rawValue); unblock the card to resume its tokens")
+            }
+        case .deactivate:
+            target = .deactivated
+            call = environment.connector.deactivate
+            guard token.status != .deactivated else { throw illegal(token, to: target) }
+        }
+        let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
+        if outcome.result == "FAILED" {
+            throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is unchanged (\(token.status.rawValue)), try again")
+        }
+        guard let after = try await environment.store.token(reference: tokenUniqueReference) else {
+            throw TMPError.notFound("token_not_found", "no token \(tokenUniqueReference)")
+        }
+        return after.resource
+    }
+
+    /// `PUT card-art/{id}`: validates against Apple's rules and stores.
+    public func putCardArt(artId: String, data: Data, contentType: String?) async throws -> CardArtInfo {
+        try InputRules.identifier(artId, field: "artId")
+        let info: CardArtInfo
+        switch CardArtValidator.validate(data, declaredContentType: contentType) {
+        case .success(let valid): info = valid
+        case .failure(let error): throw TMPError.badRequest("invalid_card_art", "\(error.code.rawValue): \(error.message)")
+        }
+        let now = environment.now()
+        try await environment.store.putCardArt(
+            CardArtRecord(artId: artId, contentType: info.format.mediaType, data: data, updatedAt: now),
+            audit: AuditEntry(at: now, actor: "issuer", action: "card_art.put", subject: "card_art:\(artId)", detail: "\(info.format.rawValue), \(data.count) bytes")
+        )
+        return info
+    }
+
+    private func existingCard(_ externalCardId: String) async throws -> CardRecord {
+        try InputRules.identifier(externalCardId, field: "externalCardId")
+        guard let card = try await environment.store.card(externalCardId: externalCardId) else {
+            throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+        }
+        return card
+    }
+
+    private func illegal(_ token: TokenRecord, to target: TokenStatus) -> TMPError {
+        TMPError.conflict("illegal_token_transition", "token \(token.tokenUniqueReference) is \(token.status.rawValue) and cannot become \(target.rawValue)")
+    }
+
+    /// Asks the token service, then records the change; a token service failure leaves the token as it was.
+    private func apply(
+        _ target: TokenStatus,
+        source: SuspensionSource?,
+        result: String,
+        to token: TokenRecord,
+        actor: String,
+        reason: String,
+        call: @Sendable (TokenRecord) async throws -> Void
+    ) async -> StatusChange.TokenOutcome {
+        do {
+            try await call(token)
+        } catch {
+            environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(error)"])
+            return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
+        }
+        let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
+        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+            if current.status == target { return .unchanged }
+            return current.status.canTransition(to: target) ? .set(target, suspendedBy: source) : .reject("token is \(current.status.rawValue)")
+        }
+        switch outcome {
+        case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)
+        case .unchanged(let current): return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
+        case .rejected(let current, _): return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
+        case .notFound, nil: return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// Where and how new activation data ends up on the green or yellow path.
+public enum ActivationPolicy: String, Sendable, Hashable, CaseIterable {
+    /// Valid activation data → yellow: the token is created inactive and the app activates it.
+    case inApp = "in-app"
+    /// Valid activation data → green: the token is active at once.
+    case immediate
+}
+
+/// What every service shares: storage, keys, the token service, the clock.
+///
+/// Clock and randomness come in from outside so tests are deterministic.
+public struct PlatformEnvironment: Sendable {
+    /// Storage.
+    public var store: any TMPStore
+    /// PAN encryption and lookup.
+    public var vault: PANVault
+    /// Apple's certificate-chain policy with the configured anchors.
+    public var chainValidator: AppleChainValidator
+    /// Activation-data signing keys, newest first: the first signs, all verify.
+    public var activationKeys: [SigningKey]
+    /// Green or yellow for valid activation data.
+    public var activationPolicy: ActivationPolicy
+    /// The token service provider.
+    public var connector: any TokenServiceConnector
+    /// The current time.
+    public var now: @Sendable () -> Date
+    /// Random identifiers (pan-unique references).
+    public var makeIdentifier: @Sendable () -> String
+    /// Where services log (never PANs).
+    public var logger: Logger
+
+    /// Creates an environment.
+    public init(
+        store: any TMPStore,
+        vault: PANVault,
+        chainValidator: AppleChainValidator,
+        activationKeys: [SigningKey],
+        activationPolicy: ActivationPolicy = .inApp,
+        connector: any TokenServiceConnector = UnconfiguredTokenServiceConnector(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        makeIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.replacingOccurrences(of: "-", with: "") },
+        logger: Logger = Logger(label: "pushprov.tmp")
+    ) {
+        precondition(!activationKeys.isEmpty, "at least one activation signing key is required")
+        self.store = store
+        self.vault = vault
+        self.chainValidator = chainValidator
+        self.activationKeys = activationKeys
+        self.activationPolicy = activationPolicy
+        self.connector = connector
+        self.now = now
+        self.makeIdentifier = makeIdentifier
+        self.logger = logger
+    }
+
+    /// Issues activation data with the newest key.
+    var activationIssuer: ActivationDataIssuer { ActivationDataIssuer(signingKey: activationKeys[0]) }
+
+    /// Verifies activation data with every published key.
+    var activationVerifier: ActivationDataVerifier {
+        ActivationDataVerifier(keys: Dictionary(activationKeys.map { ($0.id, $0.privateKey.publicKey) }, uniquingKeysWith: { first, _ in first }))
+    }
+
+    /// The published verification keys.
+    public var activationKeySet: JSONWebKeySet { JSONWebKeySet(keys: activationKeys.map(\.publicJWK)) }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// The app-facing API: what a signed-in cardholder may do with their own cards and tokens.
+///
+/// Every method takes the caller's user id and treats another user's card or token exactly
+/// like a missing one, so the API never confirms that someone else's card exists.
+public struct PushProvisioningService: Sendable {
+    /// Shared dependencies.
+    public let environment: PlatformEnvironment
+
+    /// Creates the service.
+    public init(environment: PlatformEnvironment) {
+        self.environment = environment
+    }
+
+    /// `tokens/searches`: the caller's tokens among `request.tokenUniqueReferences`.
+    public func searchTokens(userId: String, request: TokenSearchRequest) async throws -> [TokenSearchResult] {
+        guard request.tokenUniqueReferences.count <= TokenSearchRequest.maximumReferences else {
+            throw TMPError.badRequest("too_many_references", "tokenUniqueReferences holds \(request.tokenUniqueReferences.count) references; at most \(TokenSearchRequest.maximumReferences) are accepted per search")
+        }
+        for (index, reference) in request.tokenUniqueReferences.enumerated() {
+            try InputRules.identifier(reference, field: "tokenUniqueReferences[\(index)]")
+        }
+        let references = Array(Set(request.tokenUniqueReferences))
+        return try await environment.store.tokens(references: references, ownedBy: userId).map(\.searchResult)
+    }
+
+    /// `signed-cards`: validates Apple's chain, seals the card for its leaf and issues activation data.
+    public func signCard(userId: String, request: SignedCardRequest) async throws -> SignedCardResponse {
+        try InputRules.identifier(request.externalCardId, field: "externalCardId")
+        guard !request.certificates.isEmpty else {
+            throw TMPError.badRequest("invalid_field", "certificates must hold the certificates Wallet supplied, leaf first")
+        }
+        guard request.certificates.count <= SignedCardRequest.maximumCertificates else {
+            throw TMPError.badRequest("too_many_certificates", "certificates holds \(request.certificates.count) entries; at most \(SignedCardRequest.maximumCertificates) are accepted")
+        }
+        for (field, value) in [("nonce", request.nonce.data), ("nonceSignature", request.nonceSignature.data)] {
+            guard !value.isEmpty, value.count <= PassDataPayload.maximumNonceBytes else {
+                throw TMPError.badRequest("invalid_field", "\(field) must be 1 to \(PassDataPayload.maximumNonceBytes) bytes")
+            }
+        }
+        let card = try await ownedCard(request.externalCardId, userId: userId)
+        let now = environment.now()
+        switch card.status {
+        case .active: break
+        case .blocked: throw TMPError.conflict("card_blocked", "card \(card.externalCardId) is blocked and cannot be added to Wallet")
+        case .closed: throw TMPError.conflict("card_closed", "card \(card.externalCardId) is closed and cannot be added to Wallet")
+        }
+        guard !card.expiration.isExpired(at: now) else {
+            throw TMPError.conflict("card_expired", "card \(card.externalCardId) expired at the end of \(card.expiration.text)")
+        }
+        let chain: AcceptedChain
+        switch await environment.chainValidator.validate(request.certificates.map(\.data)) {
+        case .accepted(let accepted): chain = accepted
+        case .refused(let refusal):
+            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(card.externalCardId)", "reason": "\(refusal.code.rawValue)"])
+            throw TMPError.badRequest("certificate_chain_refused", "\(refusal.code.rawValue): \(refusal.message)")
+        }
+        let pan = try environment.vault.decrypt(EncryptedPAN(serialized: card.encryptedPAN).orThrow(), cardID: card.externalCardId)
+        let payload = try PassDataPayload(
+            primaryAccountNumber: pan,
+            expiration: card.expiration,
+            name: card.cardholderName,
+            nonce: request.nonce.data,
+            nonceSignature: request.nonceSignature.data
+        )
+        let sealed = try ECCV2.seal(payload.jsonData(), for: chain.leafPublicKey)
+        let activation = try environment.activationIssuer.issue(
+            panUniqueReference: card.panUniqueReference,
+            nonce: request.nonce.data,
+            deviceType: request.deviceType,
+            now: now
+        )
+        try await environment.store.recordProvisioningAttempt(
+            ProvisioningAttempt(
+                activationDataId: activation.claims.id,
+                externalCardId: card.externalCardId,
+                userId: userId,
+                deviceType: request.deviceType,
+                nonceHash: activation.claims.nh,
+                leafFingerprint: chain.leafFingerprint,
+                createdAt: now,
+                expiresAt: activation.claims.expiresAt
+            )
+        )
+        environment.logger.info("sealed card", metadata: ["card": "\(card.externalCardId)", "device": "\(request.deviceType.rawValue)"])
+        return SignedCardResponse(activationData: Data(activation.token.utf8), ephemeralPublicKey: sealed.ephemeralPublicKey, encryptedData: sealed.encryptedData)
+    }
+
+    /// `tokens/activations`: activates the caller's inactive token through the token service.
+    public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
+        try InputRules.identifier(request.tokenUniqueReference, field: "tokenUniqueReference")
+        guard let token = try await environment.store.token(reference: request.tokenUniqueReference), token.userId == userId,
+            let card = try await environment.store.card(externalCardId: token.externalCardId)
+        else {
+            throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
+        }
+        func answer(_ outcome: ActivationOutcome, _ comment: String) -> TokenActivationResponse {
+            TokenActivationResponse(tokenUniqueReference: token.tokenUniqueReference, cardLast4Digits: card.panLast4, issuerMobileAppAuthResponse: outcome, comment: comment)
+        }
+        guard card.status == .active else {
+            return answer(.declined, "the card is \(card.status.rawValue.lowercased())")
+        }
+        switch token.status {
+        case .active: return answer(.approved, "the token is already active")
+        case .suspended: return answer(.declined, "the token is suspended")
+        case .deactivated: return answer(.declined, "the token is deactivated")
+        case .inactive: break
+        }
+        do {
+            try await environment.connector.activate(token)
+        } catch {
+            environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(error)"])
+            return answer(.failed, "the token service could not be reached; try again later")
+        }
+        let audit = AuditEntry(at: environment.now(), actor: "user:\(userId)", action: "token.activate", subject: "token:\(token.tokenUniqueReference)", detail: "in-app activation")
+        let result = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+            switch current.status {
+            case .inactive: .set(.active, suspendedBy: nil)
+            case .active: .unchanged
+            default: .reject("the token became \(current.status.rawValue) during activation")
+            }
+        }
+        switch result {
+        case .updated, .unchanged: return answer(.approved, "the token is active")
+        case .rejected(_, let message): return answer(.declined, message)
+        case .notFound: throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
+        }
+    }
+
+    /// `GET cards`: the caller's cards for display.
+    public func cards(userId: String) async throws -> CardListResponse {
+        let cards = try await environment.store.cards(ownedBy: userId)
+        return CardListResponse(cards: cards.map { card in
+            CardSummary(
+                externalCardId: card.externalCardId,
+                panLast4: card.panLast4,
+                cardholderName: card.cardholderName,
+                network: card.network,
+                productTitle: card.productTitle,
+                artURL: card.artId == nil ? nil : "/issuer/push-provisioning/cards/\(card.externalCardId)/art",
+                status: card.status
+            )
+        })
+    }
+
+    /// `GET cards/{id}/art`: the caller's card's art.
+    public func cardArt(userId: String, externalCardId: String) async throws -> CardArtRecord {
+        try InputRules.identifier(externalCardId, field: "externalCardId")
+        let card = try await ownedCard(externalCardId, userId: userId)
+        guard let artId = card.artId, let art = try await environment.store.cardArt(id: artId) else {
+            throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
+        }
+        return art
+    }
+
+    private func ownedCard(_ externalCardId: String, userId: String) async throws -> CardRecord {
+        guard let card = try await environment.store.card(externalCardId: externalCardId), card.userId == userId else {
+            throw TMPError.notFound("card_not_found", "no card \(externalCardId) for this user")
+        }
+        return card
+    }
+}
+
+extension Optional where Wrapped == EncryptedPAN {
+    /// The stored value, or an internal error: a row whose PAN cannot be parsed is corrupt.
+    func orThrow() throws -> EncryptedPAN {
+        guard let self else { throw TMPError(.internal, "internal_error", "stored card data is unreadable") }
+        return self
+    }
+}

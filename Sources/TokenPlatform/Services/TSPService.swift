@@ -1,0 +1,115 @@
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// The token service provider's API: tokenization decisions, token events, activation keys.
+public struct TSPService: Sendable {
+    /// Shared dependencies.
+    public let environment: PlatformEnvironment
+
+    /// Creates the service.
+    public init(environment: PlatformEnvironment) {
+        self.environment = environment
+    }
+
+    /// `tokenization-decisions`: finds the card by keyed hash and decides green, yellow or red.
+    public func decide(_ request: TokenizationDecisionRequest) async throws -> TokenizationDecisionResponse {
+        try InputRules.identifier(request.requestId, field: "requestId")
+        let now = environment.now()
+        let response = try await decision(for: request, now: now)
+        try await environment.store.recordTokenizationDecision(
+            TokenizationDecisionRecord(requestId: request.requestId, panUniqueReference: response.panUniqueReference, deviceType: request.deviceType, decision: response.decision, reason: response.reason, decidedAt: now)
+        )
+        environment.logger.info("tokenization decision", metadata: ["request": "\(request.requestId)", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
+        return response
+    }
+
+    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> TokenizationDecisionResponse {
+        let hash = environment.vault.lookupHash(request.primaryAccountNumber)
+        guard let card = try await environment.store.card(panLookupHash: hash) else {
+            return TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown")
+        }
+        func declined(_ reason: String) -> TokenizationDecisionResponse {
+            TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason)
+        }
+        switch card.status {
+        case .active: break
+        case .blocked: return declined("card_blocked")
+        case .closed: return declined("card_closed")
+        }
+        if card.expiration.isExpired(at: now) { return declined("card_expired") }
+        if request.expiration != card.expiration { return declined("expiration_mismatch") }
+        guard let activationData = request.activationData else {
+            // No proof that the issuer app started this: the owner must activate it in the app.
+            return TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing")
+        }
+        let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, deviceType: request.deviceType, now: now)
+        guard let claims = verdict.claims else {
+            return declined("activation_data_\(verdict.refusal?.code.rawValue ?? "invalid")")
+        }
+        guard let attempt = try await environment.store.provisioningAttempt(activationDataId: claims.id), attempt.externalCardId == card.externalCardId else {
+            return declined("activation_data_unknown")
+        }
+        guard try await environment.store.consumeActivationData(id: claims.id, at: now) else {
+            return declined("activation_data_replayed")
+        }
+        switch environment.activationPolicy {
+        case .immediate:
+            return TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid")
+        case .inApp:
+            return TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required")
+        }
+    }
+
+    /// `token-events`: applies a token event once per event id.
+    public func apply(_ event: TokenEventRequest) async throws -> TokenEventResponse {
+        try InputRules.identifier(event.eventId, field: "eventId")
+        try InputRules.identifier(event.tokenUniqueReference, field: "tokenUniqueReference")
+        try InputRules.identifier(event.panUniqueReference, field: "panUniqueReference")
+        if let last4 = event.tokenLast4, last4.count != 4 || !last4.allSatisfy(\.isASCIIDigit) {
+            throw TMPError.badRequest("invalid_field", "tokenLast4 must be four digits")
+        }
+        let now = environment.now()
+        var newToken: TokenRecord?
+        if event.event == .created {
+            guard let card = try await environment.store.card(panUniqueReference: event.panUniqueReference) else {
+                throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(event.panUniqueReference)")
+            }
+            let decision = try await environment.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: event.deviceType)
+            newToken = TokenRecord(
+                tokenUniqueReference: event.tokenUniqueReference,
+                externalCardId: card.externalCardId,
+                panUniqueReference: card.panUniqueReference,
+                userId: card.userId,
+                deviceType: event.deviceType,
+                status: .inactive,
+                authorizationPath: decision?.decision == .approved ? .green : .yellow,
+                suspendedBy: nil,
+                tokenLast4: event.tokenLast4,
+                createdAt: now,
+                updatedAt: now
+            )
+        }
+        let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
+        let candidate = newToken
+        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, tokenReference: event.tokenUniqueReference, audit: audit) { current in
+            TokenEventRules.effect(of: event, on: current, newToken: candidate)
+        }
+        switch result {
+        case .applied(let token):
+            return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
+        case .duplicate(let token):
+            guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
+            return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
+        case .rejected(let message):
+            if try await environment.store.token(reference: event.tokenUniqueReference) == nil {
+                throw TMPError.notFound("token_not_found", message)
+            }
+            throw TMPError.conflict("illegal_token_transition", message)
+        }
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isNumber }
+}

@@ -1,0 +1,33 @@
+/// TMP's channel to the network's token service provider for lifecycle commands.
+///
+/// Implementations: the Wallet simulator's in-process TSP, a real network connector, or a
+/// test double. A thrown error means the command did not take effect; TMP then leaves the
+/// token's state unchanged.
+public protocol TokenServiceConnector: Sendable {
+    /// Activates an inactive (yellow-path) token.
+    func activate(_ token: TokenRecord) async throws
+    /// Suspends an active token.
+    func suspend(_ token: TokenRecord) async throws
+    /// Resumes a suspended token.
+    func resume(_ token: TokenRecord) async throws
+    /// Deactivates a token for good.
+    func deactivate(_ token: TokenRecord) async throws
+}
+
+/// The connector of a server started without a token service: every command fails, so
+/// activations answer FAILED and card status changes report the tokens they could not reach.
+public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
+    /// The error every command throws.
+    public struct NotConfigured: Error, CustomStringConvertible {
+        /// Explains the situation.
+        public var description: String { "no token service connector is configured" }
+    }
+
+    /// Creates the connector.
+    public init() {}
+
+    public func activate(_ token: TokenRecord) async throws { throw NotConfigured() }
+    public func suspend(_ token: TokenRecord) async throws { throw NotConfigured() }
+    public func resume(_ token: TokenRecord) async throws { throw NotConfigured() }
+    public func deactivate(_ token: TokenRecord) async throws { throw NotConfigured() }
+}

@@ -1,0 +1,96 @@
+import GRDB
+
+extension SQLiteStore {
+    /// The schema, as named migrations applied in order.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE card (
+                    external_card_id TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL,
+                    encrypted_pan TEXT NOT NULL,
+                    pan_lookup_hash TEXT NOT NULL UNIQUE,
+                    pan_last4 TEXT NOT NULL,
+                    pan_unique_reference TEXT NOT NULL UNIQUE,
+                    expiration TEXT NOT NULL,
+                    cardholder_name TEXT NOT NULL,
+                    network TEXT NOT NULL,
+                    product_title TEXT NOT NULL,
+                    art_id TEXT,
+                    status TEXT NOT NULL CHECK (status IN ('ACTIVE', 'BLOCKED', 'CLOSED')),
+                    created_at DATETIME NOT NULL,
+                    updated_at DATETIME NOT NULL
+                );
+                CREATE INDEX card_user ON card(user_id);
+
+                CREATE TABLE token (
+                    token_unique_reference TEXT PRIMARY KEY NOT NULL,
+                    external_card_id TEXT NOT NULL REFERENCES card(external_card_id),
+                    pan_unique_reference TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    device_type TEXT NOT NULL CHECK (device_type IN ('PHONE', 'WATCH')),
+                    status TEXT NOT NULL CHECK (status IN ('ACTIVE', 'INACTIVE', 'SUSPENDED', 'DEACTIVATED')),
+                    authorization_path TEXT NOT NULL,
+                    suspended_by TEXT,
+                    token_last4 TEXT,
+                    created_at DATETIME NOT NULL,
+                    updated_at DATETIME NOT NULL
+                );
+                CREATE INDEX token_card ON token(external_card_id);
+                CREATE INDEX token_user ON token(user_id, token_unique_reference);
+
+                CREATE TABLE token_event (
+                    event_id TEXT PRIMARY KEY NOT NULL,
+                    token_unique_reference TEXT NOT NULL,
+                    received_at DATETIME NOT NULL
+                );
+
+                CREATE TABLE provisioning_attempt (
+                    activation_data_id TEXT PRIMARY KEY NOT NULL,
+                    external_card_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    device_type TEXT NOT NULL,
+                    nonce_hash TEXT NOT NULL,
+                    leaf_fingerprint TEXT NOT NULL,
+                    created_at DATETIME NOT NULL,
+                    expires_at DATETIME NOT NULL
+                );
+
+                CREATE TABLE activation_data_use (
+                    activation_data_id TEXT PRIMARY KEY NOT NULL,
+                    used_at DATETIME NOT NULL
+                );
+
+                CREATE TABLE tokenization_decision (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    request_id TEXT NOT NULL,
+                    pan_unique_reference TEXT,
+                    device_type TEXT NOT NULL,
+                    decision TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    decided_at DATETIME NOT NULL
+                );
+                CREATE INDEX tokenization_decision_card ON tokenization_decision(pan_unique_reference, device_type, decided_at);
+
+                CREATE TABLE card_art (
+                    art_id TEXT PRIMARY KEY NOT NULL,
+                    content_type TEXT NOT NULL,
+                    data BLOB NOT NULL,
+                    updated_at DATETIME NOT NULL
+                );
+
+                CREATE TABLE audit_event (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    at DATETIME NOT NULL,
+                    actor TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    detail TEXT NOT NULL
+                );
+                CREATE INDEX audit_subject ON audit_event(subject, id);
+                """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import ProvisioningModels
+
+/// Everything TMP persists, behind one small async protocol.
+///
+/// Every method that changes state is one transaction, and writes its audit entry in that
+/// same transaction. Implementations: ``SQLiteStore`` (GRDB). All pass `TMPStoreContractTests`.
+public protocol TMPStore: Sendable {
+    /// Creates or upgrades the schema (named migrations).
+    func migrate() async throws
+    /// Checks the database answers.
+    func ping() async throws
+
+    /// A card by id.
+    func card(externalCardId: String) async throws -> CardRecord?
+    /// A card by the PAN vault's lookup hash.
+    func card(panLookupHash: String) async throws -> CardRecord?
+    /// A card by its pan-unique reference.
+    func card(panUniqueReference: String) async throws -> CardRecord?
+    /// A user's cards, ordered by id.
+    func cards(ownedBy userId: String) async throws -> [CardRecord]
+    /// Creates or replaces a card; returns the version it replaced.
+    ///
+    /// When the replacement carries another `panUniqueReference` (the PAN changed), every
+    /// token of the old card that is not yet deactivated is set to DEACTIVATED in the same
+    /// transaction. Fails with ``StoreError/duplicatePAN`` when another card has the same PAN.
+    func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord?
+    /// Changes a card's status; nil when the card does not exist.
+    func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: AuditEntry) async throws -> CardRecord?
+
+    /// A token by reference.
+    func token(reference: String) async throws -> TokenRecord?
+    /// A card's tokens, ordered by creation.
+    func tokens(externalCardId: String) async throws -> [TokenRecord]
+    /// Those of `references` that exist and belong to `userId`.
+    func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord]
+    /// Reads a token, asks `decide` what to do, and applies it atomically.
+    func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord) -> TokenChange) async throws -> TokenUpdateResult
+    /// Applies a TSP token event at most once per `eventId`, atomically with its effect.
+    func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
+
+    /// Records a successful `signed-cards` call.
+    func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
+    /// The attempt that issued the activation data `id`.
+    func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt?
+    /// Marks activation data used; false when it was used before (single use).
+    func consumeActivationData(id: String, at: Date) async throws -> Bool
+    /// Records a tokenization decision.
+    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws
+    /// The newest decision for a card and device.
+    func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord?
+
+    /// Stores card art (replacing any with the same id).
+    func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws
+    /// Card art by id.
+    func cardArt(id: String) async throws -> CardArtRecord?
+
+    /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
+    func auditEntries(subject: String) async throws -> [AuditEntry]
+}
+
+/// What ``TMPStore/updateToken(reference:audit:_:)`` should do with a token.
+public enum TokenChange: Sendable, Hashable {
+    /// Set the status and suspension source.
+    case set(TokenStatus, suspendedBy: SuspensionSource?)
+    /// Leave it as it is (no audit entry).
+    case unchanged
+    /// Refuse; the message says why.
+    case reject(String)
+}
+
+/// The result of ``TMPStore/updateToken(reference:audit:_:)``.
+public enum TokenUpdateResult: Sendable, Hashable {
+    /// Changed from the first to the second.
+    case updated(before: TokenRecord, after: TokenRecord)
+    /// Nothing to do.
+    case unchanged(TokenRecord)
+    /// Refused.
+    case rejected(TokenRecord, String)
+    /// No such token.
+    case notFound
+}
+
+/// What a token event does.
+public enum TokenEventEffect: Sendable, Hashable {
+    /// Insert a new token.
+    case insert(TokenRecord)
+    /// Update the existing token.
+    case update(status: TokenStatus, suspendedBy: SuspensionSource?, tokenLast4: String?)
+    /// Refuse the event (not recorded, so a corrected retry can apply).
+    case reject(String)
+}
+
+/// The result of ``TMPStore/applyTokenEvent(eventId:tokenReference:audit:_:)``.
+public enum TokenEventApplication: Sendable, Hashable {
+    /// Applied; the token now.
+    case applied(TokenRecord)
+    /// Seen before; the token now (nil if it never existed).
+    case duplicate(TokenRecord?)
+    /// Refused.
+    case rejected(String)
+}
+
+/// Storage failures callers act on.
+public enum StoreError: Error, Sendable, Hashable {
+    /// Another card already has this PAN.
+    case duplicatePAN(existingCardId: String)
+}

@@ -1,0 +1,52 @@
+import Foundation
+import Hummingbird
+import Logging
+import ProvisioningCrypto
+
+/// Assembles the TMP server from a resolved configuration.
+public enum TMPServer {
+    /// The environment (storage, keys, policies) for `configuration`; migrates the database.
+    public static func makeEnvironment(
+        configuration: ServerConfiguration,
+        connector: any TokenServiceConnector = UnconfiguredTokenServiceConnector(),
+        logger: Logger
+    ) async throws -> PlatformEnvironment {
+        let store = try SQLiteStore(path: configuration.databasePath)
+        try await store.migrate()
+        return PlatformEnvironment(
+            store: store,
+            vault: PANVault(keys: configuration.keys.panVault),
+            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: configuration.trustAnchors)),
+            activationKeys: configuration.keys.activationSigningKeys,
+            activationPolicy: configuration.activationPolicy,
+            connector: connector,
+            logger: logger
+        )
+    }
+
+    /// The authenticator for `configuration`.
+    public static func makeAuthenticator(configuration: ServerConfiguration) -> Authenticator {
+        Authenticator(
+            cardholderTokens: CardholderTokenVerifier(keys: configuration.cardholderKeys.p256KeysByID),
+            issuerKey: APIKey(configuration.issuerAPIKey),
+            tspKey: APIKey(configuration.tspAPIKey)
+        )
+    }
+
+    /// The Hummingbird application: bind address from `configuration`, graceful shutdown on
+    /// SIGINT/SIGTERM when run with `runService()`.
+    public static func makeApplication(
+        configuration: ServerConfiguration,
+        environment: PlatformEnvironment,
+        logger: Logger,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        let router = TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration)).build()
+        return Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "pushprov"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+            logger: logger
+        )
+    }
+}

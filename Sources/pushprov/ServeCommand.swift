@@ -1,0 +1,57 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import TokenPlatform
+
+/// `pushprov serve`: the TMP server.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the TMP server (Push Provisioning, Lifecycle and TSP APIs).",
+        discussion: """
+            Embedded defaults need nothing else: 127.0.0.1:8080, SQLite in ./.pushprov/, keys and \
+            API keys generated there once (mode 0600). Flags win over environment variables. \
+            --production creates nothing and refuses to start without PUSHPROV_ISSUER_API_KEY, \
+            PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS and PUSHPROV_KEY_FILE; it trusts only Apple's root.
+            """
+    )
+
+    @Option(help: "Address to bind (PUSHPROV_HOST; default 127.0.0.1).") var host: String?
+    @Option(help: "Port to bind (PUSHPROV_PORT; default 8080).") var port: Int?
+    @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
+    @Option(help: "SQLite database path (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).") var database: String?
+    @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
+    @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
+    @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
+
+    func run() async throws {
+        var settings = ServerSettings()
+        settings.host = host
+        settings.port = port
+        settings.dataDirectory = dataDirectory
+        settings.database = database
+        settings.trustAnchorFiles = trustAnchors
+        settings.production = production
+        settings.activationPolicy = activationPolicy
+        let configuration: ServerConfiguration
+        do {
+            configuration = try settings.resolve()
+        } catch let error as ConfigurationError {
+            throw CLIError(error.message)
+        }
+        var logger = Logger(label: "pushprov")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
+        for notice in configuration.notices { print(notice) }
+        fflush(nil)
+        let environment = try await TMPServer.makeEnvironment(configuration: configuration, logger: logger)
+        let app = TMPServer.makeApplication(configuration: configuration, environment: environment, logger: logger) { port in
+            var running = configuration
+            running.port = port
+            print(running.startupLine)
+            // stdout is block-buffered when it is a pipe (systemd, a supervisor, a test): flush.
+            fflush(nil)
+        }
+        try await app.runService()
+    }
+}

@@ -1,0 +1,698 @@
+import Foundation
+import ProvisioningModels
+import Testing
+
+// MARK: - Fixtures: real files built byte by byte
+
+/// Builds complete, valid PNG files: signature, IHDR, one IDAT holding a zlib stream of
+/// stored (uncompressed) deflate blocks, and IEND, every chunk with its correct CRC-32.
+private enum TestPNG {
+    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// Bitwise CRC-32 (reflected polynomial 0xEDB88320), deliberately table-free and independent of the validator's.
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 {
+                crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1
+            }
+        }
+        return ~crc
+    }
+
+    static func adler32(_ bytes: [UInt8]) -> UInt32 {
+        var a: UInt32 = 1
+        var b: UInt32 = 0
+        for byte in bytes {
+            a = (a + UInt32(byte)) % 65521
+            b = (b + a) % 65521
+        }
+        return b << 16 | a
+    }
+
+    static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    /// length, type, data, CRC over type + data.
+    static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+        let typeAndData = Array(type.utf8) + data
+        return bigEndian(UInt32(data.count)) + typeAndData + bigEndian(crc32(typeAndData))
+    }
+
+    /// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 BTYPE 00), at most 65,535 bytes each.
+    static func zlibStored(_ raw: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [0x78, 0x01]  // CMF/FLG: deflate, 32K window, (0x7801 % 31 == 0)
+        var offset = 0
+        repeat {
+            let length = min(65_535, raw.count - offset)
+            let isFinal = offset + length == raw.count
+            out.append(isFinal ? 1 : 0)  // BFINAL, BTYPE = 00; the rest of the byte is padding
+            out += [UInt8(length & 0xFF), UInt8(length >> 8)]
+            out += [UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF)]
+            out += raw[offset..<(offset + length)]
+            offset += length
+        } while offset < raw.count
+        return out + bigEndian(adler32(raw))
+    }
+
+    static func ihdr(width: Int, height: Int) -> [UInt8] {
+        // 1-bit greyscale, deflate, adaptive filtering, no interlace.
+        chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [1, 0, 0, 0, 0])
+    }
+
+    /// A 1-bit greyscale image of diagonal stripes, every scanline with filter type 0.
+    static func idat(width: Int, height: Int) -> [UInt8] {
+        let rowBytes = (width + 7) / 8
+        var raw: [UInt8] = []
+        raw.reserveCapacity(height * (rowBytes + 1))
+        for row in 0..<height {
+            raw.append(0)
+            for column in 0..<rowBytes {
+                raw.append((row / 8 + column) % 2 == 0 ? 0xF0 : 0x0F)
+            }
+        }
+        return chunk("IDAT", zlibStored(raw))
+    }
+
+    static func bytes(width: Int, height: Int) -> [UInt8] {
+        signature + ihdr(width: width, height: height) + idat(width: width, height: height) + chunk("IEND", [])
+    }
+
+    static func file(width: Int = 1536, height: Int = 969) -> Data {
+        Data(bytes(width: width, height: height))
+    }
+}
+
+/// Builds PDF files with a correct cross-reference table, so that they open in real readers.
+private enum TestPDF {
+    struct File {
+        var bytes: [UInt8]
+        var xrefOffset: Int
+        var data: Data { Data(bytes) }
+    }
+
+    /// `%PDF-1.x`, the customary binary comment line, and `padding` extra bytes of comment.
+    static func header(version: String, padding: Int) -> [UInt8] {
+        var out = Array("%PDF-\(version)\n".utf8) + [0x25, 0xE2, 0xE3, 0xCF, 0xD3, 0x0A]
+        if padding >= 2 {
+            out += [UInt8(ascii: "%")] + [UInt8](repeating: UInt8(ascii: " "), count: padding - 2) + [0x0A]
+        } else if padding == 1 {
+            out.append(0x0A)
+        }
+        return out
+    }
+
+    static func offset10(_ value: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
+    }
+
+    /// Object `i + 1` has body `bodies[i]`; the trailer's `/Root` is object `root`.
+    static func build(_ bodies: [String], root: Int = 1, version: String = "1.4", padding: Int = 0) -> File {
+        var out = header(version: version, padding: padding)
+        var offsets: [Int] = []
+        for (index, body) in bodies.enumerated() {
+            offsets.append(out.count)
+            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
+        }
+        let xrefOffset = out.count
+        var tail = "xref\n0 \(bodies.count + 1)\n0000000000 65535 f \n"
+        for offset in offsets { tail += "\(offset10(offset)) 00000 n \n" }
+        tail += "trailer\n<< /Size \(bodies.count + 1) /Root \(root) 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+
+    static func stream(_ content: String, extra: String = "") -> String {
+        "<< /Length \(content.utf8.count)\(extra) >>\nstream\n\(content)\nendstream"
+    }
+
+    static let artwork = "0.05 0.2 0.45 rg 0 0 1536 969 re f 1 1 1 rg 96 96 288 180 re f"
+
+    /// Catalog (1), page tree (2), page (3), content stream (4).
+    static func onePage(page: String = "/MediaBox [0 0 1536 969]", pages: String = "", padding: Int = 0) -> File {
+        build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 \(pages) >>",
+            "<< /Type /Page /Parent 2 0 R \(page) /Resources << >> /Contents 4 0 R >>",
+            stream(artwork),
+        ], padding: padding)
+    }
+
+    /// A one-page PDF of exactly `size` bytes (the comment after the header absorbs the difference).
+    static func onePage(exactSize size: Int) -> File {
+        var padding = size - onePage().bytes.count
+        var file = onePage(padding: padding)
+        padding += size - file.bytes.count  // the startxref number may have grown a digit
+        file = onePage(padding: padding)
+        return file
+    }
+
+    /// A PDF 1.5 whose catalog, page tree and page live in a FlateDecode object stream (stored
+    /// deflate blocks) indexed by a cross-reference stream: valid, but its page is not visible as text.
+    static func withObjectStream() -> File {
+        var out = header(version: "1.5", padding: 0)
+        let content = stream(artwork)
+        let offset4 = out.count
+        out += Array("4 0 obj\n\(content)\nendobj\n".utf8)
+
+        let bodies = [
+            (1, "<< /Type /Catalog /Pages 2 0 R >>"),
+            (2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>"),
+            (3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"),
+        ]
+        var index = ""
+        var objects = ""
+        for (number, body) in bodies {
+            index += "\(number) \(objects.utf8.count) "
+            objects += body + "\n"
+        }
+        let decoded = Array((index + objects).utf8)
+        let compressed = TestPNG.zlibStored(decoded)
+        let offset5 = out.count
+        out += Array("5 0 obj\n<< /Type /ObjStm /N 3 /First \(index.utf8.count) /Filter /FlateDecode /Length \(compressed.count) >>\nstream\n".utf8)
+        out += compressed
+        out += Array("\nendstream\nendobj\n".utf8)
+
+        let offset6 = out.count
+        func entry(_ type: UInt8, _ field2: Int, _ field3: Int) -> [UInt8] {
+            [type] + TestPNG.bigEndian(UInt32(field2)) + [UInt8(field3 >> 8), UInt8(field3 & 0xFF)]
+        }
+        var xref = entry(0, 0, 65_535)
+        xref += entry(2, 5, 0) + entry(2, 5, 1) + entry(2, 5, 2)
+        xref += entry(1, offset4, 0) + entry(1, offset5, 0) + entry(1, offset6, 0)
+        out += Array("6 0 obj\n<< /Type /XRef /Size 7 /W [1 4 2] /Root 1 0 R /Length \(xref.count) >>\nstream\n".utf8)
+        out += xref
+        out += Array("\nendstream\nendobj\nstartxref\n\(offset6)\n%%EOF\n".utf8)
+        return File(bytes: out, xrefOffset: offset6)
+    }
+
+    /// Appends an incremental update that redefines the page (object 3) with a new `/MediaBox`.
+    static func updatingPage(of base: File, mediaBox: String) -> File {
+        var out = base.bytes
+        let offset3 = out.count
+        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
+        let xrefOffset = out.count
+        let tail = "xref\n0 1\n0000000000 65535 f \n3 1\n\(offset10(offset3)) 00000 n \n"
+            + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+}
+
+private func refusal(of data: Data, declaredContentType: String? = nil) -> CardArtError? {
+    if case .failure(let error) = CardArtValidator.validate(data, declaredContentType: declaredContentType) { return error }
+    return nil
+}
+
+private func acceptance(of data: Data, declaredContentType: String? = nil) -> CardArtInfo? {
+    switch CardArtValidator.validate(data, declaredContentType: declaredContentType) {
+    case .success(let info):
+        return info
+    case .failure(let error):
+        Issue.record("unexpected refusal: \(error)")
+        return nil
+    }
+}
+
+// MARK: - Limits and format detection
+
+@Suite("Card art: size, format and content type")
+struct CardArtLimitsTests {
+    @Test func refusesEmptyData() throws {
+        let error = try #require(refusal(of: Data()))
+        #expect(error.code == .empty)
+        #expect(error.message.contains("empty"))
+    }
+
+    @Test func sizeLimitIsStrictlyUnderFourMebibytes() throws {
+        #expect(CardArtValidator.maximumSize == 4_194_304)
+        let justUnder = TestPDF.onePage(exactSize: CardArtValidator.maximumSize - 1)
+        try #require(justUnder.bytes.count == CardArtValidator.maximumSize - 1)
+        let info = try #require(acceptance(of: justUnder.data))
+        #expect(info.byteCount == CardArtValidator.maximumSize - 1)
+
+        let exactly = TestPDF.onePage(exactSize: CardArtValidator.maximumSize)
+        try #require(exactly.bytes.count == CardArtValidator.maximumSize)
+        let error = try #require(refusal(of: exactly.data))
+        #expect(error.code == .tooLarge)
+        #expect(error.message == "file is 4.0 MB (4,194,304 bytes); Apple requires under 4 MB (less than 4,194,304 bytes)")
+    }
+
+    @Test func tooLargeMessageNamesTheSize() throws {
+        var data = TestPNG.file()
+        data.append(Data(count: 5_452_595 - data.count))
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .tooLarge)
+        #expect(error.message.hasPrefix("file is 5.2 MB (5,452,595 bytes)"))
+        #expect(error.message.contains("under 4 MB"))
+    }
+
+    @Test func refusesRandomBytesAsUnknownFormat() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let bytes = (0..<4096).map { _ -> UInt8 in
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        try #require(!bytes.starts(with: TestPNG.signature.prefix(4)) && !bytes.starts(with: Array("%PDF-".utf8)))
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .unknownFormat)
+        #expect(error.message.contains("neither a PNG nor a PDF"))
+        #expect(CardArtValidator.detectFormat(of: Data(bytes)) == nil)
+    }
+
+    @Test func unknownFormatMessageRecognizesAJPEG() throws {
+        let jpeg = Data([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46, 0x49, 0x46])
+        let error = try #require(refusal(of: jpeg))
+        #expect(error.code == .unknownFormat)
+        #expect(error.message.contains("FF D8 FF E0"))
+        #expect(error.message.contains("JPEG"))
+    }
+
+    @Test func detectsFormatFromContentsOnly() {
+        #expect(CardArtValidator.detectFormat(of: TestPNG.file()) == .png)
+        #expect(CardArtValidator.detectFormat(of: TestPDF.onePage().data) == .pdf)
+        #expect(CardArtValidator.detectFormat(of: Data("PDF-1.4".utf8)) == nil)
+        #expect(CardArtValidator.detectFormat(of: Data(TestPNG.signature.prefix(3))) == nil)
+    }
+
+    @Test func refusesContentTypeThatNamesTheOtherFormat() throws {
+        let pngAsPDF = try #require(refusal(of: TestPNG.file(), declaredContentType: "application/pdf"))
+        #expect(pngAsPDF.code == .contentTypeMismatch)
+        #expect(pngAsPDF.message == "declared Content-Type is application/pdf but the file is a PNG; send it as image/png")
+
+        let pdfAsPNG = try #require(refusal(of: TestPDF.onePage().data, declaredContentType: "image/png"))
+        #expect(pdfAsPNG.code == .contentTypeMismatch)
+        #expect(pdfAsPNG.message.contains("the file is a PDF"))
+    }
+
+    @Test(arguments: ["image/jpeg", "application/octet-stream", "", "image/png-ish"])
+    func refusesContentTypesOtherThanPNGAndPDF(_ declared: String) throws {
+        let error = try #require(refusal(of: TestPNG.file(), declaredContentType: declared))
+        #expect(error.code == .contentTypeMismatch)
+        #expect(error.message.contains("not accepted"))
+    }
+
+    @Test func mismatchMessageDoesNotEchoControlCharacters() throws {
+        let error = try #require(refusal(of: TestPNG.file(), declaredContentType: "image/png\r\nX-Injected: yes"))
+        #expect(error.code == .contentTypeMismatch)
+        #expect(!error.message.contains("\r"))
+        #expect(!error.message.contains("\n"))
+    }
+
+    @Test(arguments: [("image/png", true), ("IMAGE/PNG", true), (" image/png ; charset=binary", true), ("application/pdf; q=1", false), ("Application/PDF", false)])
+    func acceptsMatchingContentTypeIgnoringCaseAndParameters(_ declared: String, _ isPNG: Bool) throws {
+        let data = isPNG ? TestPNG.file() : TestPDF.onePage().data
+        let info = try #require(acceptance(of: data, declaredContentType: declared))
+        #expect(info.format == (isPNG ? .png : .pdf))
+    }
+
+    @Test func formatsReportTheirMediaTypes() {
+        #expect(CardArtFormat.png.mediaType == "image/png")
+        #expect(CardArtFormat.pdf.mediaType == "application/pdf")
+        #expect(CardArtFormat(mediaType: "application/pdf;charset=binary") == .pdf)
+        #expect(CardArtFormat(mediaType: "Image/PNG") == .png)
+        #expect(CardArtFormat(mediaType: "image/jpeg") == nil)
+        #expect(CardArtFormat.png.rawValue == "png")
+    }
+
+    @Test func errorCodesAreStableSnakeCase() {
+        let codes: [CardArtError.Code] = [
+            .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngWrongSize,
+            .pdfTruncated, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+        ]
+        #expect(Set(codes).count == codes.count)
+        for code in codes {
+            #expect(code.rawValue.allSatisfy { $0 == "_" || ($0.isASCII && $0.isLowercase) }, "\(code)")
+        }
+        #expect(CardArtError.Code.tooLarge.rawValue == "too_large")
+        #expect(CardArtError.Code.contentTypeMismatch.rawValue == "content_type_mismatch")
+        #expect(CardArtError.Code.pngWrongSize.rawValue == "png_wrong_size")
+        #expect(CardArtError.Code.pdfMultiplePages.rawValue == "pdf_multiple_pages")
+        #expect(CardArtError(code: .empty, message: "file is empty").description == "empty: file is empty")
+    }
+
+    @Test func infoRoundTripsThroughJSON() throws {
+        let info = try #require(acceptance(of: TestPDF.onePage().data))
+        let decoded = try JSONDecoder().decode(CardArtInfo.self, from: JSONEncoder().encode(info))
+        #expect(decoded == info)
+        #expect(decoded.mediaType == "application/pdf")
+    }
+
+    @Test func validatesASliceOfLargerData() throws {
+        let file = TestPNG.file()
+        let padded = Data([1, 2, 3, 4, 5]) + file
+        let slice = padded[5...]
+        try #require(slice.startIndex == 5)
+        let info = try #require(acceptance(of: slice, declaredContentType: "image/png"))
+        #expect(info.byteCount == file.count)
+    }
+}
+
+// MARK: - PNG
+
+@Suite("Card art: PNG")
+struct CardArtPNGTests {
+    @Test func acceptsA1536By969PNG() throws {
+        let data = TestPNG.file()
+        let info = try #require(acceptance(of: data))
+        #expect(info == CardArtInfo(format: .png, dimensions: .pixels(width: 1536, height: 969), byteCount: data.count))
+    }
+
+    @Test(arguments: [(1024, 768), (1535, 969), (1536, 970), (969, 1536), (3072, 1938), (1, 1)])
+    func refusesOtherPixelSizesNamingTheSize(_ width: Int, _ height: Int) throws {
+        let error = try #require(refusal(of: TestPNG.file(width: width, height: height)))
+        #expect(error.code == .pngWrongSize)
+        #expect(error.message == "PNG is \(width)×\(height) pixels; Apple requires 1536×969")
+    }
+
+    @Test(arguments: [4, 8, 12, 16, 20, 29, 32])
+    func refusesAPNGCutInsideItsHeader(_ length: Int) throws {
+        let error = try #require(refusal(of: Data(TestPNG.bytes(width: 1536, height: 969).prefix(length))))
+        #expect(error.code == .pngTruncated)
+        #expect(error.message.contains("PNG ends after \(length) bytes"))
+    }
+
+    @Test func refusesAPNGCutAfterItsHeader() throws {
+        let bytes = TestPNG.bytes(width: 1536, height: 969)
+        let withoutEnd = try #require(refusal(of: Data(bytes.dropLast(12))))
+        #expect(withoutEnd.code == .pngTruncated)
+        #expect(withoutEnd.message.contains("without an IEND chunk"))
+
+        let midImage = try #require(refusal(of: Data(bytes.prefix(bytes.count / 2))))
+        #expect(midImage.code == .pngTruncated)
+        #expect(midImage.message.contains("inside its IDAT chunk"))
+    }
+
+    @Test func refusesAPNGWhoseFirstChunkIsNotIHDR() throws {
+        let bytes = TestPNG.signature + TestPNG.chunk("tEXt", Array("Title\0Card".utf8)) + TestPNG.ihdr(width: 1536, height: 969)
+            + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message.contains("first chunk is tEXt"))
+    }
+
+    @Test func refusesAnIHDROfTheWrongLength() throws {
+        let bytes = TestPNG.signature + TestPNG.chunk("IHDR", TestPNG.bigEndian(1536) + TestPNG.bigEndian(969) + [1, 0, 0, 0])
+            + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message.contains("12 bytes"))
+    }
+
+    @Test func refusesADamagedIHDR() throws {
+        var bytes = TestPNG.bytes(width: 1536, height: 969)
+        bytes[19] ^= 0x01  // the width's low byte: 1536 → 1537, CRC no longer matches
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message.contains("CRC"))
+    }
+
+    @Test func refusesAZeroWidth() throws {
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 0, height: 969) + TestPNG.idat(width: 8, height: 1) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message.contains("0×969"))
+    }
+
+    @Test func refusesDamagedImageData() throws {
+        var bytes = TestPNG.bytes(width: 1536, height: 969)
+        bytes[33 + 8 + 100] ^= 0xFF  // a byte inside IDAT's data
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.contains("IDAT chunk at byte 33 fails its CRC check"))
+    }
+
+    @Test func toleratesADamagedAncillaryChunkLikeDecodersDo() throws {
+        var text = TestPNG.chunk("tEXt", Array("Title\0Card".utf8))
+        text[text.count - 1] ^= 0xFF
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969) + text + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        #expect(acceptance(of: Data(bytes)) != nil)
+    }
+
+    @Test func refusesAPNGWithoutImageData() throws {
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.contains("no image data"))
+    }
+
+    @Test func refusesChunkLengthsBeyondTheDataWithoutTrapping() throws {
+        let header = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969)
+        let huge = try #require(refusal(of: Data(header + TestPNG.bigEndian(0xFFFF_FFF0) + Array("IDAT".utf8) + [0, 0, 0, 0])))
+        #expect(huge.code == .pngCorrupt)
+        #expect(huge.message.contains("4294967280"))
+
+        let maximal = try #require(refusal(of: Data(header + TestPNG.bigEndian(0x7FFF_FFFF) + Array("IDAT".utf8) + [0, 0, 0, 0])))
+        #expect(maximal.code == .pngTruncated)
+    }
+}
+
+// MARK: - PDF
+
+@Suite("Card art: PDF")
+struct CardArtPDFTests {
+    @Test func acceptsAOnePagePDFOf1536By969Points() throws {
+        let data = TestPDF.onePage().data
+        let info = try #require(acceptance(of: data))
+        #expect(info == CardArtInfo(format: .pdf, dimensions: .points(width: 1536, height: 969), byteCount: data.count))
+    }
+
+    @Test func acceptsAnySizeWithTheRightAspectIncludingReals() throws {
+        let info = try #require(acceptance(of: TestPDF.onePage(page: "/MediaBox [0.0 0.0 307.2 193.8]").data))
+        #expect(info.dimensions == .points(width: 307.2, height: 193.8))
+    }
+
+    @Test(arguments: [
+        "/MediaBox[-768 -484.5\r\n768\t484.5]",
+        "/MediaBox [ 1536 969 0 0 ]",
+        "/MediaBox\n[\n+0\n.0\n1536.\n969\n]",
+        "/MediaBox [100 -50 1636 919]",
+        "/MediaBox%comment\n[0 0 1536 969]",
+    ])
+    func readsPageBoxesWrittenInVariousWays(_ entry: String) throws {
+        let info = try #require(acceptance(of: TestPDF.onePage(page: entry).data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+
+    @Test func refusesAPortraitPageNamingItsSize() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 612 792]").data))
+        #expect(error.code == .pdfNotLandscape)
+        #expect(error.message == "PDF page is 612×792 points, which is portrait; card art must be landscape (1536:969)")
+    }
+
+    @Test func refusesASquarePage() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 969 969]").data))
+        #expect(error.code == .pdfNotLandscape)
+        #expect(error.message.contains("square"))
+    }
+
+    @Test func refusesALandscapePageOfTheWrongAspect() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1000 400]").data))
+        #expect(error.code == .pdfWrongAspect)
+        #expect(error.message == "PDF page is 1000×400 points, an aspect ratio of 2.5; Apple requires 1536:969 (1.585) within 0.5%")
+    }
+
+    @Test(arguments: [("[0 0 1536 972]", true), ("[0 0 1540 969]", true), ("[0 0 1536 980]", false), ("[0 0 1600 969]", false)])
+    func appliesTheHalfPercentAspectTolerance(_ box: String, _ accepted: Bool) {
+        let result = CardArtValidator.validate(TestPDF.onePage(page: "/MediaBox \(box)").data)
+        switch result {
+        case .success:
+            #expect(accepted, "\(box) should be refused")
+        case .failure(let error):
+            #expect(!accepted, "\(box) should be accepted: \(error)")
+            #expect(error.code == .pdfWrongAspect)
+        }
+    }
+
+    @Test func refusesTwoPages() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 5 0 R >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 5 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ])
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfMultiplePages)
+        #expect(error.message == "PDF has 2 pages; card art must be a single page")
+    }
+
+    @Test func refusesWhenThePageTreeDeclaresMorePagesThanItShows() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 3 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ])
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfMultiplePages)
+        #expect(error.message.contains("3 pages"))
+    }
+
+    @Test func usesAPageBoxInheritedFromThePageTree() throws {
+        let info = try #require(acceptance(of: TestPDF.onePage(page: "", pages: "/MediaBox [0 0 1536 969]").data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+
+        let portrait = try #require(refusal(of: TestPDF.onePage(page: "", pages: "/MediaBox [0 0 612 792]").data))
+        #expect(portrait.code == .pdfNotLandscape)
+    }
+
+    @Test func prefersTheCropBoxClippedToTheMediaBox() throws {
+        let cropped = try #require(acceptance(of: TestPDF.onePage(page: "/MediaBox [0 0 2000 2000] /CropBox [100 100 1636 1069]").data))
+        #expect(cropped.dimensions == .points(width: 1536, height: 969))
+
+        let portraitCrop = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /CropBox [0 0 612 792]").data))
+        #expect(portraitCrop.code == .pdfNotLandscape)
+        #expect(portraitCrop.message.contains("612×792"))
+
+        let overhanging = try #require(acceptance(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /CropBox [-100 -100 1536 969]").data))
+        #expect(overhanging.dimensions == .points(width: 1536, height: 969))
+
+        let inherited = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969]", pages: "/CropBox [0 0 1000 400]").data))
+        #expect(inherited.code == .pdfWrongAspect)
+
+        let outside = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /CropBox [2000 2000 3536 2969]").data))
+        #expect(outside.code == .pdfInvalidPageBox)
+    }
+
+    @Test func readsAnIndirectMediaBox() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox 5 0 R /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+            "[0 0 1536 969]",
+        ])
+        let info = try #require(acceptance(of: file.data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+
+    @Test func refusesARotatedPage() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 969 1536] /Rotate 90").data))
+        #expect(error.code == .pdfRotated)
+        #expect(error.message.contains("/Rotate 90"))
+
+        let inherited = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969]", pages: "/Rotate 180").data))
+        #expect(inherited.code == .pdfRotated)
+
+        #expect(acceptance(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /Rotate 360").data) != nil)
+        #expect(acceptance(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /Rotate 0").data) != nil)
+    }
+
+    @Test func refusesPagesInsideCompressedObjectStreamsAskingForAnUncompressedSave() throws {
+        let error = try #require(refusal(of: TestPDF.withObjectStream().data))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.contains("could not read the PDF's page box"))
+        #expect(error.message.contains("without object-stream compression"))
+    }
+
+    @Test func refusesAPageWithNoMediaBoxAnywhere() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "").data))
+        #expect(error.code == .pdfNoPageBox)
+        #expect(error.message.contains("no /MediaBox"))
+    }
+
+    @Test(arguments: [
+        "/MediaBox [0 0 1536]",
+        "/MediaBox [0 0 abc 969]",
+        "/MediaBox [0 0 1536 969 5]",
+        "/MediaBox [0 0 0 969]",
+        "/MediaBox (0 0 1536 969)",
+        "/MediaBox [0 0 1e400 969]",
+        "/MediaBox [0 0 \(String(repeating: "9", count: 400)) 969]",
+    ])
+    func refusesMalformedPageBoxes(_ entry: String) throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: entry).data))
+        #expect(error.code == .pdfInvalidPageBox)
+    }
+
+    @Test func usesTheLatestDefinitionAfterAnIncrementalUpdate() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let nowLandscape = try #require(acceptance(of: TestPDF.updatingPage(of: portrait, mediaBox: "[0 0 1536 969]").data))
+        #expect(nowLandscape.dimensions == .points(width: 1536, height: 969))
+
+        let landscape = TestPDF.onePage()
+        let nowPortrait = try #require(refusal(of: TestPDF.updatingPage(of: landscape, mediaBox: "[0 0 612 792]").data))
+        #expect(nowPortrait.code == .pdfNotLandscape)
+    }
+
+    @Test func findsThePageByScanningWhenThereIsNoCatalog() throws {
+        let file = TestPDF.build([
+            "<< /Type /Pages /Kids [2 0 R] /Count 1 /MediaBox [0 0 1536 969] >>",
+            "<< /Type /Page /Parent 1 0 R /Contents 3 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ], root: 9)
+        let info = try #require(acceptance(of: file.data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+
+    /// The decoy, if read as PDF objects, would redefine the page as portrait and add a second page.
+    @Test(arguments: ["direct", "indirect", "wrong"])
+    func ignoresPageLikeTextInsideStreams(_ length: String) throws {
+        let decoy = "endobj 3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >> endobj 2 0 obj << /Type /Pages /Kids [3 0 R 3 0 R] /Count 2 >> endobj (unbalanced"
+        let stream = switch length {
+        case "indirect": "<< /Length 6 0 R >>\nstream\n\(decoy)\nendstream"
+        case "wrong": "<< /Length 12 >>\nstream\n\(decoy)\nendstream"
+        default: TestPDF.stream(decoy)
+        }
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+            stream,
+            "\(decoy.utf8.count)",
+        ], root: 1)
+        let info = try #require(acceptance(of: file.data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+
+    @Test func refusesAPDFWithoutEndOfFileMarker() throws {
+        let bytes = TestPDF.onePage().bytes
+        let error = try #require(refusal(of: Data(bytes.prefix(bytes.count / 2))))
+        #expect(error.code == .pdfTruncated)
+        #expect(error.message.contains("%%EOF"))
+    }
+
+    @Test func refusesAPDFWithNoPages() throws {
+        let empty = TestPDF.build(["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [] /Count 0 >>"])
+        let error = try #require(refusal(of: empty.data))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.contains("could not read the PDF's page box"))
+
+        let bare = try #require(refusal(of: Data("%PDF-1.4\n%%EOF\n".utf8)))
+        #expect(bare.code == .pdfNoPage)
+    }
+
+    @Test func survivesDeeplyNestedGarbageAndStillFindsThePage() throws {
+        let garbage = String(repeating: "[<<", count: 50_000) + " ) > ] >> }"
+        let file = TestPDF.build([
+            garbage,
+            "<< /Type /Catalog /Pages 3 0 R >>",
+            "<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 3 0 R /MediaBox [0 0 1536 969] /Contents 5 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ], root: 2)
+        let info = try #require(acceptance(of: file.data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+
+    @Test func validatesANearlyFourMegabytePDFOfManySmallObjects() throws {
+        var bodies = [
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+            TestPDF.stream(TestPDF.artwork),
+        ]
+        bodies += Array(repeating: "<< /Type /Annot /Subtype /Square /Rect [0 0 1 1] /C [0 0 1] /Border [0 0 1] >>", count: 32_000)
+        let file = TestPDF.build(bodies)
+        try #require(file.bytes.count > 3_500_000 && file.bytes.count < CardArtValidator.maximumSize)
+        let info = acceptance(of: file.data)
+        #expect(info?.dimensions == .points(width: 1536, height: 969))
+    }
+}

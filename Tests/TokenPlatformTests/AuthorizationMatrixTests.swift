@@ -1,0 +1,92 @@
+import Foundation
+import HTTPTypes
+import ProvisioningCrypto
+import Testing
+import TokenPlatform
+
+@Suite("Authorization matrix")
+struct AuthorizationMatrixTests {
+    enum Presented: String, CaseIterable, Sendable {
+        case nothing, alice, bob, issuerKey, tspKey, expiredJWT, wrongSignatureJWT, garbage
+    }
+
+    /// Every route with a concrete path and the credentials that may call it.
+    static let routes: [(RouteSpec, String)] = RouteTable.all.map { spec in
+        let path = spec.path
+            .replacingOccurrences(of: "{externalCardId}", with: "c1")
+            .replacingOccurrences(of: "{tokenUniqueReference}", with: "T1")
+            .replacingOccurrences(of: "{artId}", with: "art-1")
+        return (spec, path)
+    }
+
+    static func accepted(_ presented: Presented, by auth: AuthRequirement) -> Bool {
+        switch auth {
+        case .none: true
+        case .cardholder: presented == .alice || presented == .bob
+        case .issuer: presented == .issuerKey
+        case .tsp: presented == .tspKey
+        }
+    }
+
+    @Test func everyRouteAcceptsExactlyItsOwnCredential() async throws {
+        let platform = try await TestPlatform()
+        let expired = platform.jwt("alice", lifetime: -120)
+        let forged = platform.jwt("alice", key: SigningKey(id: platform.cardholderKey.id, privateKey: .init()))
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            var checked = 0
+            for (spec, path) in Self.routes {
+                for presented in Presented.allCases {
+                    let credential: Credential = switch presented {
+                    case .nothing: .none
+                    case .alice: .cardholder("alice")
+                    case .bob: .cardholder("bob")
+                    case .issuerKey: .issuer
+                    case .tspKey: .tsp
+                    case .expiredJWT: .raw("Bearer \(expired)")
+                    case .wrongSignatureJWT: .raw("Bearer \(forged)")
+                    case .garbage: .raw("Basic YWxpY2U6c2VjcmV0")
+                    }
+                    let body: Data? = [.post, .put, .patch].contains(spec.method) ? Data("{}".utf8) : nil
+                    let reply = try await api.send(spec.method, path, as: credential, raw: body)
+                    if Self.accepted(presented, by: spec.auth) {
+                        #expect(reply.status != .unauthorized, "\(spec) with \(presented.rawValue)")
+                    } else {
+                        #expect(reply.status == .unauthorized, "\(spec) with \(presented.rawValue): \(reply.status)")
+                        #expect(reply.error == .init(code: "unauthorized", message: "missing or invalid credentials"), "\(spec)")
+                        #expect(reply.headers[.wwwAuthenticate] == "Bearer")
+                    }
+                    checked += 1
+                }
+            }
+            #expect(checked == RouteTable.all.count * Presented.allCases.count)
+            // Nothing was changed by any refused request.
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
+        }
+    }
+
+    @Test func aJWTWithoutExpiryOrSubjectIsRefused() async throws {
+        let platform = try await TestPlatform()
+        let key = platform.cardholderKey
+        let noExp = try CompactJWS.sign(payload: Data(#"{"sub":"alice"}"#.utf8), key: key.privateKey, keyID: key.id, type: "JWT")
+        let noSub = try CompactJWS.sign(payload: Data(#"{"exp":9999999999}"#.utf8), key: key.privateKey, keyID: key.id, type: "JWT")
+        try await platform.run { api in
+            for token in [noExp, noSub] {
+                let reply = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer \(token)"))
+                #expect(reply.status == .unauthorized)
+            }
+        }
+    }
+
+    @Test func clockSkewIsToleratedOnlyWithinItsBound() async throws {
+        let platform = try await TestPlatform()
+        let justExpired = platform.jwt("alice", lifetime: -30)
+        let longExpired = platform.jwt("alice", lifetime: -90)
+        try await platform.run { api in
+            let withinSkew = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer " + justExpired))
+            let beyondSkew = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer " + longExpired))
+            #expect(withinSkew.status == .ok)
+            #expect(beyondSkew.status == .unauthorized)
+        }
+    }
+}

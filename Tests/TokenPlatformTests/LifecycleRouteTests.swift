@@ -1,0 +1,170 @@
+import Foundation
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+@Suite("Lifecycle API")
+struct LifecycleRouteTests {
+    @Test func putCreatesThenReplacesAndNeverReturnsThePAN() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold")
+            let created = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(created.status == .created)
+            let card = try created.decode(CardResource.self)
+            #expect(card.panLast4 == "1111" && card.status == .active && card.panUniqueReference.hasPrefix("PUR"))
+            #expect(!created.text.contains("4111111111111111"))
+            let replaced = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(replaced.status == .ok)
+            #expect(try replaced.decode(CardResource.self).panUniqueReference == card.panUniqueReference)
+            let read = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
+            #expect(try read.decode(CardResource.self) == card)
+            #expect(!read.text.contains("4111111111111111"))
+        }
+    }
+
+    @Test func replacingThePANDeactivatesTheOldTokens() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let original = try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            try await api.provision("c1", user: "alice", token: "TOK-1")
+            let replaced = try await api.putCard("c1", user: "alice", pan: "5555555555554444")
+            #expect(replaced.panUniqueReference != original.panUniqueReference)
+            #expect(try await api.tokenStatus("TOK-1") == .deactivated)
+            #expect(platform.connector.commands.current == ["deactivate TOK-1"])
+            let unchanged = try await api.putCard("c1", user: "alice", pan: "5555555555554444", name: "Alice B")
+            #expect(unchanged.panUniqueReference == replaced.panUniqueReference)
+        }
+    }
+
+    @Test func aPANCanBelongToOneCardOnly() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            let body = CardUpsertRequest(userId: "bob", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Bob", network: .visa, productTitle: "Gold")
+            let reply = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, json: body)
+            #expect(reply.status == .conflict)
+            #expect(reply.error?.code == "duplicate_pan")
+            #expect(try await platform.store.card(externalCardId: "c2") == nil)
+        }
+    }
+
+    @Test func blockSuspendsUnblockResumesOnlyWhatTheBlockSuspendedAndCloseDeactivates() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", device: .phone, token: "PHONE-1")
+            try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            #expect(try await api.tokenStatus("WATCH-1") == .active)
+
+            // Customer service suspends the watch token first; the block must not "own" it.
+            #expect(try await api.send(.post, "/lifecycle/tokens/WATCH-1/suspend", as: .issuer).status == .ok)
+
+            let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(block.card.status == .blocked)
+            #expect(block.tokens.map(\.result) == ["SUSPENDED"])
+            #expect(try await platform.store.token(reference: "PHONE-1")?.suspendedBy == .cardBlocked)
+
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.tokenUniqueReference) == ["PHONE-1"])
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            #expect(try await api.tokenStatus("WATCH-1") == .suspended)
+
+            let close = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .closed)).decode(LifecycleService.StatusChange.self)
+            #expect(Set(close.tokens.map(\.result)) == ["DEACTIVATED"])
+            #expect(try await api.tokenStatus("PHONE-1") == .deactivated)
+            #expect(try await api.tokenStatus("WATCH-1") == .deactivated)
+
+            let reopen = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active))
+            #expect(reopen.status == .conflict)
+            #expect(platform.connector.commands.current == ["suspend WATCH-1", "suspend PHONE-1", "resume PHONE-1", "deactivate PHONE-1", "deactivate WATCH-1"])
+            let audit = try await platform.store.auditEntries(subject: "token:PHONE-1").map(\.action)
+            #expect(audit.contains("token.suspended") && audit.contains("token.active") && audit.contains("token.deactivated"))
+        }
+    }
+
+    @Test func aBlockTheTokenServiceMissesReportsFailedAndCanBeRetried() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "PHONE-1")
+            platform.connector.failing.withValue { $0 = true }
+            let first = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(first.tokens.map(\.result) == ["FAILED"])
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            platform.connector.failing.withValue { $0 = false }
+            let retry = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(retry.tokens.map(\.result) == ["SUSPENDED"])
+        }
+    }
+
+    @Test func tokenActionsFollowTheStateMachine() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            let suspendInactive = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspendInactive.status == .conflict)
+            #expect(suspendInactive.error?.message.contains("INACTIVE") == true)
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer).status == .conflict)
+            let deactivated = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
+            #expect(try deactivated.decode(TokenResource.self).status == .deactivated)
+            let again = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
+            #expect(again.status == .conflict)
+            #expect(again.error?.message.contains("DEACTIVATED") == true)
+            #expect(try await api.send(.post, "/lifecycle/tokens/NOPE/suspend", as: .issuer).status == .notFound)
+        }
+    }
+
+    @Test func tokenActionFailsCleanlyWhenTheTokenServiceIsDown() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            let reply = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(reply.status == .serviceUnavailable)
+            #expect(reply.error?.code == "token_service_unavailable")
+            #expect(try await api.tokenStatus("T1") == .active)
+        }
+    }
+
+    @Test func listsACardsTokens() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", device: .phone, token: "T1")
+            try await api.provision("c1", user: "alice", device: .watch, token: "T2")
+            let tokens = try await api.send(.get, "/lifecycle/cards/c1/tokens", as: .issuer).decode(TokenListResponse.self).tokens
+            #expect(tokens.map(\.tokenUniqueReference) == ["T1", "T2"])
+            #expect(tokens.map(\.deviceType) == [.phone, .watch])
+            #expect(tokens.first?.tokenLast4 == "9876")
+            #expect(try await api.send(.get, "/lifecycle/cards/nope/tokens", as: .issuer).status == .notFound)
+        }
+    }
+
+    @Test func cardArtIsValidatedStoredAndServedToTheOwner() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let png = TestImages.png(width: 1536, height: 969)
+            let upload = try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: "image/png")
+            #expect(upload.status == .ok, "\(upload.text)")
+            let wrong = try await api.send(.put, "/lifecycle/card-art/art-2", as: .issuer, raw: TestImages.png(width: 1024, height: 768), contentType: "image/png")
+            #expect(wrong.status == .badRequest)
+            #expect(wrong.error?.code == "invalid_card_art")
+            #expect(wrong.error?.message.contains("1024") == true)
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "art-1")
+            #expect(try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body).status == .created)
+            let missingArt = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("5555555555554444"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "art-404")
+            let refused = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, json: missingArt)
+            #expect(refused.error?.code == "unknown_art")
+            let art = try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice"))
+            #expect(art.status == .ok)
+            #expect(art.body == png)
+            #expect(art.headers[.contentType] == "image/png")
+            let cards = try await api.send(.get, "/issuer/push-provisioning/cards", as: .cardholder("alice")).decode(CardListResponse.self)
+            #expect(cards.cards.first?.artURL == "/issuer/push-provisioning/cards/c1/art")
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+@Suite("PAN secrecy")
+struct PANSecrecyTests {
+    static let pans = ["4111111111111111", "5555555555554444", "378282246310005"]
+
+    @Test func noPANReachesLogsResponsesMetricsOrTheDatabaseFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-secrecy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let database = directory.appendingPathComponent("tmp.sqlite").path
+        let platform = try await TestPlatform(policy: .immediate, databasePath: database)
+        let replies = Locked<[String]>([])
+        try await platform.run { api in
+            for (index, pan) in Self.pans.enumerated() {
+                try await api.putCard("c\(index)", user: "alice", pan: pan)
+                try await api.provision("c\(index)", user: "alice", pan: pan, token: "T\(index)")
+                // Refusals that carry the PAN in the request must not echo it either.
+                let duplicate = CardUpsertRequest(userId: "bob", primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("12/29"), cardholderName: "Bob", network: .visa, productTitle: "X")
+                let refused = try await api.send(.put, "/lifecycle/cards/dup\(index)", as: .issuer, json: duplicate)
+                let badLuhn = try await api.send(.put, "/lifecycle/cards/bad\(index)", as: .issuer, raw: Data(#"{"userId":"bob","primaryAccountNumber":"\#(pan.dropLast())0","expiration":"12/29","cardholderName":"B","network":"VISA","productTitle":"X"}"#.utf8))
+                let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(requestId: "x\(index)", primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("01/30"), activationData: nil, deviceType: .phone))
+                replies.withValue { $0 += [refused.text, badLuhn.text, decision.text] }
+            }
+            _ = try await api.send(.patch, "/lifecycle/cards/c0", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            for path in ["/issuer/push-provisioning/cards"] {
+                replies.withValue { $0.append("") }
+                let reply = try await api.send(.get, path, as: .cardholder("alice"))
+                replies.withValue { $0.append(reply.text) }
+            }
+            for index in Self.pans.indices {
+                let card = try await api.send(.get, "/lifecycle/cards/c\(index)", as: .issuer)
+                let tokens = try await api.send(.get, "/lifecycle/cards/c\(index)/tokens", as: .issuer)
+                replies.withValue { $0 += [card.text, tokens.text] }
+            }
+            replies.withValue { $0.append("") }
+            let metrics = try await api.send(.get, "/metrics")
+            replies.withValue { $0.append(metrics.text) }
+        }
+        let logs = platform.logs.current
+        #expect(logs.count > 10, "the test must actually capture log lines")
+        var databaseBytes = Data()
+        for suffix in ["", "-wal", "-shm"] {
+            databaseBytes += (try? Data(contentsOf: URL(fileURLWithPath: database + suffix))) ?? Data()
+        }
+        #expect(databaseBytes.count > 4096)
+        for pan in Self.pans {
+            let badLuhn = String(pan.dropLast()) + "0"
+            for line in logs { #expect(!line.contains(pan) && !line.contains(badLuhn), "log line leaks a PAN: \(line)") }
+            for text in replies.current { #expect(!text.contains(pan) && !text.contains(badLuhn), "response leaks a PAN") }
+            #expect(databaseBytes.range(of: Data(pan.utf8)) == nil, "the database file holds a PAN in clear")
+        }
+    }
+}

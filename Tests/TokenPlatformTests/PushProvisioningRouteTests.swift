@@ -1,0 +1,184 @@
+import Crypto
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+import Testing
+import TokenPlatform
+import WalletSimulator
+
+@Suite("Push Provisioning API")
+struct PushProvisioningRouteTests {
+    @Test func signedCardsSealsTheCardForTheLeafAndIssuesActivationData() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice", pan: "5555555555554444", expiration: "11/28", name: "Alice Smith")
+            let nonce = Data([1, 2, 3, 4, 5])
+            let reply = try await api.signCard("card-1", user: "alice", nonce: nonce)
+            #expect(reply.status == .ok)
+            let response = try reply.decode(SignedCardResponse.self)
+            #expect(response.ephemeralPublicKey.data.count == 65)
+            let plaintext = try ECCV2.open(SealedPassData(encryptedData: response.encryptedData.data, ephemeralPublicKey: response.ephemeralPublicKey.data), with: platform.pki.leafPrivateKey)
+            let payload = try PassDataPayload(jsonData: plaintext)
+            #expect(payload.primaryAccountNumber.digits == "5555555555554444")
+            #expect(payload.expiration.text == "11/28")
+            #expect(payload.name == "Alice Smith")
+            #expect(payload.nonce == nonce)
+            #expect(payload.nonceSignature == Data("apple-signature".utf8))
+            let card = try #require(try await platform.store.card(externalCardId: "card-1"))
+            let verdict = ActivationDataVerifier(keySet: platform.environment.activationKeySet)
+                .verify(String(decoding: response.activationData.data, as: UTF8.self), panUniqueReference: card.panUniqueReference, nonce: nonce, deviceType: .phone, now: platform.clock.current)
+            #expect(verdict.claims != nil)
+            let audit = try await platform.store.auditEntries(subject: "card:card-1").map(\.action)
+            #expect(audit.contains("card.seal"))
+        }
+    }
+
+    @Test func signedCardsRefusesAnUntrustedChainWithTheReason() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice")
+            let other = try SimulatedApplePKI()
+            let request = SignedCardRequest(externalCardId: "card-1", deviceType: .phone, certificates: other.walletCertificates, nonce: Data([1]), nonceSignature: Data([2]))
+            let reply = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), json: request)
+            #expect(reply.status == .badRequest)
+            #expect(reply.error?.code == "certificate_chain_refused")
+            #expect(reply.error?.message.hasPrefix("untrusted_root") == true)
+            let leafOnly = SignedCardRequest(externalCardId: "card-1", deviceType: .phone, certificates: [platform.pki.walletCertificates[0]], nonce: Data([1]), nonceSignature: Data([2]))
+            let second = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), json: leafOnly)
+            #expect(second.error?.message.hasPrefix("incomplete_chain") == true)
+        }
+    }
+
+    @Test func signedCardsRefusesBlockedClosedAndExpiredCards() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("blocked", user: "alice", pan: "4111111111111111")
+            try await api.putCard("closed", user: "alice", pan: "5555555555554444")
+            try await api.putCard("expired", user: "alice", pan: "378282246310005", expiration: "08/26")
+            _ = try await api.send(.patch, "/lifecycle/cards/blocked", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            _ = try await api.send(.patch, "/lifecycle/cards/closed", as: .issuer, json: CardStatusChangeRequest(status: .closed))
+            for (id, code) in [("blocked", "card_blocked"), ("closed", "card_closed"), ("expired", "card_expired")] {
+                let reply = try await api.signCard(id, user: "alice")
+                #expect(reply.status == .conflict, "\(id)")
+                #expect(reply.error?.code == code)
+            }
+        }
+    }
+
+    @Test func anotherUsersCardAnswersExactlyLikeAMissingOne() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice")
+            let foreign = try await api.signCard("card-1", user: "mallory")
+            let missing = try await api.signCard("card-404", user: "mallory")
+            #expect(foreign.status == .notFound && missing.status == .notFound)
+            #expect(foreign.error?.code == missing.error?.code)
+            #expect(foreign.error?.message.replacingOccurrences(of: "card-1", with: "X") == missing.error?.message.replacingOccurrences(of: "card-404", with: "X"))
+            let art = try await api.send(.get, "/issuer/push-provisioning/cards/card-1/art", as: .cardholder("mallory"))
+            #expect(art.status == .notFound)
+        }
+    }
+
+    @Test func searchReturnsOnlyTheCallersTokens() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice", pan: "4111111111111111")
+            try await api.putCard("b1", user: "bob", pan: "5555555555554444")
+            try await api.provision("a1", user: "alice", pan: "4111111111111111", token: "TOK-A1")
+            try await api.provision("b1", user: "bob", pan: "5555555555554444", token: "TOK-B1")
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), json: TokenSearchRequest(tokenUniqueReferences: ["TOK-A1", "TOK-B1", "TOK-UNKNOWN"]))
+            #expect(reply.status == .ok)
+            let results = try reply.decode([TokenSearchResult].self)
+            #expect(results.map(\.tokenUniqueReference) == ["TOK-A1"])
+            #expect(results.first?.externalCardId == "a1")
+            #expect(results.first?.tokenStatus == .inactive)
+            #expect(results.first?.authorizationPath == .yellow)
+            #expect(results.first?.processStatus == "PENDING_ACTIVATION")
+            #expect(results.first?.deviceType == .phone)
+        }
+    }
+
+    @Test func searchRefusesMoreThanAHundredReferences() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), json: TokenSearchRequest(tokenUniqueReferences: (0...100).map { "T\($0)" }))
+            #expect(reply.status == .badRequest)
+            #expect(reply.error?.code == "too_many_references")
+            let hundred = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), json: TokenSearchRequest(tokenUniqueReferences: (0..<100).map { "T\($0)" }))
+            #expect(hundred.status == .ok)
+        }
+    }
+
+    @Test func activationOfAnInactiveTokenAsksTheTokenServiceAndApproves() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
+            let response = try reply.decode(TokenActivationResponse.self)
+            #expect(response.issuerMobileAppAuthResponse == .approved)
+            #expect(response.cardLast4Digits == "1111")
+            #expect(try await api.tokenStatus("TOK-1") == .active)
+            #expect(platform.connector.commands.current == ["activate TOK-1"])
+            let again = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(again.issuerMobileAppAuthResponse == .approved)
+            #expect(platform.connector.commands.current.count == 1)
+        }
+    }
+
+    @Test func activationFailsWithoutChangeWhenTheTokenServiceIsDown() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            platform.connector.failing.withValue { $0 = true }
+            let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(response.issuerMobileAppAuthResponse == .failed)
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+        }
+    }
+
+    @Test func activationDeclinesSuspendedTokensAndBlockedCards() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            #expect(try await api.tokenStatus("TOK-1") == .active)
+            _ = try await api.send(.post, "/lifecycle/tokens/TOK-1/suspend", as: .issuer)
+            let suspended = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(suspended.issuerMobileAppAuthResponse == .declined)
+            _ = try await api.send(.patch, "/lifecycle/cards/a1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            let blocked = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(blocked.issuerMobileAppAuthResponse == .declined)
+            #expect(blocked.comment.contains("blocked"))
+        }
+    }
+
+    @Test func activationOfAnotherUsersTokenIsNotFound() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("mallory"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
+            #expect(reply.status == .notFound)
+            #expect(reply.error?.code == "token_not_found")
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+            #expect(platform.connector.commands.current.isEmpty)
+        }
+    }
+
+    @Test func cardsListsTheCallersCardsWithoutPANs() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice", pan: "4111111111111111")
+            try await api.putCard("a2", user: "alice", pan: "5555555555554444", network: .mastercard)
+            try await api.putCard("b1", user: "bob", pan: "378282246310005", network: .amex)
+            let reply = try await api.send(.get, "/issuer/push-provisioning/cards", as: .cardholder("alice"))
+            let cards = try reply.decode(CardListResponse.self).cards
+            #expect(cards.map(\.externalCardId) == ["a1", "a2"])
+            #expect(cards.map(\.panLast4) == ["1111", "4444"])
+            #expect(cards[1].network == .mastercard)
+            #expect(!reply.text.contains("4111111111111111") && !reply.text.contains("5555555555554444"))
+        }
+    }
+}

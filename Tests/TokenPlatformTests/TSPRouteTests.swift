@@ -1,0 +1,109 @@
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+@Suite("TSP API")
+struct TSPRouteTests {
+    func decide(_ api: APIClient, pan: String = "4111111111111111", expiration: String = "12/29", activationData: String?, device: DeviceType = .phone, request: String = "r-\(UUID())") async throws -> TokenizationDecisionResponse {
+        try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+            requestId: request, primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration(expiration), activationData: activationData, deviceType: device
+        )).decode(TokenizationDecisionResponse.self)
+    }
+
+    func activationData(_ api: APIClient, card: String = "c1", user: String = "alice", device: DeviceType = .phone) async throws -> String {
+        let reply = try await api.signCard(card, user: user, device: device)
+        return String(decoding: try reply.decode(SignedCardResponse.self).activationData.data, as: UTF8.self)
+    }
+
+    @Test func validActivationDataIsYellowInAppAndGreenImmediate() async throws {
+        for (policy, expected) in [(ActivationPolicy.inApp, TokenizationDecision.requireAdditionalAuthentication), (.immediate, .approved)] {
+            let platform = try await TestPlatform(policy: policy)
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                let decision = try await decide(api, activationData: try await activationData(api))
+                #expect(decision.decision == expected)
+                #expect(decision.panUniqueReference == (try await platform.store.card(externalCardId: "c1"))?.panUniqueReference)
+            }
+        }
+    }
+
+    @Test func declinesUnknownBlockedClosedExpiredAndMismatchedCards() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            #expect(try await decide(api, activationData: nil).reason == "card_unknown")
+            try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            #expect(try await decide(api, expiration: "11/29", activationData: nil).reason == "expiration_mismatch")
+            #expect(try await decide(api, activationData: nil).decision == .requireAdditionalAuthentication)
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            #expect(try await decide(api, activationData: nil).reason == "card_blocked")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .closed))
+            #expect(try await decide(api, activationData: nil).reason == "card_closed")
+            try await api.putCard("c2", user: "alice", pan: "5555555555554444", expiration: "08/26")
+            let expired = try await decide(api, pan: "5555555555554444", expiration: "08/26", activationData: nil)
+            #expect(expired.decision == .declined && expired.reason == "card_expired")
+        }
+    }
+
+    @Test func activationDataIsSingleUseAndBoundToCardDeviceAndTime() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            try await api.putCard("c2", user: "alice", pan: "5555555555554444")
+            let data = try await activationData(api)
+            #expect(try await decide(api, activationData: data).decision == .approved)
+            #expect(try await decide(api, activationData: data).reason == "activation_data_replayed")
+
+            let forC1 = try await activationData(api)
+            #expect(try await decide(api, pan: "5555555555554444", activationData: forC1).reason == "activation_data_wrong_card")
+            #expect(try await decide(api, activationData: forC1, device: .watch).reason == "activation_data_wrong_device")
+
+            let late = try await activationData(api)
+            platform.advance(601)
+            #expect(try await decide(api, activationData: late).reason == "activation_data_expired")
+
+            let forged = try ActivationDataIssuer(signingKey: SigningKey.generate()).issue(panUniqueReference: "x", nonce: Data([1]), deviceType: .phone, now: platform.clock.current).token
+            #expect(try await decide(api, activationData: forged).reason == "activation_data_unknown_key_id")
+            #expect(try await decide(api, activationData: "garbage").reason == "activation_data_malformed")
+        }
+    }
+
+    @Test func tokenEventsAreIdempotentByEventIdAndFollowTheStateMachine() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let created = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1")
+            #expect(try created.decode(TokenEventResponse.self).result == "APPLIED")
+            #expect(try await api.tokenStatus("T1") == .inactive)
+            let duplicate = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1")
+            #expect(try duplicate.decode(TokenEventResponse.self).result == "DUPLICATE")
+            let recreate = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e2")
+            #expect(recreate.status == .conflict)
+            let resumeInactive = try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e3")
+            #expect(resumeInactive.status == .conflict)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e4").status == .ok)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e5").status == .ok)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended, id: "e6").status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e7").status == .ok)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .deactivated, id: "e8").status == .ok)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e9").status == .conflict)
+            #expect(try await api.event("T404", pur: card.panUniqueReference, .activated, id: "e10").status == .notFound)
+            #expect(try await api.event("T2", pur: "PURnope", .created, id: "e11").status == .notFound)
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+            let audit = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(audit.count == 6)
+            #expect(audit.allSatisfy { $0.actor == "tsp" })
+        }
+    }
+
+    @Test func publishesTheActivationKeysAsJWKS() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let set = try await api.send(.get, "/tsp/activation-keys", as: .tsp).decode(JSONWebKeySet.self)
+            #expect(set.keys.map(\.kid) == [platform.activationKey.id])
+            #expect(set.p256KeysByID[platform.activationKey.id]?.rawRepresentation == platform.activationKey.privateKey.publicKey.rawRepresentation)
+        }
+    }
+}
