@@ -142,15 +142,13 @@ enum Fixtures {
         var leafKey: P256.KeyAgreement.PublicKey
     }
 
-    /// Where the PEM files are looked for, first match wins: the crypto tests' resources,
-    /// then the copy kept with these benchmarks.
+    /// Where the PEM files are looked for: the crypto tests' resources.
     static var certificateDirectories: [URL] {
         // #filePath is <Benchmarks package>/Benchmarks/CryptoBenchmarks/CryptoBenchmarks.swift.
         let package = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         return [
-            package.appendingPathComponent("../Tests/ProvisioningCryptoTests/Resources/certs").standardizedFileURL,
-            package.appendingPathComponent("Fixtures/certs"),
+            package.appendingPathComponent("../Tests/ProvisioningCryptoTests/Resources/certs").standardizedFileURL
         ]
     }
 
