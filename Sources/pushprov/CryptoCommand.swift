@@ -5,6 +5,6 @@ struct CryptoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crypto",
         abstract: "ECC_V2 sealing and Apple certificate-chain checks.",
-        subcommands: [SealCommand.self, VerifyChainCommand.self]
+        subcommands: [SealCommand.self, VerifyChainCommand.self, CryptoThroughputCommand.self]
     )
 }

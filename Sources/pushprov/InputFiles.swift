@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningCrypto
+import SwiftASN1
 import X509
 
 /// Reading the files the crypto commands take, with one-line errors naming the file.
@@ -22,6 +23,18 @@ enum InputFiles {
             return try TrustAnchors.certificates(from: data, source: path)
         } catch let error as CertificateFileError {
             throw CLIError(error.description)
+        }
+    }
+
+    /// The DER bytes of every certificate in a file: a DER file as it is (so a policy sees
+    /// exactly the bytes Wallet would send), each PEM block re-encoded.
+    static func derCertificates(_ path: String) throws -> [Data] {
+        let data = try read(path)
+        guard String(data: data, encoding: .utf8)?.contains("-----BEGIN") == true else { return [data] }
+        return try certificates(path).map { certificate in
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            return Data(serializer.serializedBytes)
         }
     }
 }

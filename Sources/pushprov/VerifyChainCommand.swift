@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import ProvisioningCrypto
-import SwiftASN1
 import X509
 
 /// `pushprov crypto verify-chain`: Apple's issuer-encryption policy on certificate files.
@@ -28,19 +27,7 @@ struct VerifyChainCommand: AsyncParsableCommand {
     func run() async throws {
         guard !certificates.isEmpty else { throw CLIError("name at least one certificate file, leaf first") }
         var der: [Data] = []
-        for path in certificates {
-            // Raw DER files go through as they are, so the policy sees exactly the bytes Wallet would send.
-            let data = try InputFiles.read(path)
-            if String(data: data, encoding: .utf8)?.contains("-----BEGIN") == true {
-                for certificate in try InputFiles.certificates(path) {
-                    var serializer = DER.Serializer()
-                    try serializer.serialize(certificate)
-                    der.append(Data(serializer.serializedBytes))
-                }
-            } else {
-                der.append(data)
-            }
-        }
+        for path in certificates { der += try InputFiles.derCertificates(path) }
         var extra: [Certificate] = []
         for path in anchors { extra += try InputFiles.certificates(path) }
         var configuration = AppleChainValidator.Configuration(trustAnchors: TrustAnchors.apple.adding(extra))

@@ -100,6 +100,16 @@ struct CLITests {
         #expect(result.stdout.hasPrefix("refused: certificate_expired: "))
     }
 
+    @Test func throughputMeasuresTheCryptoOnlyRateForAnAcceptedChain() throws {
+        let result = try CLI.run(["crypto", "throughput", "--seconds", "0.3", "--workers", "1", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("crypto-only signed-cards: "))
+        #expect(result.stdout.contains(" ops/s ("))
+        let refused = try CLI.run(["crypto", "throughput", "--seconds", "0.3", CLI.cert("apple-encipherment-leaf-test-vector.pem")])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("not an accepted Apple chain"))
+    }
+
     @Test(arguments: [
         (["crypto", "verify-chain", "/nonexistent/leaf.pem"], "no such file"),
         (["crypto", "seal", "--leaf", "/nonexistent.pem", "--plaintext", "/nonexistent"], "no such file"),

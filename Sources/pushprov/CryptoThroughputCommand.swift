@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// `pushprov crypto throughput`: the crypto-only rate of a `signed-cards` call, as the
+/// baseline a server load test is compared with.
+///
+/// Each operation is what the server does per call apart from HTTP and storage: validate the
+/// chain (cached after the first call, as in the server), build the pass-data payload, seal
+/// it with a fresh ephemeral key and issue activation data.
+struct CryptoThroughputCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "throughput",
+        abstract: "Measure the crypto-only rate of signed-cards (chain check, seal, activation data)."
+    )
+
+    @Argument(help: ArgumentHelp("Certificate files, leaf first (PEM or DER), e.g. Apple's production chain.", valueName: "cert"))
+    var certificates: [String]
+
+    @Option(help: "How long to measure, in seconds.") var seconds: Double = 10
+    @Option(help: "Concurrent workers (default: the number of cores).") var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    func run() async throws {
+        guard seconds > 0, seconds <= 600, workers >= 1, workers <= 256 else { throw CLIError("--seconds must be in (0, 600] and --workers in 1...256") }
+        let der = try certificates.flatMap { try InputFiles.derCertificates($0) }
+        let validator = AppleChainValidator()
+        guard await validator.validate(der).acceptedChain != nil else { throw CLIError("the certificates are not an accepted Apple chain") }
+        let issuer = ActivationDataIssuer(signingKey: .generate())
+        let pan = try PrimaryAccountNumber("4111111111111111")
+        let expiration = try CardExpiration("12/29")
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<workers {
+                group.addTask {
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        guard let chain = await validator.validate(der).acceptedChain else { throw CLIError("chain refused during measurement") }
+                        let nonce = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+                        let payload = try PassDataPayload(primaryAccountNumber: pan, expiration: expiration, name: "Jane Appleseed", nonce: nonce, nonceSignature: nonce)
+                        _ = try ECCV2.seal(payload.jsonData(), for: chain.leafPublicKey)
+                        _ = try issuer.issue(panUniqueReference: "PUR-bench", nonce: nonce, deviceType: .phone, now: Date())
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        print(String(format: "crypto-only signed-cards: %.0f ops/s (%d ops in %.1f s on %d workers)", Double(total) / seconds, total, seconds, workers))
+    }
+}

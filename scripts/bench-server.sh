@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Load benchmark of the TMP server through real HTTP on loopback.
+#
+#   scripts/bench-server.sh [duration-seconds]     (default 20)
+#
+# Installs wrk from apt if missing, builds pushprov in release mode, starts `pushprov serve`
+# on a free loopback port with a throwaway data directory, seeds 100,000 tokens, and runs
+# wrk against tokens/searches (10 references) and signed-cards (Apple's real production
+# chain). It then measures the crypto-only signed-cards rate in the same run
+# (`pushprov crypto throughput`) and prints requests/s, p50 and p99. Everything stays on
+# 127.0.0.1 and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION="${1:-20}"
+CONNECTIONS="${BENCH_CONNECTIONS:-16}"
+CERTS=Tests/ProvisioningCryptoTests/Resources/certs
+
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "bench: installing wrk from apt"
+    if [ "$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi
+fi
+command -v sqlite3 >/dev/null 2>&1 || python3 -c 'import sqlite3' || { echo "bench: python3 with sqlite3 is required" >&2; exit 1; }
+
+echo "bench: building pushprov (release)"
+swift build -c release --product pushprov
+BIN="$(swift build -c release --show-bin-path)/pushprov"
+
+DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
+LOG="$DATA/serve.log"
+cleanup() { [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; rm -rf "$DATA"; }
+trap cleanup EXIT
+
+"$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
+[ -n "$PORT" ] || { echo "bench: server did not start"; cat "$LOG"; exit 1; }
+BASE="http://127.0.0.1:$PORT"
+ISSUER_KEY="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["issuerApiKey"])' "$DATA/secrets.json")"
+export BENCH_JWT="$("$BIN" dev-token --user bench --data-dir "$DATA" --ttl 3600)"
+
+echo "bench: seeding 10,000 cards and 100,000 tokens"
+python3 - "$DATA/pushprov.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=30)
+now = "2026-01-01 00:00:00.000"
+cards = [(f"seed-{i}", f"user-{i % 5000}", "v1.seed.AAAA", f"seedhash-{i}", "0000", f"PURseed{i}", "12/30", "Seed", "VISA", "Seed", None, "ACTIVE", now, now) for i in range(10_000)]
+db.executemany("INSERT INTO card VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cards)
+tokens = [(f"SEED{i:08d}", f"seed-{i // 10}", f"PURseed{i // 10}", f"user-{(i // 10) % 5000}", "PHONE" if i % 2 else "WATCH", "ACTIVE", "GREEN", None, "1234", now, now) for i in range(99_990)]
+db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", tokens)
+db.commit()
+PY
+
+# The caller's own card and 10 tokens; searches ask for those 10 references.
+PAN_BODY='{"userId":"bench","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Bench User","network":"VISA","productTitle":"Bench"}'
+curl -sf -X PUT "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" -H 'content-type: application/json' -d "$PAN_BODY" >/dev/null
+PUR="$(curl -sf "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
+python3 - "$DATA/pushprov.sqlite" "$PUR" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=30)
+now = "2026-01-01 00:00:00.000"
+db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", [(f"BENCH{i:04d}", "bench-card", sys.argv[2], "bench", "PHONE", "ACTIVE", "GREEN", None, "1234", now, now) for i in range(10)])
+db.commit()
+print("tokens in database:", db.execute("SELECT count(*) FROM token").fetchone()[0])
+PY
+export BENCH_SEARCH_BODY="$(python3 -c 'import json; print(json.dumps({"walletType":"APPLE_PAY","tokenUniqueReferences":[f"BENCH{i:04d}" for i in range(10)]}))')"
+export BENCH_SIGNED_CARDS_BODY="$(python3 - "$CERTS" <<'PY'
+import base64, json, ssl, sys
+certs = [base64.b64encode(ssl.PEM_cert_to_DER_cert(open(f"{sys.argv[1]}/{name}").read())).decode() for name in ("apple-encipherment-leaf-prod-2020.pem", "apple-wwdr-ca-g2.pem")]
+print(json.dumps({"externalCardId": "bench-card", "walletType": "APPLE_PAY", "deviceType": "PHONE", "certificates": certs,
+                  "nonce": base64.b64encode(b"bench-nonce-0123456789").decode(), "nonceSignature": base64.b64encode(b"bench-signature").decode()}))
+PY
+)"
+# Sanity: both requests succeed before they are measured.
+curl -sf "$BASE/issuer/push-provisioning/tokens/searches" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SEARCH_BODY" | python3 -c 'import json,sys; n=len(json.load(sys.stdin)); assert n == 10, n; print("search sanity: 10 results")'
+curl -sf "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SIGNED_CARDS_BODY" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert set(r) == {"activationData","encryptedData","ephemeralPublicKey"}; print("signed-cards sanity: sealed")'
+
+echo; echo "== tokens/searches (10 references, $CONNECTIONS connections, ${DURATION}s) =="
+wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/bench/search.lua "$BASE/issuer/push-provisioning/tokens/searches"
+echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
+wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/bench/signed-cards.lua "$BASE/issuer/push-provisioning/signed-cards"
+echo; echo "== crypto-only baseline (same machine, same run) =="
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
+"$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem"
