@@ -86,10 +86,16 @@ public struct CertificateFileError: Error, Sendable, CustomStringConvertible {
 }
 
 extension Certificate {
+    /// The certificate's DER encoding.
+    public var derData: Data {
+        var serializer = DER.Serializer()
+        // Serializing a certificate that was parsed or built successfully cannot fail.
+        try! serializer.serialize(self)
+        return Data(serializer.serializedBytes)
+    }
+
     /// Lowercase hex SHA-256 of the certificate's DER encoding.
     public var sha256Fingerprint: String {
-        var serializer = DER.Serializer()
-        try! serializer.serialize(self)
-        return Data(SHA256.hash(data: serializer.serializedBytes)).lowercaseHex
+        Data(SHA256.hash(data: derData)).lowercaseHex
     }
 }

@@ -84,13 +84,3 @@ public struct SimulatedApplePKI: Sendable {
     /// The root as PEM, for `--trust-anchor`.
     public func rootPEM() throws -> String { try root.serializeAsPEM().pemString }
 }
-
-extension Certificate {
-    /// The certificate's DER encoding.
-    public var derData: Data {
-        var serializer = DER.Serializer()
-        // Serializing a certificate that was parsed or built successfully cannot fail.
-        try! serializer.serialize(self)
-        return Data(serializer.serializedBytes)
-    }
-}

@@ -1,6 +1,5 @@
 import Foundation
 import ProvisioningCrypto
-import SwiftASN1
 import X509
 
 /// Reading the files the crypto commands take, with one-line errors naming the file.
@@ -31,10 +30,6 @@ enum InputFiles {
     static func derCertificates(_ path: String) throws -> [Data] {
         let data = try read(path)
         guard String(data: data, encoding: .utf8)?.contains("-----BEGIN") == true else { return [data] }
-        return try certificates(path).map { certificate in
-            var serializer = DER.Serializer()
-            try serializer.serialize(certificate)
-            return Data(serializer.serializedBytes)
-        }
+        return try certificates(path).map(\.derData)
     }
 }

@@ -23,11 +23,3 @@ enum TestResources {
         return names.filter { $0.hasSuffix(".json") }.sorted()
     }
 }
-
-extension Certificate {
-    var derData: Data {
-        var serializer = DER.Serializer()
-        try! serializer.serialize(self)
-        return Data(serializer.serializedBytes)
-    }
-}
