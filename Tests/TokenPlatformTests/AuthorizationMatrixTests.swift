@@ -78,6 +78,20 @@ struct AuthorizationMatrixTests {
         }
     }
 
+    @Test func aTokenAcceptedOnceIsStillRefusedAfterItExpires() async throws {
+        let platform = try await TestPlatform()
+        let token = platform.jwt("alice", lifetime: 300)
+        try await platform.run { api in
+            let first = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer " + token))
+            let second = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer " + token))
+            platform.advance(300 + 61)
+            let expired = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer " + token))
+            #expect(first.status == .ok)
+            #expect(second.status == .ok)
+            #expect(expired.status == .unauthorized)
+        }
+    }
+
     @Test func clockSkewIsToleratedOnlyWithinItsBound() async throws {
         let platform = try await TestPlatform()
         let justExpired = platform.jwt("alice", lifetime: -30)

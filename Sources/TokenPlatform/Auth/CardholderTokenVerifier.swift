@@ -54,21 +54,42 @@ public struct CardholderTokenVerifier: Sendable {
         }
     }
 
+    /// What a token proved once its signature verified: who, and when it may be used.
+    public struct VerifiedClaims: Sendable, Hashable {
+        /// The user id.
+        public var subject: String
+        /// `exp`, seconds since 1970.
+        public var expiresAt: Double
+        /// The later of `nbf` and `iat`, if present.
+        public var notBefore: Double?
+    }
+
     /// The user id (`sub`) of a valid token.
     public func userId(from token: String, now: Date) -> Result<String, Refusal> {
+        verify(token).flatMap { check($0, now: now) }
+    }
+
+    /// The time checks, applied on every use (also to claims taken from a cache).
+    public func check(_ claims: VerifiedClaims, now: Date) -> Result<String, Refusal> {
+        let seconds = now.timeIntervalSince1970
+        guard seconds < claims.expiresAt + allowedClockSkew else { return .failure(.expired) }
+        if let notBefore = claims.notBefore, notBefore > seconds + allowedClockSkew { return .failure(.notYetValid) }
+        return .success(claims.subject)
+    }
+
+    /// Signature, key id, issuer, audience and the presence of `sub` and `exp`: everything
+    /// that does not depend on the time, so the result can be cached per token.
+    public func verify(_ token: String) -> Result<VerifiedClaims, Refusal> {
         guard let parts = try? CompactJWS.parse(token) else { return .failure(.malformed) }
         guard let kid = parts.header.kid, let key = keys[kid] else { return .failure(.unknownKey) }
         guard CompactJWS.isValidSignature(parts, key: key) else { return .failure(.badSignature) }
         guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .failure(.malformed) }
-        let seconds = now.timeIntervalSince1970
         guard let exp = claims.exp else { return .failure(.missingExpiry) }
-        guard seconds < exp + allowedClockSkew else { return .failure(.expired) }
-        if let nbf = claims.nbf, nbf > seconds + allowedClockSkew { return .failure(.notYetValid) }
-        if let iat = claims.iat, iat > seconds + allowedClockSkew { return .failure(.notYetValid) }
         if let issuer, claims.iss != issuer { return .failure(.wrongIssuer) }
         if let audience, claims.aud?.contains(audience) != true { return .failure(.wrongAudience) }
         guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { return .failure(.missingSubject) }
-        return .success(sub)
+        let notBefore = [claims.nbf, claims.iat].compactMap { $0 }.max()
+        return .success(VerifiedClaims(subject: sub, expiresAt: exp, notBefore: notBefore))
     }
 }
 

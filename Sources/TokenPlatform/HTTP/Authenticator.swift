@@ -22,6 +22,8 @@ public struct Authenticator: Sendable {
     public var tspKey: APIKey
     /// The current time.
     public var now: @Sendable () -> Date
+    /// Tokens whose signature already verified, so a reused token costs a lookup, not an ECDSA verification.
+    private let verified = VerifiedTokenCache(capacity: 4096)
 
     /// Creates an authenticator.
     public init(cardholderTokens: CardholderTokenVerifier, issuerKey: APIKey, tspKey: APIKey, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -40,7 +42,14 @@ public struct Authenticator: Sendable {
         let credential = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
         switch requirement {
         case .cardholder:
-            switch cardholderTokens.userId(from: credential, now: now()) {
+            let claims: Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal>
+            if let cached = verified[credential] {
+                claims = .success(cached)
+            } else {
+                claims = cardholderTokens.verify(credential)
+                if case .success(let valid) = claims { verified[credential] = valid }
+            }
+            switch claims.flatMap({ cardholderTokens.check($0, now: now()) }) {
             case .success(let userId): return .cardholder(userId: userId)
             case .failure(let refusal):
                 logger.notice("cardholder token refused", metadata: ["reason": "\(refusal.rawValue)"])
@@ -54,6 +63,40 @@ public struct Authenticator: Sendable {
             return .tsp
         case .none:
             return nil
+        }
+    }
+}
+
+/// A bounded map from a cardholder token's exact text to the claims its signature proved.
+///
+/// Only tokens whose signature verified are stored, so a hit can only be the very same
+/// token; the time checks still run on every request. Eviction is first-in-first-out.
+final class VerifiedTokenCache: @unchecked Sendable {
+    // @unchecked: `entries` and `order` are only touched while holding `lock`.
+    private let lock = NSLock()
+    private let capacity: Int
+    private var entries: [String: CardholderTokenVerifier.VerifiedClaims] = [:]
+    private var order: [String] = []
+    private var head = 0
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    subscript(token: String) -> CardholderTokenVerifier.VerifiedClaims? {
+        get { lock.withLock { entries[token] } }
+        set {
+            guard let newValue else { return }
+            lock.withLock {
+                if entries.updateValue(newValue, forKey: token) != nil { return }
+                if order.count < capacity {
+                    order.append(token)
+                } else {
+                    entries[order[head]] = nil
+                    order[head] = token
+                    head = (head + 1) % capacity
+                }
+            }
         }
     }
 }
