@@ -76,7 +76,9 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels"]),
+        // Fixtures shared by the test targets (card-art files built byte by byte).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels", "TestSupport"]),
         .testTarget(
             name: "ProvisioningCryptoTests",
             dependencies: [
@@ -95,13 +97,14 @@ let package = Package(
                 "ProvisioningCrypto",
                 "ProvisioningModels",
                 "WalletSimulator",
+                "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

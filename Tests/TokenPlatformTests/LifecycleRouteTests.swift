@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import TestSupport
 import Testing
 import TokenPlatform
 
@@ -147,10 +148,10 @@ struct LifecycleRouteTests {
     @Test func cardArtIsValidatedStoredAndServedToTheOwner() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
-            let png = TestImages.png(width: 1536, height: 969)
+            let png = TestPNG.file(width: 1536, height: 969)
             let upload = try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: "image/png")
             #expect(upload.status == .ok, "\(upload.text)")
-            let wrong = try await api.send(.put, "/lifecycle/card-art/art-2", as: .issuer, raw: TestImages.png(width: 1024, height: 768), contentType: "image/png")
+            let wrong = try await api.send(.put, "/lifecycle/card-art/art-2", as: .issuer, raw: TestPNG.file(width: 1024, height: 768), contentType: "image/png")
             #expect(wrong.status == .badRequest)
             #expect(wrong.error?.code == "invalid_card_art")
             #expect(wrong.error?.message.contains("1024") == true)
