@@ -96,11 +96,12 @@ open class PKIssuerProvisioningExtensionHandler: NSObject {
             completion(fallback())
             return
         }
-        let transfer = UncheckedTransfer(value: (self, completion, body))
+        let handler = UncheckedTransfer(value: self)
+        let completion = UncheckedTransfer(value: completion)
+        let body = UncheckedTransfer(value: body)
         Task {
-            let (handler, completion, body) = transfer.value
-            let value = await body(handler)
-            completion(value)
+            let value = await body.value(handler.value)
+            completion.value(value)
         }
     }
 
