@@ -1,3 +1,5 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
 #if canImport(PassKit)
 import PassKit
 #else
@@ -35,3 +37,4 @@ public final class PassKitPassLibrary: PassLibrary {
         library.canAddSecureElementPass(primaryAccountIdentifier: primaryAccountIdentifier)
     }
 }
+#endif
