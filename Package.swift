@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .library(name: "ProvisioningModels", targets: ["ProvisioningModels"]),
         .library(name: "ProvisioningCrypto", targets: ["ProvisioningCrypto"]),
+        .library(name: "ProvisioningSDK", targets: ["ProvisioningSDK"]),
+        .library(name: "ProvisioningPassKit", targets: ["ProvisioningPassKit"]),
         .executable(name: "pushprov", targets: ["pushprov"]),
     ],
     dependencies: [
@@ -24,6 +26,19 @@ let package = Package(
     targets: [
         // Wire types shared by the SDK, the server and the simulators: Foundation only.
         .target(name: "ProvisioningModels"),
+        // The issuer-app SDK core: Foundation only, so it links into an iOS app and its extensions.
+        .target(name: "ProvisioningSDK", dependencies: ["ProvisioningModels"]),
+        // Linux only: the PassKit subset the adapters use, spelled as Apple spells it (empty where PassKit exists).
+        .target(name: "PassKitShim"),
+        // Thin adapters between PassKit (or the shim) and the SDK.
+        .target(
+            name: "ProvisioningPassKit",
+            dependencies: [
+                "ProvisioningSDK",
+                "ProvisioningModels",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+            ]
+        ),
         // ECC_V2 sealing, Apple's chain policy, activation data and the PAN vault.
         .target(
             name: "ProvisioningCrypto",
@@ -79,6 +94,30 @@ let package = Package(
         // Fixtures shared by the test targets (card-art files built byte by byte).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels", "TestSupport"]),
+        // Test doubles the SDK's and the adapters' tests share: manual clock, scripted transport, fake pass library.
+        .target(name: "SDKTestSupport", dependencies: ["ProvisioningSDK", "ProvisioningModels"], path: "Tests/SDKTestSupport"),
+        .testTarget(
+            name: "ProvisioningSDKTests",
+            dependencies: [
+                "ProvisioningSDK",
+                "ProvisioningModels",
+                "SDKTestSupport",
+                "ProvisioningCrypto",
+                "TokenPlatform",
+                "WalletSimulator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "ProvisioningPassKitTests",
+            dependencies: [
+                "ProvisioningPassKit",
+                "ProvisioningSDK",
+                "ProvisioningModels",
+                "SDKTestSupport",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+            ]
+        ),
         .testTarget(
             name: "ProvisioningCryptoTests",
             dependencies: [

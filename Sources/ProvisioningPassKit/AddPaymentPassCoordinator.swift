@@ -1,0 +1,101 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
+#if canImport(PassKit)
+import PassKit
+#else
+import PassKitShim
+#endif
+#if canImport(UIKit)
+import UIKit
+#endif
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+
+/// Shows Wallet's add sheet for one ``ProvisioningSession`` and answers it as its
+/// `PKAddPaymentPassViewControllerDelegate`, through the SDK.
+///
+/// It keeps itself alive while the sheet is up (the sheet holds its delegate weakly) and
+/// reports the flow's ``ProvisioningOutcome`` once, with the refreshed wallet status.
+@MainActor
+public final class AddPaymentPassCoordinator: NSObject {
+    /// Called once when the flow ends, with the outcome and the wallet status read afterwards.
+    public typealias Completion = @MainActor (ProvisioningOutcome, WalletStatusSnapshot?) -> Void
+
+    /// The flow.
+    public let session: ProvisioningSession
+    /// The flow's outcome, once it has ended.
+    public private(set) var outcome: ProvisioningOutcome?
+    private let completion: Completion
+    private var retainedWhilePresented: AddPaymentPassCoordinator?
+
+    /// Creates a coordinator for `session`; `completion` runs once when the flow ends.
+    public init(session: ProvisioningSession, completion: @escaping Completion) {
+        self.session = session
+        self.completion = completion
+        super.init()
+    }
+
+    /// The add sheet for this flow with this coordinator as its delegate; nil when the device
+    /// cannot add payment passes or the app lacks the
+    /// `com.apple.developer.payment-pass-provisioning` entitlement.
+    public func makeViewController() -> PKAddPaymentPassViewController? {
+        guard PKAddPaymentPassViewController.canAddPaymentPass(), let configuration = session.configuration.passKitConfiguration() else { return nil }
+        return PKAddPaymentPassViewController(requestConfiguration: configuration, delegate: self)
+    }
+
+    /// Makes the sheet and hands it to `present` (on iOS: `presenter.present($0, animated: true)`).
+    /// Returns false, presenting nothing, when ``makeViewController()`` cannot make one.
+    @discardableResult
+    public func start(presentingWith present: (PKAddPaymentPassViewController) -> Void) -> Bool {
+        guard let controller = makeViewController() else { return false }
+        retainedWhilePresented = self
+        present(controller)
+        return true
+    }
+
+    #if canImport(UIKit)
+    /// Presents the sheet over `presenter`. Returns false when it cannot be made.
+    @discardableResult
+    public func present(from presenter: UIViewController, animated: Bool = true) -> Bool {
+        start { presenter.present($0, animated: animated) }
+    }
+    #endif
+}
+
+extension AddPaymentPassCoordinator: @preconcurrency PKAddPaymentPassViewControllerDelegate {
+    /// Answers Wallet through ``ProvisioningSession/generateRequest(certificates:nonce:nonceSignature:)``:
+    /// `handler` runs exactly once, within the budget, with an empty request on any failure.
+    public func addPaymentPassViewController(
+        _ controller: PKAddPaymentPassViewController,
+        generateRequestWithCertificateChain certificates: [Data],
+        nonce: Data,
+        nonceSignature: Data,
+        completionHandler handler: @escaping (PKAddPaymentPassRequest) -> Void
+    ) {
+        let session = session
+        Task { @MainActor in
+            let request = await session.generateRequest(certificates: certificates, nonce: nonce, nonceSignature: nonceSignature)
+            handler(request.passKitRequest())
+        }
+    }
+
+    /// Dismisses the sheet, ends the session with Wallet's result and reports the outcome.
+    public func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, didFinishAdding pass: PKPaymentPass?, error: (any Error)?) {
+        #if canImport(UIKit)
+        controller.dismiss(animated: true)
+        #endif
+        let target = session.configuration.target
+        let result: WalletAddResult = error.map { .failed(WalletAddError($0)) } ?? .added(pass.map { WalletPass($0, device: target) })
+        let session = session
+        Task { @MainActor in
+            let (outcome, status) = await session.finish(result)
+            if self.outcome == nil {
+                self.outcome = outcome
+                completion(outcome, status)
+            }
+            retainedWhilePresented = nil
+        }
+    }
+}
+#endif

@@ -1,0 +1,40 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
+#if canImport(PassKit)
+import PassKit
+#else
+import PassKitShim
+#endif
+import ProvisioningModels
+import ProvisioningSDK
+
+/// The SDK's ``PassLibrary`` over `PKPassLibrary`: this iPhone's secure-element passes and
+/// the paired Watch's (`remoteSecureElementPasses`). Main-actor bound, like the PassKit
+/// objects it reads.
+@MainActor
+public final class PassKitPassLibrary: PassLibrary {
+    private let library: PKPassLibrary
+
+    /// Wraps `library` (a fresh `PKPassLibrary` by default).
+    public init(library: PKPassLibrary = PKPassLibrary()) {
+        self.library = library
+    }
+
+    /// `PKPassLibrary.isPassLibraryAvailable()`.
+    public func isPassLibraryAvailable() async -> Bool {
+        PKPassLibrary.isPassLibraryAvailable()
+    }
+
+    /// This iPhone's secure-element passes, then the paired Watch's.
+    public func secureElementPasses() async -> [WalletPass] {
+        let local = library.passes(of: .secureElement).compactMap(\.secureElementPass).map { WalletPass($0, device: .phone) }
+        let remote = library.remoteSecureElementPasses.map { WalletPass($0, device: .watch) }
+        return local + remote
+    }
+
+    /// `PKPassLibrary.canAddSecureElementPass(primaryAccountIdentifier:)`.
+    public func canAddSecureElementPass(primaryAccountIdentifier: String) async -> Bool {
+        library.canAddSecureElementPass(primaryAccountIdentifier: primaryAccountIdentifier)
+    }
+}
+#endif

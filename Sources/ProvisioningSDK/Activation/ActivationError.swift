@@ -1,0 +1,32 @@
+/// Why an activation deep link could not be acted on.
+public struct ActivationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// Not the issuer's activation link, or no single, non-empty, bounded `serialNumber`.
+        case malformedLink = "malformed_link"
+        /// No pass with that serial number on this iPhone or the paired Watch.
+        case unknownPass = "unknown_pass"
+        /// `tokens/activations` failed (network, timeout, server error); see ``clientError``.
+        case network = "network"
+    }
+
+    /// The kind, whose raw value is the stable code.
+    public var kind: Kind
+    /// What is wrong, for people; never contains a token or a PAN.
+    public var message: String
+    /// The client's error when ``kind`` is ``Kind/network``.
+    public var clientError: TMPClientError?
+
+    /// Creates an error.
+    public init(_ kind: Kind, _ message: String, clientError: TMPClientError? = nil) {
+        self.kind = kind
+        self.message = message
+        self.clientError = clientError
+    }
+
+    /// The stable code, e.g. `malformed_link`.
+    public var code: String { kind.rawValue }
+
+    /// `code: message`.
+    public var description: String { "\(code): \(message)" }
+}

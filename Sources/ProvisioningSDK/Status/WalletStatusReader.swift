@@ -1,0 +1,37 @@
+import ProvisioningModels
+
+/// Reads the wallet status of the cardholder's cards: the device's passes, one
+/// `tokens/searches` call for all of them, PassKit's `canAddSecureElementPass` per known
+/// account, then ``WalletStatusCalculator``.
+public struct WalletStatusReader: Sendable {
+    /// TMP.
+    public let client: TMPClient
+    /// This iPhone's and the paired Watch's passes.
+    public let passLibrary: any PassLibrary
+
+    /// Creates a reader.
+    public init(client: TMPClient, passLibrary: any PassLibrary) {
+        self.client = client
+        self.passLibrary = passLibrary
+    }
+
+    /// The status of `cards`, or of the cards `GET cards` lists when `cards` is nil.
+    public func read(cards: [CardSummary]? = nil) async throws(TMPClientError) -> WalletStatusSnapshot {
+        let listed: [CardSummary]
+        if let cards {
+            listed = cards
+        } else {
+            listed = try await client.cards()
+        }
+        let available = await passLibrary.isPassLibraryAvailable()
+        let passes = available ? await passLibrary.secureElementPasses() : []
+        let tokens = try await client.searchTokens(passes.map(\.deviceAccountIdentifier))
+        var addable = Set<String>()
+        for account in Set(WalletStatusCalculator.primaryAccountIdentifiers(passes: passes, tokens: tokens).values) {
+            if await passLibrary.canAddSecureElementPass(primaryAccountIdentifier: account) {
+                addable.insert(account)
+            }
+        }
+        return WalletStatusCalculator.statuses(.init(cards: listed, passes: passes, tokens: tokens, passLibraryAvailable: available, addablePrimaryAccountIdentifiers: addable))
+    }
+}

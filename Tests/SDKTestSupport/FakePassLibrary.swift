@@ -1,0 +1,45 @@
+import ProvisioningModels
+import ProvisioningSDK
+
+/// A pass library in memory that behaves like PassKit's: `canAddSecureElementPass` is true
+/// while some device (this iPhone, the Watch when one is paired) has no live pass of that
+/// account.
+public final class FakePassLibrary: PassLibrary, Sendable {
+    private struct State {
+        var passes: [WalletPass]
+        var available: Bool
+        var watchPaired: Bool
+        var canAddQueries: [String] = []
+    }
+
+    private let state: Locked<State>
+
+    /// A library holding `passes`.
+    public init(passes: [WalletPass] = [], available: Bool = true, watchPaired: Bool = true) {
+        state = Locked(State(passes: passes, available: available, watchPaired: watchPaired))
+    }
+
+    /// The passes now in the library.
+    public var passes: [WalletPass] {
+        get { state.current.passes }
+        set { state.withValue { $0.passes = newValue } }
+    }
+
+    /// The accounts `canAddSecureElementPass` was asked about, in order.
+    public var canAddQueries: [String] { state.current.canAddQueries }
+
+    public func isPassLibraryAvailable() async -> Bool { state.current.available }
+
+    public func secureElementPasses() async -> [WalletPass] { state.current.passes }
+
+    public func canAddSecureElementPass(primaryAccountIdentifier: String) async -> Bool {
+        state.withValue { state in
+            state.canAddQueries.append(primaryAccountIdentifier)
+            guard state.available else { return false }
+            let devices: [DeviceType] = state.watchPaired ? [.phone, .watch] : [.phone]
+            return devices.contains { device in
+                !state.passes.contains { $0.device == device && $0.primaryAccountIdentifier == primaryAccountIdentifier && $0.activationState != .deactivated }
+            }
+        }
+    }
+}
