@@ -74,6 +74,7 @@ let package = Package(
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
