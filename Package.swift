@@ -144,6 +144,16 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        .testTarget(
+            name: "WalletSimulatorTests",
+            dependencies: [
+                "WalletSimulator",
+                "ProvisioningCrypto",
+                "ProvisioningModels",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

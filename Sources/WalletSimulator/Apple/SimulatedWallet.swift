@@ -211,6 +211,11 @@ public final class SimulatedWallet: Sendable {
         try await PassKitShim.withBackend(self, isolation: isolation, operation: operation)
     }
 
+    /// Runs `operation` with this Wallet behind PassKit, synchronously.
+    public func withInstalled<T>(_ operation: () throws -> T) rethrows -> T {
+        try PassKitShim.$scopedBackend.withValue(self, operation: operation)
+    }
+
     static func randomHex(_ bytes: Int) -> String {
         (0..<bytes).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined()
     }
