@@ -149,56 +149,16 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         await Task.yield()
         if watch.calls > 1 { result.violations.append("the generateRequest completion handler was called \(watch.calls) times") }
 
-        guard let encrypted = request.encryptedPassData, !encrypted.isEmpty, let ephemeral = request.ephemeralPublicKey, !ephemeral.isEmpty else {
-            return fail(.unsupported, "the issuer returned no card data")
-        }
-        let opened: Data
-        do {
-            opened = try ECCV2.open(SealedPassData(encryptedData: encrypted, ephemeralPublicKey: ephemeral), with: pki.leafPrivateKey)
-        } catch {
-            return fail(.unsupported, "the card data could not be opened with Apple's key (\(error))")
-        }
-        let card: PassDataPayload
-        do {
-            card = try PassDataPayload(jsonData: opened)
-        } catch {
-            return fail(.unsupported, "the opened card data is invalid: \(error)")
-        }
-        guard constantTimeEquals(card.nonce, nonce), constantTimeEquals(card.nonceSignature, nonceSignature) else {
-            return fail(.unsupported, "the card data does not carry the nonce and signature Wallet sent")
-        }
-
-        let account = wallet.primaryAccountIdentifier(forCardNumber: card.primaryAccountNumber.digits)
-        if let configured = configuration.primaryAccountIdentifier, configured != account {
-            return fail(.unsupported, "the card data is for another card than the configured primaryAccountIdentifier")
-        }
-        guard wallet.canAdd(primaryAccountIdentifier: account, to: device) else {
-            return fail(.unsupported, "this card is already in Wallet on the \(device == .watch ? "Apple Watch" : "iPhone")")
-        }
-
-        let tokenization = await network.tokenize(card, activationData: request.activationData, deviceType: device)
-        let state: SimulatedPass.ActivationState
-        let token: String
-        let tokenLast4: String
-        switch tokenization {
-        case .declined(let reason):
-            return fail(.unsupported, "the card network declined the card (\(reason))")
-        case .approved(let reference, let last4):
-            (state, token, tokenLast4) = (.activated, reference, last4)
-        case .requiresActivation(let reference, let last4):
-            (state, token, tokenLast4) = (.requiresActivation, reference, last4)
-        }
-        let pass = SimulatedPass(
-            serialNumber: "SN" + SimulatedWallet.randomHex(10), deviceAccountIdentifier: token, primaryAccountIdentifier: account,
-            primaryAccountNumberSuffix: card.primaryAccountNumber.last4, deviceAccountNumberSuffix: tokenLast4,
-            activationState: state, device: device, localizedName: configuration.localizedDescription ?? ""
-        )
-        wallet.add(pass)
-        if state == .requiresActivation, let link = await network.activationLink(tokenUniqueReference: token, serialNumber: pass.serialNumber) {
-            wallet.open(link)
+        switch await AppleProvisioning(wallet: wallet, pki: pki, network: network).complete(
+            request, nonce: nonce, nonceSignature: nonceSignature, configuredAccount: configuration.primaryAccountIdentifier,
+            device: device, passName: configuration.localizedDescription ?? ""
+        ) {
+        case .added(let pass, let link):
+            result.outcome = .added(pass)
             result.activationLink = link
+        case .failed(let reason):
+            result.outcome = .failed(code: .unsupported, reason: reason)
         }
-        result.outcome = .added(pass)
         return result
     }
 }
