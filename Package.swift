@@ -59,6 +59,8 @@ let package = Package(
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "TokenPlatform",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -102,6 +104,17 @@ let package = Package(
             ]
         ),
         .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
+        .testTarget(
+            name: "WalletSimulatorTests",
+            dependencies: [
+                "WalletSimulator",
+                "TokenPlatform",
+                "ProvisioningCrypto",
+                "ProvisioningModels",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
