@@ -74,7 +74,9 @@ let package = Package(
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "TokenPlatform",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -148,9 +150,11 @@ let package = Package(
             name: "WalletSimulatorTests",
             dependencies: [
                 "WalletSimulator",
+                "TokenPlatform",
                 "ProvisioningCrypto",
                 "ProvisioningModels",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

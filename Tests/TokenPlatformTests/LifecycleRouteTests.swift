@@ -100,6 +100,31 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func anEchoThatOvertakesTheCommandKeepsTMPsReasonAndAnswer() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "PHONE-1")
+            // The token service reports each change before TMP's own call returns.
+            let tsp = TSPService(environment: platform.environment)
+            let echoes: [String: TokenEventType] = ["suspend": .suspended, "resume": .resumed]
+            platform.connector.beforeReturning.withValue {
+                $0 = { command, token in
+                    guard let type = echoes[command] else { return }
+                    _ = try await tsp.apply(TokenEventRequest(eventId: "echo-\(command)", tokenUniqueReference: token.tokenUniqueReference, panUniqueReference: card.panUniqueReference, event: type, deviceType: .phone))
+                }
+            }
+            let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(block.tokens.map(\.result) == ["SUSPENDED"])
+            #expect(try await platform.store.token(reference: "PHONE-1")?.suspendedBy == .cardBlocked)
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["RESUMED"])
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            let actors = try await platform.store.auditEntries(subject: "token:PHONE-1").map { "\($0.actor) \($0.action)" }
+            #expect(actors.suffix(4) == ["tsp token.event.suspended", "issuer token.suspended", "tsp token.event.resumed", "issuer token.active"])
+        }
+    }
+
     @Test func tokenActionsFollowTheStateMachine() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
