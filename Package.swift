@@ -82,9 +82,27 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        // `pushprov demo` and the end-to-end tests: the scenario over every real component
+        // and both simulators.
+        .target(
+            name: "ProvisioningDemo",
+            dependencies: [
+                "ProvisioningModels",
+                "ProvisioningCrypto",
+                "ProvisioningSDK",
+                "ProvisioningPassKit",
+                "TokenPlatform",
+                "WalletSimulator",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "pushprov",
             dependencies: [
+                "ProvisioningDemo",
                 "ProvisioningModels",
                 "ProvisioningCrypto",
                 "TokenPlatform",

@@ -1,0 +1,48 @@
+#if !canImport(PassKit)
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+
+/// Apple's servers handing opened cards to the token service simulator.
+public struct TokenServicePaymentNetwork: SimulatedPaymentNetwork {
+    /// The network's token service.
+    public let tokenService: TokenServiceSimulator
+
+    /// Connects Apple's side to `tokenService`.
+    public init(_ tokenService: TokenServiceSimulator) {
+        self.tokenService = tokenService
+    }
+
+    public func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
+        do {
+            switch try await tokenService.tokenize(TokenizationRequest(card: card, activationData: activationData, deviceType: deviceType)) {
+            case .approved(let token): return .approved(tokenUniqueReference: token.tokenUniqueReference, tokenLast4: token.tokenLast4)
+            case .requiresActivation(let token): return .requiresActivation(tokenUniqueReference: token.tokenUniqueReference, tokenLast4: token.tokenLast4)
+            case .declined(let decline): return .declined(reason: decline.reason)
+            }
+        } catch {
+            return .declined(reason: "\(error)")
+        }
+    }
+
+    public func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
+        try? await tokenService.activationLink(forToken: tokenUniqueReference, serialNumber: serialNumber)
+    }
+}
+
+/// The simulated device learning of the network's token changes: the pass of the token takes
+/// the matching activation state, on whichever device it is.
+public struct WalletTokenObserver: TokenStateObserver {
+    /// The device's Wallet.
+    public let wallet: SimulatedWallet
+
+    /// Observes on behalf of `wallet`.
+    public init(wallet: SimulatedWallet) {
+        self.wallet = wallet
+    }
+
+    public func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async {
+        wallet.setActivationState(SimulatedPass.ActivationState(status), deviceAccountIdentifier: tokenUniqueReference)
+    }
+}
+#endif

@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import ProvisioningDemo
+
+/// `pushprov demo`: the whole push-provisioning conversation, end to end, on this machine.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run every flow end to end: TMP, the SDK on a simulated iPhone + Watch, Apple's and the network's simulators.",
+        discussion: """
+            Starts TMP on a free loopback port (a temporary SQLite database unless --database), \
+            loads sample cards for two cardholders, and runs with the SDK's real code: status, \
+            in-app add to the iPhone (yellow), deep-link activation, add to the Watch (green), \
+            add from inside Wallet through the extensions, block and unblock, and another \
+            cardholder's refused access. Prints each step's outcome and time; exit status 0 \
+            only when every step came out as expected.
+            """
+    )
+
+    @Option(help: "TMP's database (as for serve); default: a temporary SQLite file.") var database: String?
+    @Flag(help: "Print the trace as JSON instead of text.") var json = false
+
+    @MainActor
+    func run() async throws {
+        #if canImport(PassKit)
+        throw CLIError("the demo plays Apple Wallet through the PassKit shim, which exists only where PassKit does not (Linux)")
+        #else
+        let json = json
+        let trace = json ? DemoTrace() : DemoTrace(echo: Self.printStep)
+        if !json { print("pushprov demo: TMP + SDK + simulated Apple Wallet and token service, all on 127.0.0.1\n") }
+        let passed = await DemoScenario(database: database).run(trace: trace)
+        if json {
+            print(String(decoding: try trace.json(), as: UTF8.self))
+        } else {
+            let steps: [DemoStep] = trace.steps
+            let good = steps.filter { $0.passed }.count
+            print("\n\(good)/\(steps.count) steps as expected\(passed ? "" : " — FAILED")")
+        }
+        if !passed { throw ExitCode(1) }
+        #endif
+    }
+
+    /// Prints one finished step of the readable trace at once.
+    @Sendable static func printStep(_ step: DemoStep, _ number: Int) {
+        print(DemoTrace.line(step, number: number))
+        fflush(nil)
+    }
+}
