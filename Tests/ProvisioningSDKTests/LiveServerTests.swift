@@ -101,15 +101,16 @@ struct LiveServerTests {
             #expect(activation.outcome == .approved)
             #expect(activation.status?["card-1"]?.phone.state == .active)
 
-            // Add to the Watch, targeted with the iPhone pass's account.
+            // Add to the Watch, targeted with the iPhone pass's account. The card is already
+            // active on the iPhone, so TMP's policy makes the Watch's token green.
             let watchFlow = try await wallet.beginProvisioning(externalCardId: "card-1", target: .watch)
             #expect(watchFlow.configuration.primaryAccountIdentifier == "PAI-1")
             let watchRequest = await watchFlow.generateRequest(certificates: server.pki.walletCertificates, nonce: Data("n2".utf8), nonceSignature: Data("s2".utf8))
-            #expect(try await session.tokenize(activationData: try #require(watchRequest.activationData), device: .watch, token: "DAPL-WATCH") == .requireAdditionalAuthentication)
-            library.passes.append(Fixtures.pass("DAPL-WATCH", account: "PAI-1", device: .watch, state: .requiresActivation, serial: "SER-WATCH"))
+            #expect(try await session.tokenize(activationData: try #require(watchRequest.activationData), device: .watch, token: "DAPL-WATCH") == .approved)
+            library.passes.append(Fixtures.pass("DAPL-WATCH", account: "PAI-1", device: .watch, serial: "SER-WATCH"))
             let watchEnd = await watchFlow.finish(.added(nil))
             #expect(watchEnd.outcome == .added(.watch))
-            #expect(watchEnd.status?["card-1"]?.watch.action == .activate)
+            #expect(watchEnd.status?["card-1"]?.watch.action == .inWallet)
             #expect(watchEnd.status?["card-1"]?.phone.action == .inWallet)
         }
     }
