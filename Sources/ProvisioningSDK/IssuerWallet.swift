@@ -19,6 +19,10 @@ public actor IssuerWallet {
     /// The latest status read, if any.
     public private(set) var latestStatus: WalletStatusSnapshot?
     private var subscribers: [UUID: AsyncStream<WalletStatusSnapshot>.Continuation] = [:]
+    // Reads overlap (the actor is re-entered while one awaits the network): only a read that
+    // started after the one last published may replace it.
+    private var readsStarted = 0
+    private var lastPublishedRead = 0
 
     /// Creates the entry point.
     ///
@@ -39,10 +43,17 @@ public actor IssuerWallet {
 
     /// Reads every card's status afresh (`GET cards`, the passes, one `tokens/searches`),
     /// keeps it as ``latestStatus`` and publishes it.
+    ///
+    /// When reads overlap, an older read finishing last does not replace a newer one.
     @discardableResult
     public func refreshStatus() async throws(TMPClientError) -> WalletStatusSnapshot {
+        readsStarted += 1
+        let read = readsStarted
         let snapshot = try await WalletStatusReader(client: client, passLibrary: passLibrary).read()
-        publish(snapshot)
+        if read > lastPublishedRead {
+            lastPublishedRead = read
+            publish(snapshot)
+        }
         return snapshot
     }
 
