@@ -176,6 +176,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "ProvisioningDemo",
+                "ProvisioningSDK",
+                "ProvisioningPassKit",
+                "ProvisioningModels",
+                "ProvisioningCrypto",
+                "TokenPlatform",
+                "WalletSimulator",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+            ]
+        ),
         .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -36,8 +36,12 @@ public final class DemoPlatform: Sendable {
     /// - Parameters:
     ///   - database: a database setting as `pushprov serve --database` takes it; nil for a
     ///     temporary SQLite file removed at ``stop()``.
-    ///   - faults: failures the token service simulator injects.
-    public static func start(database: String? = nil, logger: Logger = Logger(label: "pushprov.demo") { _ in SwiftLogNoOpLogHandler() }) async throws -> DemoPlatform {
+    ///   - tokenServiceNow: the token service's clock (tests move it to expire activation data).
+    public static func start(
+        database: String? = nil,
+        tokenServiceNow: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "pushprov.demo") { _ in SwiftLogNoOpLogHandler() }
+    ) async throws -> DemoPlatform {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let pki = try SimulatedApplePKI()
@@ -54,7 +58,7 @@ public final class DemoPlatform: Sendable {
         // The demo's own settings only: nothing from the caller's PUSHPROV_* environment.
         let configuration = try settings.resolve(environment: [:])
 
-        let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink), logger: logger)
+        let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink), now: tokenServiceNow, logger: logger)
         let environment = try await TMPServer.makeEnvironment(configuration: configuration, connector: tokenService, logger: logger)
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let app = TMPServer.makeApplication(configuration: configuration, environment: environment, logger: logger) { port in

@@ -23,7 +23,19 @@ public enum DemoData {
     /// The card art both of Alice's cards use.
     public static let artId = "art-everyday"
 
-    static func cards() throws -> [(String, CardUpsertRequest)] {
+    /// Loads the art and the three cards through the Lifecycle API; returns a line per card.
+    public static func load(into platform: DemoPlatform) async throws -> [String] {
+        try await platform.putCardArt(artId, png: DemoArt.png())
+        var loaded: [String] = []
+        for (id, card) in try cards() {
+            let resource = try await platform.putCard(id, card)
+            loaded.append("\(id) \(resource.network.rawValue) …\(resource.panLast4) for \(resource.userId)")
+        }
+        return loaded
+    }
+
+    /// The sample cards by id.
+    public static func cards() throws -> [(String, CardUpsertRequest)] {
         let expiration = try CardExpiration("12/30")
         return [
             (visaCard, CardUpsertRequest(userId: alice, primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: expiration, cardholderName: "Alice Appleseed", network: .visa, productTitle: "Everyday Visa Debit", artId: artId)),
@@ -85,13 +97,7 @@ public struct DemoScenario: Sendable {
         }
 
         let loaded = await trace.step("cards.load", "Back office loads three cards for two cardholders (Lifecycle API) and their art") {
-            try await platform.putCardArt(DemoData.artId, png: DemoArt.png())
-            var loaded: [String] = []
-            for (id, card) in try DemoData.cards() {
-                let resource = try await platform.putCard(id, card)
-                loaded.append("\(id) \(resource.network.rawValue) …\(resource.panLast4) for \(resource.userId)")
-            }
-            return loaded.joined(separator: "; ")
+            try await DemoData.load(into: platform).joined(separator: "; ")
         }
         guard loaded else { return }
 
@@ -185,9 +191,12 @@ public struct DemoScenario: Sendable {
     }
 
     /// Runs the in-app flow for one card and target through the SDK, its PassKit coordinator
-    /// and the simulated sheet, and returns what the sheet saw.
+    /// and the simulated sheet: what the app reported and what the sheet saw.
+    ///
+    /// Throws when the app could not even start (the SDK refused the card or device, or the
+    /// sheet could not be created).
     @MainActor
-    func addInApp(_ app: IssuerWallet, card: String, target: DeviceType, sheet: SimulatedAddPaymentPassSheet, prefer: DeviceType? = nil) async throws -> SimulatedAddPaymentPassSheet.Result {
+    public static func presentInApp(_ app: IssuerWallet, card: String, target: DeviceType, sheet: SimulatedAddPaymentPassSheet, user: SimulatedAddPaymentPassSheet.UserAction? = nil) async throws -> (outcome: ProvisioningOutcome?, sheet: SimulatedAddPaymentPassSheet.Result) {
         let session = try await app.beginProvisioning(externalCardId: card, target: target)
         let (outcomes, continuation) = AsyncStream.makeStream(of: ProvisioningOutcome.self)
         let coordinator = AddPaymentPassCoordinator(session: session) { outcome, _ in
@@ -198,9 +207,16 @@ public struct DemoScenario: Sendable {
         guard coordinator.start(presentingWith: { presented = $0 }), let controller = presented else {
             throw DemoExpectation("the app could not create Wallet's add sheet")
         }
-        let result = await sheet.present(controller, user: .add(preferring: prefer ?? target))
+        let result = await sheet.present(controller, user: user ?? .add(preferring: target))
         var iterator = outcomes.makeAsyncIterator()
-        let outcome = await iterator.next()
+        return (await iterator.next(), result)
+    }
+
+    /// ``presentInApp(_:card:target:sheet:user:)`` expecting the card on `target` with no
+    /// Wallet rule broken.
+    @MainActor
+    public func addInApp(_ app: IssuerWallet, card: String, target: DeviceType, sheet: SimulatedAddPaymentPassSheet, prefer: DeviceType? = nil) async throws -> SimulatedAddPaymentPassSheet.Result {
+        let (outcome, result) = try await Self.presentInApp(app, card: card, target: target, sheet: sheet, user: .add(preferring: prefer ?? target))
         try expect(result.violations.isEmpty, "Wallet rules broken: \(result.violations.joined(separator: "; "))")
         guard case .added(let device)? = outcome else {
             throw DemoExpectation("the app reported \(String(describing: outcome)); the sheet: \(result.outcome)")
@@ -209,7 +225,8 @@ public struct DemoScenario: Sendable {
         return result
     }
 
-    static func card(_ status: WalletStatusSnapshot, _ id: String) throws -> CardWalletStatus {
+    /// The card `id` in `status`, or a failure naming it.
+    public static func card(_ status: WalletStatusSnapshot, _ id: String) throws -> CardWalletStatus {
         guard let card = status[id] else { throw DemoExpectation("no card \(id) in the status") }
         return card
     }

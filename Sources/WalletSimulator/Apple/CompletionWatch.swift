@@ -17,19 +17,28 @@ final class CompletionWatch<Value: Sendable>: Sendable {
     private let state = Mutex(State())
     /// When the call was made.
     let start = ContinuousClock.now
+    /// When the answer is due; an answer after it is late however soon the waiter wakes.
+    let deadline: ContinuousClock.Instant
+
+    /// Watches a call made now that must be answered within `budget`.
+    init(budget: Duration) {
+        deadline = start + budget
+    }
 
     /// The handler to give to issuer code.
     var handler: @Sendable (Value) -> Void {
         { [self] value in
+            let now = ContinuousClock.now
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
                 state.calls += 1
-                if state.budgetOver {
+                if state.budgetOver || now > deadline {
+                    state.budgetOver = true
                     state.lateCalls += 1
                     return nil
                 }
                 guard state.calls == 1 else { return nil }
                 state.answer = value
-                state.answeredAt = .now
+                state.answeredAt = now
                 defer { state.waiter = nil }
                 return state.waiter
             }
@@ -39,8 +48,8 @@ final class CompletionWatch<Value: Sendable>: Sendable {
 
     /// Waits for the first answer, at most `budget`; nil when none came in time. Answers after
     /// that are counted as late and ignored, as Wallet ignores them.
-    func wait(budget: Duration) async -> Value? {
-        let deadline = start + budget
+    func wait() async -> Value? {
+        let deadline = deadline
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 await withCheckedContinuation { continuation in

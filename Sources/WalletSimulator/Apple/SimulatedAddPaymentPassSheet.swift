@@ -133,13 +133,13 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
             return fail(.systemCancelled, "could not sign the nonce")
         }
         guard let delegate = controller.delegate else { return fail(.systemCancelled, "the add sheet has no delegate") }
-        let watch = CompletionWatch<IssuerRequest>()
+        let watch = CompletionWatch<IssuerRequest>(budget: budget)
         let answer = watch.handler
         delegate.addPaymentPassViewController(
             controller, generateRequestWithCertificateChain: pki.walletCertificates, nonce: nonce, nonceSignature: nonceSignature,
             completionHandler: { answer(IssuerRequest($0)) }
         )
-        let answered = await watch.wait(budget: budget)
+        let answered = await watch.wait()
         result.generateRequestTime = watch.elapsed
         guard let request = answered else {
             result.violations.append("generateRequestWithCertificateChain was not answered within \(budget)")

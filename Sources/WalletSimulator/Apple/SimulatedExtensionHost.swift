@@ -112,11 +112,11 @@ public struct SimulatedExtensionHost: Sendable {
     /// handler and waits (at most `patience`) for the user to finish.
     @MainActor
     public func authorize(_ provider: any PKIssuerProvisioningExtensionAuthorizationProviding, signIn: @MainActor () async -> Void, patience: Duration = .seconds(120)) async -> Call<PKIssuerProvisioningExtensionAuthorizationResult> {
-        let watch = CompletionWatch<PKIssuerProvisioningExtensionAuthorizationResult>()
+        let watch = CompletionWatch<PKIssuerProvisioningExtensionAuthorizationResult>(budget: patience)
         let answer = watch.handler
         provider.completionHandler = { answer($0) }
         await signIn()
-        let value = await watch.wait(budget: patience)
+        let value = await watch.wait()
         return Call(value: value, elapsed: watch.elapsed, violations: Self.violations("the authorization completionHandler", watch: watch, answered: value != nil, budget: patience))
     }
 
@@ -168,9 +168,9 @@ public struct SimulatedExtensionHost: Sendable {
 
     @MainActor
     private func call<Value: Sendable>(_ name: String, budget: Duration, _ invoke: (@escaping @Sendable (Value) -> Void) -> Void) async -> Call<Value> {
-        let watch = CompletionWatch<Value>()
+        let watch = CompletionWatch<Value>(budget: budget)
         invoke(watch.handler)
-        let value = await watch.wait(budget: budget)
+        let value = await watch.wait()
         // A second answer right behind the first would crash a real extension; let it show.
         await Task.yield()
         return Call(value: value, elapsed: watch.elapsed, violations: Self.violations("\(name)'s completion handler", watch: watch, answered: value != nil, budget: budget))

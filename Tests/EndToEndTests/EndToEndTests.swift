@@ -1,0 +1,251 @@
+#if !canImport(PassKit)
+import Foundation
+import PassKitShim
+import ProvisioningCrypto
+import ProvisioningDemo
+import ProvisioningModels
+import ProvisioningPassKit
+import ProvisioningSDK
+import Testing
+import TokenPlatform
+import WalletSimulator
+
+/// One cardholder's world for an end-to-end test: TMP with the token service simulator, the
+/// sample cards, an iPhone + Watch Wallet, Wallet's sheet and the issuer app's SDK.
+@MainActor
+final class World {
+    let platform: DemoPlatform
+    let wallet = SimulatedWallet()
+    let sheet: SimulatedAddPaymentPassSheet
+    let alice: IssuerWallet
+
+    init(tokenServiceNow: @escaping @Sendable () -> Date = { Date() }, network: ((DemoPlatform) -> any SimulatedPaymentNetwork)? = nil, pki: SimulatedApplePKI? = nil) async throws {
+        platform = try await DemoPlatform.start(tokenServiceNow: tokenServiceNow)
+        _ = try await DemoData.load(into: platform)
+        await platform.tokenService.addObserver(WalletTokenObserver(wallet: wallet))
+        sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: pki ?? platform.pki, network: network?(platform) ?? TokenServicePaymentNetwork(platform.tokenService))
+        alice = try Self.app(for: DemoData.alice, platform: platform)
+    }
+
+    static func app(for user: String, platform: DemoPlatform) throws -> IssuerWallet {
+        let token = try platform.cardholderToken(userId: user)
+        let link = DemoPlatform.activationLink
+        return IssuerWallet(
+            client: TMPClient(configuration: .init(baseURL: platform.baseURL, retry: .none), cardholderToken: { token }),
+            passLibrary: PassKitPassLibrary(),
+            activationLinks: ActivationLinkRoute(scheme: link.scheme, host: link.host, path: link.path)
+        )
+    }
+
+    /// Runs `body` with this world's Wallet behind PassKit, then stops the server.
+    func run(_ body: @MainActor (World) async throws -> Void) async throws {
+        do {
+            try await wallet.withInstalled { try await body(self) }
+        } catch {
+            await platform.stop()
+            throw error
+        }
+        await platform.stop()
+    }
+
+    func add(_ card: String = DemoData.visaCard, to target: DeviceType = .phone, user: SimulatedAddPaymentPassSheet.UserAction? = nil) async throws -> (outcome: ProvisioningOutcome?, sheet: SimulatedAddPaymentPassSheet.Result) {
+        try await DemoScenario.presentInApp(alice, card: card, target: target, sheet: sheet, user: user)
+    }
+
+    func tokens(_ card: String = DemoData.visaCard) async throws -> [TokenRecord] {
+        try await platform.store.tokens(externalCardId: card)
+    }
+
+    func audit(_ card: String = DemoData.visaCard) async throws -> [String] {
+        try await platform.store.auditEntries(subject: "card:\(card)").map(\.action)
+    }
+}
+
+/// A network that lets a test act just before the token service sees the card.
+struct InterceptingNetwork: SimulatedPaymentNetwork {
+    let inner: TokenServicePaymentNetwork
+    let before: @Sendable (PassDataPayload, Data?) async -> Void
+    var tokenizeTwice = false
+
+    func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
+        await before(card, activationData)
+        let first = await inner.tokenize(card, activationData: activationData, deviceType: deviceType)
+        guard tokenizeTwice else { return first }
+        return await inner.tokenize(card, activationData: activationData, deviceType: deviceType)
+    }
+
+    func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
+        await inner.activationLink(tokenUniqueReference: tokenUniqueReference, serialNumber: serialNumber)
+    }
+}
+
+@Suite("End to end", .serialized)
+@MainActor
+struct EndToEndTests {
+    @Test func theDemoScenarioPassesEveryStep() async throws {
+        let trace = DemoTrace()
+        let passed = await DemoScenario().run(trace: trace)
+        #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
+        #expect(trace.steps.map(\.name) == [
+            "cards.load", "status.initial", "inapp.phone", "status.requiresActivation", "activation.link", "status.active",
+            "inapp.watch", "block", "unblock", "ownership",
+        ])
+    }
+
+    @Test func aBlockedCardIsRefusedBeforeAnythingIsSealed() async throws {
+        try await World().run { world in
+            try await world.platform.setCardStatus(DemoData.visaCard, .blocked)
+            _ = try await world.alice.refreshStatus()
+            await #expect(throws: ProvisioningFailure.self) { try await world.add() }
+            #expect(try await world.tokens().isEmpty)
+            #expect(!(try await world.audit()).contains("card.seal"))
+            #expect(world.wallet.allPasses.isEmpty)
+        }
+    }
+
+    @Test func anExpiredCardIsRefusedBySignedCards() async throws {
+        try await World().run { world in
+            var card = try #require(try DemoData.cards().first { $0.0 == DemoData.visaCard }?.1)
+            card.expiration = try CardExpiration("01/20")
+            try await world.platform.putCard(DemoData.visaCard, card)
+            let (outcome, sheet) = try await world.add()
+            guard case .failed(.server(let error))? = outcome else { Issue.record("outcome \(String(describing: outcome))"); return }
+            #expect(error.code == "card_expired")
+            #expect(sheet.outcome == .failed(code: .unsupported, reason: "the issuer returned no card data"))
+            #expect(try await world.tokens().isEmpty)
+            #expect(!(try await world.audit()).contains("card.seal"))
+        }
+    }
+
+    @Test func aCardUnknownToTMPAtDecisionTimeIsDeclined() async throws {
+        // The back office replaces the card's number after Wallet got the sealed data: the
+        // network asks TMP about a number it no longer has.
+        try await World(network: { platform in
+            InterceptingNetwork(inner: TokenServicePaymentNetwork(platform.tokenService), before: { _, _ in
+                var card = try! DemoData.cards().first { $0.0 == DemoData.visaCard }!.1
+                card.primaryAccountNumber = try! PrimaryAccountNumber("4000056655665556")
+                _ = try? await platform.putCard(DemoData.visaCard, card)
+            })
+        }).run { world in
+            let (outcome, sheet) = try await world.add()
+            #expect(sheet.outcome == .failed(code: .unsupported, reason: "the card network declined the card (card_unknown)"))
+            guard case .failed? = outcome else { Issue.record("outcome \(String(describing: outcome))"); return }
+            #expect(try await world.tokens().isEmpty)
+            #expect(world.wallet.allPasses.isEmpty)
+        }
+    }
+
+    @Test func anUntrustedChainIsRefusedByTMP() async throws {
+        try await World(pki: try SimulatedApplePKI()).run { world in
+            let (outcome, sheet) = try await world.add()
+            guard case .failed(.server(let error))? = outcome else { Issue.record("outcome \(String(describing: outcome))"); return }
+            #expect(error.code == "certificate_chain_refused")
+            #expect(error.message.hasPrefix("untrusted_root"))
+            #expect(sheet.pass == nil)
+            #expect(try await world.tokens().isEmpty)
+            #expect(!(try await world.audit()).contains("card.seal"))
+        }
+    }
+
+    @Test func theServerGoingAwayMidFlowEndsTheFlowWithAnErrorInsideWalletsBudget() async throws {
+        let world = try await World()
+        try await world.wallet.withInstalled {
+            _ = try await world.alice.refreshStatus()
+            await world.platform.stop()
+            let (outcome, sheet) = try await world.add()
+            guard case .failed(.server(let error))? = outcome else { Issue.record("outcome \(String(describing: outcome))"); return }
+            #expect(error.kind == .unreachable)
+            #expect(sheet.violations.isEmpty, "Wallet got its answer in time")
+            #expect(sheet.outcome == .failed(code: .unsupported, reason: "the issuer returned no card data"))
+        }
+    }
+
+    @Test func theNetworkDecliningOrTimingOutAddsNothing() async throws {
+        try await World().run { world in
+            await world.platform.tokenService.setFaults(TokenServiceFaults(declineTokenization: "risk_decline"))
+            let declined = try await world.add()
+            #expect(declined.sheet.outcome == .failed(code: .unsupported, reason: "the card network declined the card (risk_decline)"))
+            await world.platform.tokenService.setFaults(TokenServiceFaults(timeOut: [.tokenizationDecision], hangDuration: .milliseconds(10)))
+            let timedOut = try await world.add()
+            #expect(timedOut.sheet.outcome == .failed(code: .unsupported, reason: "the card network declined the card (issuer_timeout)"))
+            #expect(try await world.tokens().isEmpty)
+            #expect(world.wallet.allPasses.isEmpty)
+            // Both attempts were sealed and recorded; neither made a token.
+            #expect(try await world.audit().filter { $0 == "card.seal" }.count == 2)
+        }
+    }
+
+    @Test func replayedActivationDataMakesNoSecondToken() async throws {
+        try await World(network: { platform in
+            var network = InterceptingNetwork(inner: TokenServicePaymentNetwork(platform.tokenService), before: { _, _ in })
+            network.tokenizeTwice = true
+            return network
+        }).run { world in
+            let (_, sheet) = try await world.add()
+            #expect(sheet.outcome == .failed(code: .unsupported, reason: "the card network declined the card (activation_data_replayed)"))
+            // The first tokenization made one token; the replay made none.
+            #expect(try await world.tokens().count == 1)
+        }
+    }
+
+    @Test func expiredActivationDataIsDeclined() async throws {
+        try await World(tokenServiceNow: { Date().addingTimeInterval(3600) }).run { world in
+            let (_, sheet) = try await world.add()
+            guard case .failed(_, let reason) = sheet.outcome else { Issue.record("added"); return }
+            #expect(reason.contains("activation_data_expired"), "\(reason)")
+            #expect(try await world.tokens().isEmpty)
+        }
+    }
+
+    @Test func anotherCardholderCannotActivateTheToken() async throws {
+        try await World().run { world in
+            let (_, sheet) = try await world.add()
+            let pass = try #require(sheet.pass)
+            // Bob's app, on Bob's own iPhone, gets Alice's link: the pass is not on his devices…
+            let bobsWallet = SimulatedWallet()
+            let platform = world.platform
+            let link = try #require(world.wallet.openedLinks.last)
+            let (bob, refusal) = try await bobsWallet.withInstalled { () async throws -> (IssuerWallet, ActivationError.Kind?) in
+                let bob = try World.app(for: DemoData.bob, platform: platform)
+                do {
+                    _ = try await bob.handleActivationLink(link)
+                    return (bob, nil)
+                } catch let error as ActivationError {
+                    return (bob, error.kind)
+                } catch {
+                    return (bob, nil)
+                }
+            }
+            #expect(refusal == .unknownPass)
+            // …and asking TMP directly for Alice's token answers 404.
+            await #expect(throws: TMPClientError.self) { try await bob.client.activateToken(tokenUniqueReference: pass.deviceAccountIdentifier) }
+            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier)?.status == .inactive)
+            #expect(!(try await world.platform.store.auditEntries(subject: "token:\(pass.deviceAccountIdentifier)")).map(\.action).contains("token.activate"))
+        }
+    }
+
+    @Test func theWatchCannotBeTargetedBeforeTheIPhoneHasTheCard() async throws {
+        try await World().run { world in
+            _ = try await world.alice.refreshStatus()
+            await #expect(throws: ProvisioningFailure.self) { try await world.add(to: .watch) }
+            #expect(try await world.audit().contains("card.seal") == false)
+            // Without the account identifier, Wallet cannot tell the devices apart: a card
+            // already on the iPhone is refused there by Apple, and no second token is made.
+            _ = try await world.add()
+            let configuration = try #require(PKAddPaymentPassRequestConfiguration(encryptionScheme: .ECC_V2))
+            configuration.cardholderName = "Alice Appleseed"
+            configuration.primaryAccountSuffix = "1111"
+            let session = ProvisioningSession(
+                configuration: AddPassConfiguration(externalCardId: DemoData.visaCard, target: .watch, cardholderName: "Alice Appleseed", primaryAccountSuffix: "1111", localizedDescription: nil, primaryAccountIdentifier: nil, paymentNetwork: .visa),
+                generator: await world.alice.generator, refresh: { nil }
+            )
+            let coordinator = AddPaymentPassCoordinator(session: session) { _, _ in }
+            var controller: PKAddPaymentPassViewController?
+            _ = coordinator.start { controller = $0 }
+            let result = await world.sheet.present(try #require(controller), user: .add(preferring: .phone))
+            #expect(result.outcome == .failed(code: .unsupported, reason: "this card is already in Wallet on the iPhone"))
+            #expect(try await world.tokens().count == 1)
+        }
+    }
+}
+#endif
