@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire types shared by the SDK, the server and the simulators: Foundation only.
@@ -44,6 +45,7 @@ let package = Package(
                 "ProvisioningCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -96,12 +98,13 @@ let package = Package(
                 "ProvisioningModels",
                 "WalletSimulator",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", .product(name: "PostgresNIO", package: "postgres-nio")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -66,7 +66,7 @@ public struct LifecycleService: Sendable {
                     throw TMPError(.unavailable, "token_service_unavailable", "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its tokens, and it did not answer; nothing was changed, try again")
                 }
                 let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
-                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
                     current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
                 }
             }
@@ -219,8 +219,13 @@ public struct LifecycleService: Sendable {
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
-        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
             if current.status == target { return .unchanged }
+            // A change made for a card status applies only while the card still has it: the
+            // card may have changed since the command started.
+            let cardStatus = card?.status
+            if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+            if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
             return current.status.canTransition(to: target) ? .set(target, suspendedBy: source) : .reject("token is \(current.status.rawValue)")
         }
         switch outcome {
