@@ -48,10 +48,16 @@ public struct PostgresStore: TMPStore {
     private init(client: PostgresClient, logger: Logger) {
         self.client = client
         self.logger = logger
-        runner = Task { await client.run() }
+        // Started immediately, so the pool counts as running before the first query leases a
+        // connection (postgres-nio warns about a lease that comes first).
+        if #available(macOS 26.0, iOS 26.0, *) {
+            runner = Task.immediate { await client.run() }
+        } else {
+            runner = Task { await client.run() }
+        }
     }
 
-    /// Closes the pool: waits for leased connections to come back, then closes them all.
+    /// Shuts the pool down and closes its connections; call it once requests have stopped.
     public func close() async {
         runner.cancel()
         await runner.value
@@ -339,6 +345,7 @@ public struct PostgresStore: TMPStore {
     static func reason(_ error: any Error) -> String {
         guard let error = error as? PSQLError else { return "\(error)" }
         if let message = error.serverInfo?[.message] { return message }
+        if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode=require demands" }
         if let underlying = error.underlying { return "\(underlying)" }
         return error.code.description
     }
