@@ -40,16 +40,19 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
     // @unchecked: mutable state lives in `Locked` boxes.
     let commands = Locked<[String]>([])
     let failing = Locked<Bool>(false)
+    /// Runs while a command is with the token service (to change things meanwhile).
+    let meanwhile = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
 
-    private func record(_ command: String, _ token: TokenRecord) throws {
+    private func record(_ command: String, _ token: TokenRecord) async throws {
         if failing.current { throw URLError(.cannotConnectToHost) }
         commands.withValue { $0.append("\(command) \(token.tokenUniqueReference)") }
+        try await meanwhile.current?(command, token)
     }
 
-    func activate(_ token: TokenRecord) async throws { try record("activate", token) }
-    func suspend(_ token: TokenRecord) async throws { try record("suspend", token) }
-    func resume(_ token: TokenRecord) async throws { try record("resume", token) }
-    func deactivate(_ token: TokenRecord) async throws { try record("deactivate", token) }
+    func activate(_ token: TokenRecord) async throws { try await record("activate", token) }
+    func suspend(_ token: TokenRecord) async throws { try await record("suspend", token) }
+    func resume(_ token: TokenRecord) async throws { try await record("resume", token) }
+    func deactivate(_ token: TokenRecord) async throws { try await record("deactivate", token) }
 }
 
 /// The TMP server wired for tests: in-memory SQLite (or a file, or any store), a simulated
