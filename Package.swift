@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire types shared by the SDK, the server and the simulators: Foundation only.
@@ -59,6 +60,7 @@ let package = Package(
                 "ProvisioningCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -159,6 +161,7 @@ let package = Package(
                 "WalletSimulator",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -189,7 +192,7 @@ let package = Package(
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport"]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
 # Load benchmark of the TMP server through real HTTP on loopback.
 #
-#   scripts/bench-server.sh [duration-seconds]     (default 20)
+#   scripts/bench-server.sh [duration-seconds] [--postgres | --database postgres://…]   (default 20 s, SQLite)
 #
 # Installs wrk from apt if missing, builds pushprov in release mode, starts `pushprov serve`
 # on a free loopback port with a throwaway data directory, seeds 100,000 tokens, and runs
 # wrk against tokens/searches (10 references) and signed-cards (Apple's real production
 # chain). It then measures the crypto-only signed-cards rate in the same run
-# (`pushprov crypto throughput`) and prints requests/s, p50 and p99. Everything stays on
-# 127.0.0.1 and stops by itself.
+# (`pushprov crypto throughput`) and prints requests/s, p50 and p99, the server's CPU time per
+# request, and the machine's load. Everything stays on 127.0.0.1 and stops by itself.
 #
+# Storage: SQLite in the data directory by default. --postgres starts a throwaway PostgreSQL
+# (scripts/postgres-dev.sh, with fsync on) and removes it afterwards; --database (or
+# BENCH_DATABASE) uses an existing, empty PostgreSQL database instead (psql must be installed).
+# BENCH_POOL_SIZE sets --database-pool-size (default 10).
 # BENCH_CONNECTIONS=N   wrk connections (default 16)
 # BENCH_PERF=DIR        also record a `perf` profile of the server during each wrk run into DIR
 #                       (searches.perf.data, signed-cards.perf.data; read with `perf report -i`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION="${1:-20}"
+DURATION=20
+DATABASE="${BENCH_DATABASE:-}"
+THROWAWAY_POSTGRES=false
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --postgres) THROWAWAY_POSTGRES=true ;;
+        --database) DATABASE="$2"; shift ;;
+        [0-9]*) DURATION="$1" ;;
+        *) echo "bench: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
 CERTS=Tests/ProvisioningCryptoTests/Resources/certs
 
@@ -23,7 +38,7 @@ if ! command -v wrk >/dev/null 2>&1; then
     echo "bench: installing wrk from apt"
     if [ "$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi
 fi
-command -v sqlite3 >/dev/null 2>&1 || python3 -c 'import sqlite3' || { echo "bench: python3 with sqlite3 is required" >&2; exit 1; }
+python3 -c 'import sqlite3' || { echo "bench: python3 with sqlite3 is required" >&2; exit 1; }
 
 echo "bench: building pushprov (release)"
 swift build -c release --product pushprov
@@ -31,10 +46,28 @@ BIN="$(swift build -c release --show-bin-path)/pushprov"
 
 DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
 LOG="$DATA/serve.log"
-cleanup() { [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; rm -rf "$DATA"; }
+PG_DIR=""
+cleanup() {
+    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; fi
+    if [ -n "$PG_DIR" ]; then PUSHPROV_PG_DIR="$PG_DIR" scripts/postgres-dev.sh clean || true; fi
+    rm -rf "$DATA"
+}
 trap cleanup EXIT
 
-"$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
+if $THROWAWAY_POSTGRES; then
+    PG_DIR="$(mktemp -d /tmp/pushprov-bench-postgres.XXXXXX)"
+    PUSHPROV_PG_DIR="$PG_DIR" PUSHPROV_PG_PORT=54339 scripts/postgres-dev.sh start --durable >/dev/null
+    DATABASE="$(PUSHPROV_PG_DIR="$PG_DIR" scripts/postgres-dev.sh url)"
+fi
+if [ -n "$DATABASE" ]; then
+    command -v psql >/dev/null 2>&1 || { echo "bench: psql is required to seed PostgreSQL" >&2; exit 1; }
+    "$BIN" migrate --database "$DATABASE"
+    STORE=(--database "$DATABASE" --database-pool-size "${BENCH_POOL_SIZE:-10}")
+else
+    STORE=()
+fi
+
+"$BIN" serve --port 0 --data-dir "$DATA" "${STORE[@]}" >"$LOG" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
 PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
@@ -43,7 +76,17 @@ BASE="http://127.0.0.1:$PORT"
 ISSUER_KEY="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["issuerApiKey"])' "$DATA/secrets.json")"
 export BENCH_JWT="$("$BIN" dev-token --user bench --data-dir "$DATA" --ttl 3600)"
 
+grep "listening on" "$LOG"
 echo "bench: seeding 10,000 cards and 100,000 tokens"
+if [ -n "$DATABASE" ]; then
+psql -q -v ON_ERROR_STOP=1 "$DATABASE" <<'SQL'
+INSERT INTO card SELECT 'seed-' || i, 'user-' || (i % 5000), 'v1.seed.AAAA', 'seedhash-' || i, '0000', 'PURseed' || i, '12/30', 'Seed', 'VISA', 'Seed', NULL, 'ACTIVE', now(), now()
+    FROM generate_series(0, 9999) AS i;
+INSERT INTO token SELECT 'SEED' || lpad(i::text, 8, '0'), 'seed-' || (i / 10), 'PURseed' || (i / 10), 'user-' || ((i / 10) % 5000),
+    CASE WHEN i % 2 = 1 THEN 'PHONE' ELSE 'WATCH' END, 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
+    FROM generate_series(0, 99989) AS i;
+SQL
+else
 python3 - "$DATA/pushprov.sqlite" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], timeout=30)
@@ -54,11 +97,20 @@ tokens = [(f"SEED{i:08d}", f"seed-{i // 10}", f"PURseed{i // 10}", f"user-{(i //
 db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", tokens)
 db.commit()
 PY
+fi
 
 # The caller's own card and 10 tokens; searches ask for those 10 references.
 PAN_BODY='{"userId":"bench","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Bench User","network":"VISA","productTitle":"Bench"}'
 curl -sf -X PUT "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" -H 'content-type: application/json' -d "$PAN_BODY" >/dev/null
 PUR="$(curl -sf "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
+if [ -n "$DATABASE" ]; then
+psql -q -v ON_ERROR_STOP=1 -v pur="$PUR" "$DATABASE" <<'SQL'
+INSERT INTO token SELECT 'BENCH' || lpad(i::text, 4, '0'), 'bench-card', :'pur', 'bench', 'PHONE', 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
+    FROM generate_series(0, 9) AS i;
+ANALYZE;
+SQL
+psql -Atq "$DATABASE" -c "SELECT 'tokens in database: ' || count(*) FROM token"
+else
 python3 - "$DATA/pushprov.sqlite" "$PUR" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], timeout=30)
@@ -67,6 +119,7 @@ db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", [(f"BENCH{i:0
 db.commit()
 print("tokens in database:", db.execute("SELECT count(*) FROM token").fetchone()[0])
 PY
+fi
 export BENCH_SEARCH_BODY="$(python3 -c 'import json; print(json.dumps({"walletType":"APPLE_PAY","tokenUniqueReferences":[f"BENCH{i:04d}" for i in range(10)]}))')"
 export BENCH_SIGNED_CARDS_BODY="$(python3 - "$CERTS" <<'PY'
 import base64, json, ssl, sys
@@ -98,14 +151,17 @@ load() {
     awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
         'BEGIN { printf "server CPU: %.3f ms per request (%.1f s of CPU for %d requests)\n", t * 1000 / hz / n, t / hz, n }'
 }
+echo; echo "== machine before the run: $(uptime)"
 echo; echo "== tokens/searches (10 references, $CONNECTIONS connections, ${DURATION}s) =="
 profile searches
 load tokens/searches search
 profiled
+echo "== machine: $(uptime)"
 echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
 profile signed-cards
 load signed-cards signed-cards
 profiled
+echo "== machine: $(uptime)"
 echo; echo "== crypto-only baseline (same machine, same run) =="
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 "$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem"

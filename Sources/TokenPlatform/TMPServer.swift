@@ -5,14 +5,20 @@ import ProvisioningCrypto
 
 /// Assembles the TMP server from a resolved configuration.
 public enum TMPServer {
-    /// The environment (storage, keys, policies) for `configuration`; migrates the database.
+    /// The environment (storage, keys, policies) for `configuration`.
+    ///
+    /// Opens the configured database and applies pending migrations, or with
+    /// ``ServerConfiguration/migrateOnStart`` off refuses a schema that lacks any. Close the
+    /// store (`environment.store.close()`) once the server has stopped.
     public static func makeEnvironment(
         configuration: ServerConfiguration,
         connector: any TokenServiceConnector = UnconfiguredTokenServiceConnector(),
         logger: Logger
     ) async throws -> PlatformEnvironment {
-        let store = try SQLiteStore(path: configuration.databasePath)
-        try await store.migrate()
+        let (store, applied) = try await configuration.database.openMigratedStore(migrate: configuration.migrateOnStart, logger: logger)
+        if !applied.isEmpty {
+            logger.notice("applied database migrations", metadata: ["database": "\(configuration.database)", "migrations": "\(applied.joined(separator: ", "))"])
+        }
         return PlatformEnvironment(
             store: store,
             vault: PANVault(keys: configuration.keys.panVault),

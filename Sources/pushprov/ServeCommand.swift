@@ -12,6 +12,8 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Embedded defaults need nothing else: 127.0.0.1:8080, SQLite in ./.pushprov/, keys and \
             API keys generated there once (mode 0600). Flags win over environment variables. \
+            --database postgres://… shares one PostgreSQL database between instances. Pending \
+            schema migrations are applied on start unless --no-migrate. \
             --production creates nothing and refuses to start without PUSHPROV_ISSUER_API_KEY, \
             PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS and PUSHPROV_KEY_FILE; it trusts only Apple's root.
             """
@@ -20,7 +22,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to bind (PUSHPROV_HOST; default 127.0.0.1).") var host: String?
     @Option(help: "Port to bind (PUSHPROV_PORT; default 8080).") var port: Int?
     @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
-    @Option(help: "SQLite database path (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).") var database: String?
+    @OptionGroup var databaseOptions: DatabaseOptions
+    @Flag(name: .customLong("no-migrate"), help: "Do not apply pending migrations on start; refuse to start while any are pending (run `pushprov migrate`).") var noMigrate = false
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
@@ -30,7 +33,8 @@ struct ServeCommand: AsyncParsableCommand {
         settings.host = host
         settings.port = port
         settings.dataDirectory = dataDirectory
-        settings.database = database
+        databaseOptions.apply(to: &settings)
+        settings.migrate = !noMigrate
         settings.trustAnchorFiles = trustAnchors
         settings.production = production
         settings.activationPolicy = activationPolicy
@@ -44,7 +48,12 @@ struct ServeCommand: AsyncParsableCommand {
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
         for notice in configuration.notices { print(notice) }
         fflush(nil)
-        let environment = try await TMPServer.makeEnvironment(configuration: configuration, logger: logger)
+        let environment: PlatformEnvironment
+        do {
+            environment = try await TMPServer.makeEnvironment(configuration: configuration, logger: logger)
+        } catch let error as ConfigurationError {
+            throw CLIError(error.message)
+        }
         let app = TMPServer.makeApplication(configuration: configuration, environment: environment, logger: logger) { port in
             var running = configuration
             running.port = port
@@ -52,6 +61,13 @@ struct ServeCommand: AsyncParsableCommand {
             // stdout is block-buffered when it is a pipe (systemd, a supervisor, a test): flush.
             fflush(nil)
         }
-        try await app.runService()
+        do {
+            try await app.runService()
+        } catch {
+            await environment.store.close()
+            throw error
+        }
+        // Requests have drained: now the database connections can go.
+        await environment.store.close()
     }
 }

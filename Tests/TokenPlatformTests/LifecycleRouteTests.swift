@@ -85,6 +85,43 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func anUnblockOvertakenByANewBlockLeavesTheTokenSuspended() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+            // The card is blocked again while the token service resumes the token.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            } }
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["FAILED"])
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+        }
+    }
+
+    @Test func aBlockOvertakenByAnUnblockLeavesTheTokenActive() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            // The card is unblocked while the token service suspends the token for the block.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active))
+            } }
+            let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(block.tokens.map(\.result) == ["FAILED"])
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
+            #expect(try await api.tokenStatus("T1") == .active)
+        }
+    }
+
     @Test func aBlockTheTokenServiceMissesReportsFailedAndCanBeRetried() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
@@ -108,7 +145,7 @@ struct LifecycleRouteTests {
             // The token service reports each change before TMP's own call returns.
             let tsp = TSPService(environment: platform.environment)
             let echoes: [String: TokenEventType] = ["suspend": .suspended, "resume": .resumed]
-            platform.connector.beforeReturning.withValue {
+            platform.connector.meanwhile.withValue {
                 $0 = { command, token in
                     guard let type = echoes[command] else { return }
                     _ = try await tsp.apply(TokenEventRequest(eventId: "echo-\(command)", tokenUniqueReference: token.tokenUniqueReference, panUniqueReference: card.panUniqueReference, event: type, deviceType: .phone))

@@ -132,7 +132,7 @@ struct PushProvisioningRouteTests {
             let card = try await api.putCard("a1", user: "alice")
             try await api.provision("a1", user: "alice", token: "TOK-1")
             let tsp = TSPService(environment: platform.environment)
-            platform.connector.beforeReturning.withValue {
+            platform.connector.meanwhile.withValue {
                 $0 = { _, token in
                     _ = try await tsp.apply(TokenEventRequest(eventId: "echo", tokenUniqueReference: token.tokenUniqueReference, panUniqueReference: card.panUniqueReference, event: .activated, deviceType: .phone))
                 }
@@ -170,6 +170,24 @@ struct PushProvisioningRouteTests {
             let blocked = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
             #expect(blocked.issuerMobileAppAuthResponse == .declined)
             #expect(blocked.comment.contains("blocked"))
+        }
+    }
+
+    @Test func activationDeclinesWhenTheCardIsBlockedWhileTheTokenServiceActivates() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            // The block lands after the activation read the card, before it writes the token.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "activate" else { return }
+                _ = try await api.send(.patch, "/lifecycle/cards/a1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            } }
+            let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(response.issuerMobileAppAuthResponse == .declined)
+            #expect(response.comment == "the card is blocked")
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+            #expect(try await platform.store.auditEntries(subject: "token:TOK-1").map(\.action) == ["token.event.created"])
         }
     }
 

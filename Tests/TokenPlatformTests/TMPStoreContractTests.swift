@@ -3,25 +3,46 @@ import ProvisioningModels
 import Testing
 import TokenPlatform
 
-/// How to make a fresh, migrated store of one implementation.
+/// How to open a fresh, migrated database of one implementation, and clean up after it.
 struct StoreFactory: Sendable, CustomTestStringConvertible {
     var name: String
-    var make: @Sendable () async throws -> any TMPStore
+    /// Opens `handles` stores on one fresh database (as that many processes would), runs the
+    /// body, then closes them and removes the database.
+    var open: @Sendable (_ handles: Int, _ body: ([any TMPStore]) async throws -> Void) async throws -> Void
     var testDescription: String { name }
 
-    static let all: [StoreFactory] = [
-        StoreFactory(name: "SQLite in memory") {
+    func withStore(_ body: (any TMPStore) async throws -> Void) async throws {
+        try await open(1) { try await body($0[0]) }
+    }
+
+    /// Two handles on one database: two pools for PostgreSQL, two connections for a SQLite
+    /// file, and the same store twice for an in-memory database (which only one handle sees).
+    func withTwoHandles(_ body: (any TMPStore, any TMPStore) async throws -> Void) async throws {
+        try await open(2) { try await body($0[0], $0[1]) }
+    }
+
+    /// SQLite always; PostgreSQL when PUSHPROV_TEST_POSTGRES_URL is set (otherwise
+    /// `postgresIsUnderContractWhenConfigured` is reported skipped, saying how to run it).
+    static let all: [StoreFactory] = sqlite + (PostgresTestDatabase.isConfigured ? [postgres] : [])
+
+    static let sqlite: [StoreFactory] = [
+        StoreFactory(name: "SQLite in memory") { handles, body in
             let store = try SQLiteStore.inMemory()
             try await store.migrate()
-            return store
+            try await body(Array(repeating: store, count: handles))
         },
-        StoreFactory(name: "SQLite file (WAL)") {
+        StoreFactory(name: "SQLite file (WAL)") { handles, body in
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-contract-\(UUID().uuidString).sqlite").path
-            let store = try SQLiteStore(path: path)
-            try await store.migrate()
-            return store
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let stores = try (0..<handles).map { _ in try SQLiteStore(path: path) }
+            try await stores[0].migrate()
+            try await body(stores)
         },
     ]
+
+    static let postgres = StoreFactory(name: "PostgreSQL") { handles, body in
+        try await PostgresTestDatabase.withStores(handles) { try await body($0) }
+    }
 }
 
 /// The contract every ``TMPStore`` implementation passes.
@@ -46,130 +67,253 @@ struct TMPStoreContractTests {
         try await store.applyTokenEvent(eventId: event, tokenReference: token.tokenUniqueReference, audit: audit("token:\(token.tokenUniqueReference)")) { _ in .insert(token) }
     }
 
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func postgresIsUnderContractWhenConfigured() {
+        #expect(StoreFactory.all.map(\.name) == ["SQLite in memory", "SQLite file (WAL)", "PostgreSQL"])
+    }
+
     @Test(arguments: StoreFactory.all)
     func cardsRoundTripAndAreFoundByEveryKey(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        try await store.ping()
-        let card = try Self.card("c1")
-        #expect(try await store.putCard(card, audit: Self.audit("card:c1")) == nil)
-        #expect(try await store.card(externalCardId: "c1") == card)
-        #expect(try await store.card(panLookupHash: "hash-c1") == card)
-        #expect(try await store.card(panUniqueReference: "PUR-c1") == card)
-        #expect(try await store.cards(ownedBy: "alice") == [card])
-        #expect(try await store.cards(ownedBy: "bob").isEmpty)
-        #expect(try await store.card(externalCardId: "nope") == nil)
+        try await factory.withStore { store in
+            try await store.ping()
+            let card = try Self.card("c1")
+            #expect(try await store.putCard(card, audit: Self.audit("card:c1")) == nil)
+            #expect(try await store.card(externalCardId: "c1") == card)
+            #expect(try await store.card(panLookupHash: "hash-c1") == card)
+            #expect(try await store.card(panUniqueReference: "PUR-c1") == card)
+            #expect(try await store.cards(ownedBy: "alice") == [card])
+            #expect(try await store.cards(ownedBy: "bob").isEmpty)
+            #expect(try await store.card(externalCardId: "nope") == nil)
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func aPANLookupHashBelongsToOneCard(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1", hash: "same"), audit: Self.audit("card:c1"))
-        await #expect(throws: StoreError.duplicatePAN(existingCardId: "c1")) {
-            _ = try await store.putCard(try Self.card("c2", hash: "same"), audit: Self.audit("card:c2"))
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1", hash: "same"), audit: Self.audit("card:c1"))
+            await #expect(throws: StoreError.duplicatePAN(existingCardId: "c1")) {
+                _ = try await store.putCard(try Self.card("c2", hash: "same"), audit: Self.audit("card:c2"))
+            }
+            #expect(try await store.card(externalCardId: "c2") == nil)
+            #expect(try await store.auditEntries(subject: "card:c2").isEmpty)
         }
-        #expect(try await store.card(externalCardId: "c2") == nil)
-        #expect(try await store.auditEntries(subject: "card:c2").isEmpty)
     }
 
     @Test(arguments: StoreFactory.all)
     func replacingACardWithAnotherPANDeactivatesItsTokensAtomically(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
-        try await Self.insert(store, Self.token("T1", status: .active))
-        let previous = try await store.putCard(try Self.card("c1", pur: "PUR-new", hash: "hash-new"), audit: Self.audit("card:c1"))
-        #expect(previous?.panUniqueReference == "PUR-c1")
-        #expect(try await store.token(reference: "T1")?.status == .deactivated)
-        #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("token.deactivate"))
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(store, Self.token("T1", status: .active))
+            let previous = try await store.putCard(try Self.card("c1", pur: "PUR-new", hash: "hash-new"), audit: Self.audit("card:c1"))
+            #expect(previous?.panUniqueReference == "PUR-c1")
+            #expect(try await store.token(reference: "T1")?.status == .deactivated)
+            #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("token.deactivate"))
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func setsCardStatusWithAudit(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "create"))
-        let blocked = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now, audit: Self.audit("card:c1", "block"))
-        #expect(blocked?.status == .blocked)
-        #expect(try await store.setCardStatus(externalCardId: "nope", status: .blocked, at: Self.now, audit: Self.audit("card:nope")) == nil)
-        #expect(try await store.auditEntries(subject: "card:c1").map(\.action) == ["create", "block"])
-        #expect(try await store.auditEntries(subject: "card:nope").isEmpty)
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "create"))
+            let blocked = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now, audit: Self.audit("card:c1", "block"))
+            #expect(blocked?.status == .blocked)
+            #expect(try await store.setCardStatus(externalCardId: "nope", status: .blocked, at: Self.now, audit: Self.audit("card:nope")) == nil)
+            #expect(try await store.auditEntries(subject: "card:c1").map(\.action) == ["create", "block"])
+            #expect(try await store.auditEntries(subject: "card:nope").isEmpty)
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func tokenSearchFiltersByOwner(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
-        _ = try await store.putCard(try Self.card("c2", user: "bob"), audit: Self.audit("card:c2"))
-        try await Self.insert(store, Self.token("A", card: "c1"))
-        try await Self.insert(store, Self.token("B", card: "c2", user: "bob"))
-        #expect(try await store.tokens(references: ["A", "B", "C"], ownedBy: "alice").map(\.tokenUniqueReference) == ["A"])
-        #expect(try await store.tokens(references: [], ownedBy: "alice").isEmpty)
-        #expect(try await store.tokens(externalCardId: "c2").map(\.tokenUniqueReference) == ["B"])
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            _ = try await store.putCard(try Self.card("c2", user: "bob"), audit: Self.audit("card:c2"))
+            try await Self.insert(store, Self.token("A", card: "c1"))
+            try await Self.insert(store, Self.token("B", card: "c2", user: "bob"))
+            #expect(try await store.tokens(references: ["A", "B", "C"], ownedBy: "alice").map(\.tokenUniqueReference) == ["A"])
+            #expect(try await store.tokens(references: [], ownedBy: "alice").isEmpty)
+            #expect(try await store.tokens(externalCardId: "c2").map(\.tokenUniqueReference) == ["B"])
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func updateTokenAppliesRejectsOrLeavesUnchanged(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
-        try await Self.insert(store, Self.token("T1"))
-        let updated = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "activate")) { _ in .set(.active, suspendedBy: nil) }
-        guard case .updated(let before, let after) = updated else { Issue.record("expected an update"); return }
-        #expect(before.status == .inactive && after.status == .active)
-        let rejected = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "nope")) { _ in .reject("no") }
-        #expect(rejected == .rejected(after, "no"))
-        let unchanged = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "noop")) { _ in .unchanged }
-        #expect(unchanged == .unchanged(after))
-        #expect(try await store.updateToken(reference: "missing", audit: Self.audit("token:missing")) { _ in .unchanged } == .notFound)
-        #expect(try await store.auditEntries(subject: "token:T1").map(\.action) == ["test", "activate"])
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(store, Self.token("T1"))
+            let updated = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "activate")) { _, _ in .set(.active, suspendedBy: nil) }
+            guard case .updated(let before, let after) = updated else { Issue.record("expected an update"); return }
+            #expect(before.status == .inactive && after.status == .active)
+            let rejected = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "nope")) { _, _ in .reject("no") }
+            #expect(rejected == .rejected(after, "no"))
+            let unchanged = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "noop")) { _, _ in .unchanged }
+            #expect(unchanged == .unchanged(after))
+            #expect(try await store.updateToken(reference: "missing", audit: Self.audit("token:missing")) { _, _ in .unchanged } == .notFound)
+            #expect(try await store.auditEntries(subject: "token:T1").map(\.action) == ["test", "activate"])
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func updateTokenDecidesOnTheCardAsStored(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(store, Self.token("T1"))
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now, audit: Self.audit("card:c1"))
+            let result = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1")) { token, card in
+                .reject("\(token.externalCardId) \(card?.externalCardId ?? "-") \(card?.status.rawValue ?? "-")")
+            }
+            #expect(result == .rejected(Self.token("T1"), "c1 c1 BLOCKED"))
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func tokenEventsApplyOncePerEventId(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
-        #expect(try await Self.insert(store, Self.token("T1"), event: "e1") == .applied(Self.token("T1")))
-        let duplicate = try await store.applyTokenEvent(eventId: "e1", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .update(status: .active, suspendedBy: nil, tokenLast4: nil) }
-        #expect(duplicate == .duplicate(Self.token("T1")))
-        let rejected = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .reject("bad") }
-        #expect(rejected == .rejected("bad"))
-        // A rejected event id is not burnt: a corrected retry with it applies.
-        let retried = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .update(status: .active, suspendedBy: nil, tokenLast4: "1234") }
-        guard case .applied(let token) = retried else { Issue.record("expected applied"); return }
-        #expect(token.status == .active && token.tokenLast4 == "1234")
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            #expect(try await Self.insert(store, Self.token("T1"), event: "e1") == .applied(Self.token("T1")))
+            let duplicate = try await store.applyTokenEvent(eventId: "e1", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .update(status: .active, suspendedBy: nil, tokenLast4: nil) }
+            #expect(duplicate == .duplicate(Self.token("T1")))
+            let rejected = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .reject("bad") }
+            #expect(rejected == .rejected("bad"))
+            // A rejected event id is not burnt: a corrected retry with it applies.
+            let retried = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .update(status: .active, suspendedBy: nil, tokenLast4: "1234") }
+            guard case .applied(let token) = retried else { Issue.record("expected applied"); return }
+            #expect(token.status == .active && token.tokenLast4 == "1234")
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func activationDataIsConsumedOnce(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        let attempt = ProvisioningAttempt(activationDataId: "jti-1", externalCardId: "c1", userId: "alice", deviceType: .watch, nonceHash: "nh", leafFingerprint: "fp", createdAt: Self.now, expiresAt: Self.now + 600)
-        try await store.recordProvisioningAttempt(attempt)
-        #expect(try await store.provisioningAttempt(activationDataId: "jti-1") == attempt)
-        #expect(try await store.provisioningAttempt(activationDataId: "jti-2") == nil)
-        #expect(try await store.consumeActivationData(id: "jti-1", at: Self.now))
-        #expect(try await !store.consumeActivationData(id: "jti-1", at: Self.now))
+        try await factory.withStore { store in
+            let attempt = ProvisioningAttempt(activationDataId: "jti-1", externalCardId: "c1", userId: "alice", deviceType: .watch, nonceHash: "nh", leafFingerprint: "fp", createdAt: Self.now, expiresAt: Self.now + 600)
+            try await store.recordProvisioningAttempt(attempt)
+            #expect(try await store.provisioningAttempt(activationDataId: "jti-1") == attempt)
+            #expect(try await store.provisioningAttempt(activationDataId: "jti-2") == nil)
+            #expect(try await store.consumeActivationData(id: "jti-1", at: Self.now))
+            #expect(try await !store.consumeActivationData(id: "jti-1", at: Self.now))
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func latestDecisionWinsPerCardAndDevice(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        for (index, decision) in [TokenizationDecision.requireAdditionalAuthentication, .approved].enumerated() {
-            try await store.recordTokenizationDecision(TokenizationDecisionRecord(requestId: "r\(index)", panUniqueReference: "PUR-1", deviceType: .phone, decision: decision, reason: "x", decidedAt: Self.now + Double(index)))
+        try await factory.withStore { store in
+            for (index, decision) in [TokenizationDecision.requireAdditionalAuthentication, .approved].enumerated() {
+                try await store.recordTokenizationDecision(TokenizationDecisionRecord(requestId: "r\(index)", panUniqueReference: "PUR-1", deviceType: .phone, decision: decision, reason: "x", decidedAt: Self.now + Double(index)))
+            }
+            #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .phone)?.decision == .approved)
+            #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .watch) == nil)
         }
-        #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .phone)?.decision == .approved)
-        #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .watch) == nil)
     }
 
     @Test(arguments: StoreFactory.all)
     func cardArtIsReplacedById(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "image/png", data: Data([1]), updatedAt: Self.now), audit: Self.audit("card_art:a1"))
-        try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "application/pdf", data: Data([2]), updatedAt: Self.now), audit: Self.audit("card_art:a1"))
-        #expect(try await store.cardArt(id: "a1") == CardArtRecord(artId: "a1", contentType: "application/pdf", data: Data([2]), updatedAt: Self.now))
-        #expect(try await store.cardArt(id: "a2") == nil)
+        try await factory.withStore { store in
+            try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "image/png", data: Data([1]), updatedAt: Self.now), audit: Self.audit("card_art:a1"))
+            try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "application/pdf", data: Data([2]), updatedAt: Self.now), audit: Self.audit("card_art:a1"))
+            #expect(try await store.cardArt(id: "a1") == CardArtRecord(artId: "a1", contentType: "application/pdf", data: Data([2]), updatedAt: Self.now))
+            #expect(try await store.cardArt(id: "a2") == nil)
+        }
     }
 
     @Test(arguments: StoreFactory.all)
     func migratingTwiceIsHarmless(factory: StoreFactory) async throws {
-        let store = try await factory.make()
-        try await store.migrate()
-        try await store.ping()
+        try await factory.withStore { store in
+            #expect(try await store.migrate().isEmpty)
+            #expect(try await store.pendingMigrations().isEmpty)
+            try await store.ping()
+        }
+    }
+
+    // MARK: Several handles (processes) on one database
+
+    @Test(arguments: StoreFactory.all)
+    func concurrentReadDecideWriteLosesNoUpdate(factory: StoreFactory) async throws {
+        // Each change flips ACTIVE <-> SUSPENDED from what it reads. A lost update (two changes
+        // deciding on the same state) would leave the parity wrong or an audit entry short.
+        let flips = 24
+        try await factory.withTwoHandles { first, second in
+            _ = try await first.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(first, Self.token("T1", status: .active))
+            let results = try await withThrowingTaskGroup(of: TokenUpdateResult.self) { group in
+                for index in 0..<flips {
+                    let store = index.isMultiple(of: 2) ? first : second
+                    group.addTask {
+                        try await store.updateToken(reference: "T1", audit: Self.audit("token:T1", "flip")) { current, _ in
+                            current.status == .active ? .set(.suspended, suspendedBy: .customerService) : .set(.active, suspendedBy: nil)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let fromActive = results.filter { if case .updated(let before, _) = $0 { before.status == .active } else { false } }
+            let fromSuspended = results.filter { if case .updated(let before, _) = $0 { before.status == .suspended } else { false } }
+            #expect(fromActive.count == flips / 2 && fromSuspended.count == flips / 2)
+            #expect(try await second.token(reference: "T1")?.status == .active)
+            #expect(try await first.auditEntries(subject: "token:T1").filter { $0.action == "flip" }.count == flips)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func concurrentDuplicateEventIdsApplyOnce(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { first, second in
+            _ = try await first.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            let results = try await withThrowingTaskGroup(of: (String, TokenEventApplication).self) { group in
+                for token in 0..<6 {
+                    for copy in 0..<3 {
+                        let store = (token + copy).isMultiple(of: 2) ? first : second
+                        let record = Self.token("T\(token)")
+                        group.addTask {
+                            let result = try await store.applyTokenEvent(eventId: "created-\(token)", tokenReference: record.tokenUniqueReference, audit: Self.audit("token:\(record.tokenUniqueReference)", "created")) { current in
+                                current == nil ? .insert(record) : .reject("exists")
+                            }
+                            return (record.tokenUniqueReference, result)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for token in 0..<6 {
+                let mine = results.filter { $0.0 == "T\(token)" }.map(\.1)
+                #expect(mine.filter { if case .applied = $0 { true } else { false } }.count == 1)
+                #expect(mine.filter { $0 == .duplicate(Self.token("T\(token)")) }.count == 2)
+                #expect(try await second.auditEntries(subject: "token:T\(token)").count == 1)
+            }
+            #expect(try await first.tokens(externalCardId: "c1").count == 6)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func concurrentCreationsOfOneTokenWithDifferentEventIdsInsertOnce(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { first, second in
+            _ = try await first.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            let results = try await withThrowingTaskGroup(of: TokenEventApplication.self) { group in
+                for copy in 0..<6 {
+                    let store = copy.isMultiple(of: 2) ? first : second
+                    group.addTask {
+                        try await store.applyTokenEvent(eventId: "e\(copy)", tokenReference: "T1", audit: Self.audit("token:T1", "created")) { current in
+                            current == nil ? .insert(Self.token("T1")) : .reject("exists")
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.filter { $0 == .applied(Self.token("T1")) }.count == 1)
+            #expect(results.filter { $0 == .rejected("exists") }.count == 5)
+            #expect(try await second.auditEntries(subject: "token:T1").count == 1)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func concurrentConsumersOfActivationDataGetItOnce(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { first, second in
+            let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for copy in 0..<10 {
+                    let store = copy.isMultiple(of: 2) ? first : second
+                    group.addTask { try await store.consumeActivationData(id: "jti-1", at: Self.now) }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(winners == 1)
+        }
     }
 }

@@ -41,12 +41,14 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
     // @unchecked: mutable state lives in `Locked` boxes.
     let commands = Locked<[String]>([])
     let failing = Locked<Bool>(false)
-    let beforeReturning = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
+    /// Runs while a command is with the token service, before it returns to TMP (to change
+    /// things meanwhile, or to deliver the token service's echo first).
+    let meanwhile = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
 
     private func record(_ command: String, _ token: TokenRecord) async throws {
         if failing.current { throw URLError(.cannotConnectToHost) }
         commands.withValue { $0.append("\(command) \(token.tokenUniqueReference)") }
-        try await beforeReturning.current?(command, token)
+        try await meanwhile.current?(command, token)
     }
 
     func activate(_ token: TokenRecord) async throws { try await record("activate", token) }
@@ -55,37 +57,58 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
     func deactivate(_ token: TokenRecord) async throws { try await record("deactivate", token) }
 }
 
-/// The TMP server wired for tests: in-memory SQLite (or a file), a simulated Apple PKI as
-/// the extra trust anchor, a recording token service, captured logs, a movable clock.
+/// The TMP server wired for tests: in-memory SQLite (or a file, or any store), a simulated
+/// Apple PKI as the extra trust anchor, a recording token service, captured logs, a movable clock.
 struct TestPlatform {
     static let issuerKey = "issuer-test-key"
     static let tspKey = "tsp-test-key"
 
-    let store: SQLiteStore
+    /// What instances serving one database must share: the PAN vault and activation-data
+    /// keys, the identity provider's key and Apple's (simulated) PKI.
+    struct Secrets: Sendable {
+        var vaultKeys = PANVaultKeys.generate()
+        var activationKey = SigningKey.generate()
+        var cardholderKey = SigningKey.generate()
+        var pki: SimulatedApplePKI
+
+        init() throws {
+            pki = try SimulatedApplePKI(now: Date(timeIntervalSince1970: 1_790_000_000))
+        }
+    }
+
+    let store: any TMPStore
     let connector = RecordingConnector()
-    let pki: SimulatedApplePKI
-    let activationKey = SigningKey.generate()
-    let cardholderKey = SigningKey.generate()
+    let secrets: Secrets
+    var pki: SimulatedApplePKI { secrets.pki }
+    var activationKey: SigningKey { secrets.activationKey }
+    var cardholderKey: SigningKey { secrets.cardholderKey }
     let clock = Locked(Date(timeIntervalSince1970: 1_790_000_000))  // 2026-09
     let logs = Locked<[String]>([])
     let environment: PlatformEnvironment
     let counter = Locked(0)
 
     init(policy: ActivationPolicy = .inApp, databasePath: String? = nil) async throws {
-        store = try databasePath.map { try SQLiteStore(path: $0) } ?? SQLiteStore.inMemory()
+        let store = try databasePath.map { try SQLiteStore(path: $0) } ?? SQLiteStore.inMemory()
         try await store.migrate()
-        pki = try SimulatedApplePKI(now: Date(timeIntervalSince1970: 1_790_000_000))
+        try self.init(policy: policy, store: store, secrets: Secrets())
+    }
+
+    /// An instance on `store` (migrated by the caller) with `secrets`; `instance` prefixes the
+    /// identifiers it makes, so instances sharing a database do not collide.
+    init(policy: ActivationPolicy = .inApp, store: any TMPStore, secrets: Secrets, instance: String = "") throws {
+        self.store = store
+        self.secrets = secrets
         let clock = clock
         let counter = counter
         environment = PlatformEnvironment(
             store: store,
-            vault: PANVault(keys: .generate()),
-            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([pki.root]))),
-            activationKeys: [activationKey],
+            vault: PANVault(keys: secrets.vaultKeys),
+            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([secrets.pki.root]))),
+            activationKeys: [secrets.activationKey],
             activationPolicy: policy,
             connector: connector,
             now: { clock.current },
-            makeIdentifier: { counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
+            makeIdentifier: { instance + counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
             logger: Logger(label: "test") { [logs] _ in CapturingLogHandler(lines: logs) }
         )
     }
@@ -127,10 +150,33 @@ enum Credential: Sendable {
     case raw(String)
 }
 
-/// A thin JSON client over Hummingbird's test client.
+/// A thin JSON client over Hummingbird's test client, or over loopback HTTP to a live server.
 struct APIClient: Sendable {
-    let client: any TestClientProtocol
+    /// Sends one request and returns the reply.
+    typealias Transport = @Sendable (_ method: HTTPRequest.Method, _ path: String, _ headers: HTTPFields, _ body: ByteBuffer?) async throws -> Reply
+
+    let transport: Transport
     let platform: TestPlatform
+
+    init(client: any TestClientProtocol, platform: TestPlatform) {
+        transport = { method, path, headers, body in
+            let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
+            return Reply(status: response.status, headers: response.headers, body: Data(buffer: response.body))
+        }
+        self.platform = platform
+    }
+
+    /// A client of a live test server (on loopback, `localhost:port`): each request has its own connection,
+    /// so concurrent requests are handled concurrently.
+    init(port: Int, platform: TestPlatform) {
+        transport = { method, path, headers, body in
+            try await TestClient.withClient(host: "localhost", port: port) { client in
+                let response = try await client.execute(TestClient.Request(path, method: method, authority: "localhost:\(port)", headers: headers, body: body))
+                return Reply(status: response.status, headers: response.head.headerFields, body: response.body.map { Data(buffer: $0) } ?? Data())
+            }
+        }
+        self.platform = platform
+    }
 
     struct Reply: Sendable {
         var status: HTTPResponse.Status
@@ -157,8 +203,7 @@ struct APIClient: Sendable {
             body = ByteBuffer(bytes: raw)
         }
         if body != nil, let contentType { headers[.contentType] = contentType }
-        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
-        return Reply(status: response.status, headers: response.headers, body: Data(buffer: response.body))
+        return try await transport(method, path, headers, body)
     }
 
     // MARK: Scenario helpers

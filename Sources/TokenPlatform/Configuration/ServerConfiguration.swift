@@ -10,8 +10,10 @@ public struct ServerConfiguration: Sendable {
     public var port: Int
     /// Where the embedded run keeps its database and keys.
     public var dataDirectory: String
-    /// SQLite database path.
-    public var databasePath: String
+    /// The database (SQLite file or PostgreSQL URL) and its pool size.
+    public var database: DatabaseConfiguration
+    /// Whether start-up applies pending migrations (otherwise it refuses to start with any).
+    public var migrateOnStart: Bool
     /// Production mode: explicit secrets only, Apple's root only.
     public var production: Bool
     /// Apple's certificate-chain anchors (Apple Root CA - G3 plus configured extras).
@@ -35,7 +37,7 @@ public struct ServerConfiguration: Sendable {
 
     /// The line start-up prints.
     public var startupLine: String {
-        "pushprov serve: listening on http://\(host):\(port) · database \(databasePath) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue)"
+        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue)"
     }
 }
 
@@ -47,8 +49,12 @@ public struct ServerSettings: Sendable {
     public var port: Int?
     /// `--data-dir` / `PUSHPROV_DATA_DIR`.
     public var dataDirectory: String?
-    /// `--database` / `PUSHPROV_DATABASE`.
+    /// `--database` / `PUSHPROV_DATABASE`: a SQLite file path or a `postgres://` URL.
     public var database: String?
+    /// `--database-pool-size` / `PUSHPROV_DATABASE_POOL_SIZE`.
+    public var databasePoolSize: Int?
+    /// False for `--no-migrate`: start only on an up-to-date schema.
+    public var migrate = true
     /// `--trust-anchor` (repeatable) / `PUSHPROV_TRUST_ANCHORS` (colon-separated).
     public var trustAnchorFiles: [String] = []
     /// `--production`.
@@ -72,10 +78,7 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("port must be a number from 0 to 65535 (got \(portText))")
         }
         let dataDirectory = self.dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
-        let database = self.database ?? env("PUSHPROV_DATABASE") ?? (dataDirectory as NSString).appendingPathComponent("pushprov.sqlite")
-        if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
-            throw ConfigurationError("PostgreSQL storage is not available yet; use a SQLite file path for --database")
-        }
+        let database = try resolveDatabase(environment: environment)
         let policyText = activationPolicy ?? env("PUSHPROV_ACTIVATION_POLICY") ?? ActivationPolicy.inApp.rawValue
         guard let policy = ActivationPolicy(rawValue: policyText) else {
             throw ConfigurationError("activation policy must be in-app or immediate (got \(policyText))")
@@ -103,7 +106,7 @@ public struct ServerSettings: Sendable {
             let keys: LocalKeys
             do { keys = try LocalKeyFile.load(at: keyFile) } catch { throw ConfigurationError("\(error)") }
             return ServerConfiguration(
-                host: host, port: port, dataDirectory: dataDirectory, databasePath: database, production: true, trustAnchors: anchors,
+                host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy, notices: []
             )
@@ -138,10 +141,24 @@ public struct ServerSettings: Sendable {
             cardholderKeys.keys += try Self.loadJWKS(jwks).keys
         }
         return ServerConfiguration(
-            host: host, port: port, dataDirectory: dataDirectory, databasePath: database, production: false, trustAnchors: anchors,
+            host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
             developmentTokenKey: devKey, activationPolicy: policy, notices: notices
         )
+    }
+
+    /// Resolves only the database settings (what `pushprov migrate` needs): `--database` or
+    /// `PUSHPROV_DATABASE`, defaulting to `<data-dir>/pushprov.sqlite`, and the pool size.
+    public func resolveDatabase(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> DatabaseConfiguration {
+        let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let dataDirectory = self.dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
+        let setting = self.database ?? env("PUSHPROV_DATABASE") ?? (dataDirectory as NSString).appendingPathComponent("pushprov.sqlite")
+        let poolText = databasePoolSize.map(String.init) ?? env("PUSHPROV_DATABASE_POOL_SIZE") ?? String(DatabaseConfiguration.defaultPoolSize)
+        let range = DatabaseConfiguration.poolSizeRange
+        guard let poolSize = Int(poolText), range.contains(poolSize) else {
+            throw ConfigurationError("database pool size must be a number from \(range.lowerBound) to \(range.upperBound) (got \(poolText))")
+        }
+        return try DatabaseConfiguration(parsing: setting, poolSize: poolSize)
     }
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {

@@ -66,7 +66,7 @@ public struct LifecycleService: Sendable {
                     throw TMPError(.unavailable, "token_service_unavailable", "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its tokens, and it did not answer; nothing was changed, try again")
                 }
                 let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
-                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
                     current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
                 }
             }
@@ -219,7 +219,12 @@ public struct LifecycleService: Sendable {
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
-        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
+        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
+            // A change made for a card status applies only while the card still has it: the
+            // card may have changed since the command started.
+            let cardStatus = card?.status
+            if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+            if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
             // Already in the target state means the token service's echo of this very command
             // overtook TMP (events are asynchronous). TMP's own record still wins: the echo cannot
             // know why the token was suspended, and unblocking a card resumes only the tokens

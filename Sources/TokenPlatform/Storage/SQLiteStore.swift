@@ -48,9 +48,21 @@ public struct SQLiteStore: TMPStore {
         try writer.unsafeRead(body)
     }
 
-    /// Applies the named migrations.
-    public func migrate() async throws {
-        try SQLiteStore.migrator.migrate(writer)
+    /// Applies the named migrations; returns those this call applied.
+    @discardableResult
+    public func migrate() async throws -> [String] {
+        let migrator = SQLiteStore.migrator
+        let before = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        try migrator.migrate(writer)
+        let after = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        return migrator.migrations.filter { after.contains($0) && !before.contains($0) }
+    }
+
+    /// The named migrations not yet applied.
+    public func pendingMigrations() async throws -> [String] {
+        let migrator = SQLiteStore.migrator
+        let applied = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        return migrator.migrations.filter { !applied.contains($0) }
     }
 
     /// Runs a trivial query.
@@ -150,28 +162,21 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord) -> TokenChange) async throws -> TokenUpdateResult {
+    public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         try await writer.write { db in
             guard let before = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"), arguments: [reference]).map(TokenRecord.init(row:)) else {
                 return .notFound
             }
-            switch decide(before) {
-            case .unchanged:
-                return .unchanged(before)
-            case .reject(let message):
-                return .rejected(before, message)
-            case .set(let status, let suspendedBy):
-                var after = before
-                after.status = status
-                after.suspendedBy = suspendedBy
-                after.updatedAt = audit.at
+            let card = try Row.fetchOne(db, sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?", arguments: [before.externalCardId]).map(CardRecord.init(row:))
+            let (write, result) = decide(before, card).resolve(before, at: audit.at)
+            if let after = write {
                 try db.execute(
                     sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ? WHERE token_unique_reference = ?",
-                    arguments: [status.rawValue, suspendedBy?.rawValue, audit.at, reference]
+                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, reference]
                 )
                 try insertAudit(db, audit)
-                return .updated(before: before, after: after)
             }
+            return result
         }
     }
 
@@ -182,7 +187,7 @@ public struct SQLiteStore: TMPStore {
                 return .duplicate(current)
             }
             let result: TokenRecord
-            switch decide(current) {
+            switch decide(current).resolve(current, at: audit.at) {
             case .reject(let message):
                 return .rejected(message)
             case .insert(let token):
@@ -198,12 +203,7 @@ public struct SQLiteStore: TMPStore {
                     ]
                 )
                 result = token
-            case .update(let status, let suspendedBy, let tokenLast4):
-                guard var token = current else { return .rejected("unknown token") }
-                token.status = status
-                token.suspendedBy = suspendedBy
-                token.tokenLast4 = tokenLast4 ?? token.tokenLast4
-                token.updatedAt = audit.at
+            case .update(let token):
                 try db.execute(
                     sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ? WHERE token_unique_reference = ?",
                     arguments: [token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, tokenReference]

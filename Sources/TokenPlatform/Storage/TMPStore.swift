@@ -4,10 +4,22 @@ import ProvisioningModels
 /// Everything TMP persists, behind one small async protocol.
 ///
 /// Every method that changes state is one transaction, and writes its audit entry in that
-/// same transaction. Implementations: ``SQLiteStore`` (GRDB). All pass `TMPStoreContractTests`.
+/// same transaction. Implementations: ``SQLiteStore`` (GRDB, the embedded default) and
+/// ``PostgresStore`` (postgres-nio, for several TMP instances on one database). All pass
+/// `TMPStoreContractTests`.
+///
+/// Several processes may share one store: the read-decide-write methods
+/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``)
+/// hand `decide` the current committed row while holding it, so no change is lost.
 public protocol TMPStore: Sendable {
-    /// Creates or upgrades the schema (named migrations).
-    func migrate() async throws
+    /// Creates or upgrades the schema (named migrations); returns the names this call applied,
+    /// in order (empty when the schema was up to date). Safe to call from several processes.
+    @discardableResult
+    func migrate() async throws -> [String]
+    /// The names of the migrations not yet applied, in order.
+    func pendingMigrations() async throws -> [String]
+    /// Releases connections; the store is unusable afterwards. A no-op where nothing is held.
+    func close() async
     /// Checks the database answers.
     func ping() async throws
 
@@ -34,8 +46,12 @@ public protocol TMPStore: Sendable {
     func tokens(externalCardId: String) async throws -> [TokenRecord]
     /// Those of `references` that exist and belong to `userId`.
     func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord]
-    /// Reads a token, asks `decide` what to do, and applies it atomically.
-    func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord) -> TokenChange) async throws -> TokenUpdateResult
+    /// Reads a token and its card, asks `decide` what to do, and applies it atomically.
+    ///
+    /// `decide` sees both as committed, and neither changes until this change commits, so a
+    /// decision that depends on the card's status (activating, resuming, suspending for a
+    /// block) cannot race a status change.
+    func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult
     /// Applies a TSP token event at most once per `eventId`, atomically with its effect.
     func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
@@ -57,6 +73,11 @@ public protocol TMPStore: Sendable {
 
     /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
     func auditEntries(subject: String) async throws -> [AuditEntry]
+}
+
+extension TMPStore {
+    /// Nothing to release.
+    public func close() async {}
 }
 
 /// What ``TMPStore/updateToken(reference:audit:_:)`` should do with a token.
@@ -81,6 +102,25 @@ public enum TokenUpdateResult: Sendable, Hashable {
     case notFound
 }
 
+extension TokenChange {
+    /// This decision applied to `before` at `date`: the token to write (nil for none) and what
+    /// ``TMPStore/updateToken(reference:audit:_:)`` returns.
+    func resolve(_ before: TokenRecord, at date: Date) -> (write: TokenRecord?, result: TokenUpdateResult) {
+        switch self {
+        case .unchanged:
+            return (nil, .unchanged(before))
+        case .reject(let message):
+            return (nil, .rejected(before, message))
+        case .set(let status, let suspendedBy):
+            var after = before
+            after.status = status
+            after.suspendedBy = suspendedBy
+            after.updatedAt = date
+            return (after, .updated(before: before, after: after))
+        }
+    }
+}
+
 /// What a token event does.
 public enum TokenEventEffect: Sendable, Hashable {
     /// Insert a new token.
@@ -89,6 +129,35 @@ public enum TokenEventEffect: Sendable, Hashable {
     case update(status: TokenStatus, suspendedBy: SuspensionSource?, tokenLast4: String?)
     /// Refuse the event (not recorded, so a corrected retry can apply).
     case reject(String)
+}
+
+extension TokenEventEffect {
+    /// What storing this effect writes, given the token as stored now (nil when none).
+    enum Write {
+        /// Insert this new token.
+        case insert(TokenRecord)
+        /// Replace the stored token with this.
+        case update(TokenRecord)
+        /// Write nothing.
+        case reject(String)
+    }
+
+    /// This effect applied to `current` at `date`.
+    func resolve(_ current: TokenRecord?, at date: Date) -> Write {
+        switch self {
+        case .reject(let message):
+            return .reject(message)
+        case .insert(let token):
+            return .insert(token)
+        case .update(let status, let suspendedBy, let tokenLast4):
+            guard var token = current else { return .reject("unknown token") }
+            token.status = status
+            token.suspendedBy = suspendedBy
+            token.tokenLast4 = tokenLast4 ?? token.tokenLast4
+            token.updatedAt = date
+            return .update(token)
+        }
+    }
 }
 
 /// The result of ``TMPStore/applyTokenEvent(eventId:tokenReference:audit:_:)``.

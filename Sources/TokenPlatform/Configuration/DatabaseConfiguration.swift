@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+
+/// Which database TMP keeps its data in, and how many connections one instance may open.
+///
+/// One value describes the database for every command that needs one (`serve`, `migrate`, and
+/// whatever else opens TMP's storage): parse the `--database` setting with
+/// ``init(parsing:poolSize:)``, then ``openStore(logger:)``.
+public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible {
+    /// Where the data lives.
+    public enum Location: Sendable, Hashable {
+        /// A SQLite file (created on first use), WAL mode.
+        case sqlite(path: String)
+        /// A PostgreSQL database shared by every instance pointed at it.
+        case postgres(PostgresURL)
+    }
+
+    /// Where the data lives.
+    public var location: Location
+    /// The most connections one instance opens (PostgreSQL; SQLite ignores it).
+    public var poolSize: Int
+
+    /// Connections per instance when not configured.
+    public static let defaultPoolSize = 10
+    /// The pool sizes accepted.
+    public static let poolSizeRange = 1...200
+
+    /// Creates a configuration.
+    public init(location: Location, poolSize: Int = defaultPoolSize) {
+        self.location = location
+        self.poolSize = poolSize
+    }
+
+    /// Reads a database setting: a `postgres://` or `postgresql://` URL selects PostgreSQL,
+    /// anything else is a SQLite file path.
+    ///
+    /// Throws a ``ConfigurationError`` for a malformed URL or a pool size outside
+    /// ``poolSizeRange``; the message never contains the password.
+    public init(parsing setting: String, poolSize: Int = defaultPoolSize) throws(ConfigurationError) {
+        guard Self.poolSizeRange.contains(poolSize) else {
+            throw ConfigurationError("database pool size must be from \(Self.poolSizeRange.lowerBound) to \(Self.poolSizeRange.upperBound) (got \(poolSize))")
+        }
+        if PostgresURL.isPostgresURL(setting) {
+            self.init(location: .postgres(try PostgresURL(parsing: setting)), poolSize: poolSize)
+        } else {
+            guard !setting.isEmpty else { throw ConfigurationError("database must be a SQLite file path or a postgres:// URL (got an empty value)") }
+            self.init(location: .sqlite(path: setting), poolSize: poolSize)
+        }
+    }
+
+    /// What people see: the SQLite path, or the PostgreSQL URL without its password.
+    public var description: String {
+        switch location {
+        case .sqlite(let path): path
+        case .postgres(let url): url.description
+        }
+    }
+
+    /// Opens the store this configuration names, without migrating it.
+    ///
+    /// A SQLite file's directory is created (mode 0700) when missing. A PostgreSQL database is
+    /// connected to once up front, so a wrong host, password or database name is a clear error
+    /// here rather than a stalled first request. Call ``TMPStore/close()`` when done.
+    public func openStore(logger: Logger) async throws -> any TMPStore {
+        switch location {
+        case .sqlite(let path):
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            return try SQLiteStore(path: path)
+        case .postgres(let url):
+            return try await PostgresStore.connect(url: url, poolSize: poolSize, logger: logger)
+        }
+    }
+
+    /// Opens the store and brings its schema up to date: applies pending migrations when
+    /// `migrate` is true, and otherwise refuses a schema with pending migrations.
+    ///
+    /// - Returns: The store and the names of the migrations this call applied.
+    public func openMigratedStore(migrate: Bool, logger: Logger) async throws -> (store: any TMPStore, applied: [String]) {
+        let store = try await openStore(logger: logger)
+        do {
+            if migrate {
+                return (store, try await store.migrate())
+            }
+            let pending = try await store.pendingMigrations()
+            guard pending.isEmpty else {
+                throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); run `pushprov migrate --database …` first, or start without --no-migrate")
+            }
+            return (store, [])
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+}

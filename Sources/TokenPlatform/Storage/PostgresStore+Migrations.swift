@@ -1,0 +1,152 @@
+import PostgresNIO
+
+extension PostgresStore {
+    /// One named schema step; its statements run in one transaction with the others pending.
+    struct Migration: Sendable {
+        var name: String
+        var statements: [String]
+    }
+
+    /// The table recording applied migrations by name.
+    static let migrationsTable = "pushprov_migrations"
+
+    /// Advisory lock key held while migrating, so instances starting together migrate once
+    /// ("pushprov" in ASCII).
+    static let migrationLock: Int64 = 0x7075_7368_7072_6F76
+
+    /// The schema, as named migrations applied in order: the same names and tables as
+    /// ``SQLiteStore``'s. Identifiers use the "C" collation so ordering is bytewise, as in SQLite.
+    static let migrations: [Migration] = [
+        Migration(name: "v1", statements: [
+            """
+            CREATE TABLE card (
+                external_card_id TEXT COLLATE "C" PRIMARY KEY,
+                user_id TEXT COLLATE "C" NOT NULL,
+                encrypted_pan TEXT NOT NULL,
+                pan_lookup_hash TEXT NOT NULL UNIQUE,
+                pan_last4 TEXT NOT NULL,
+                pan_unique_reference TEXT COLLATE "C" NOT NULL UNIQUE,
+                expiration TEXT NOT NULL,
+                cardholder_name TEXT NOT NULL,
+                network TEXT NOT NULL,
+                product_title TEXT NOT NULL,
+                art_id TEXT COLLATE "C",
+                status TEXT NOT NULL CHECK (status IN ('ACTIVE', 'BLOCKED', 'CLOSED')),
+                created_at TIMESTAMPTZ NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX card_user ON card(user_id)",
+            """
+            CREATE TABLE token (
+                token_unique_reference TEXT COLLATE "C" PRIMARY KEY,
+                external_card_id TEXT COLLATE "C" NOT NULL REFERENCES card(external_card_id),
+                pan_unique_reference TEXT COLLATE "C" NOT NULL,
+                user_id TEXT COLLATE "C" NOT NULL,
+                device_type TEXT NOT NULL CHECK (device_type IN ('PHONE', 'WATCH')),
+                status TEXT NOT NULL CHECK (status IN ('ACTIVE', 'INACTIVE', 'SUSPENDED', 'DEACTIVATED')),
+                authorization_path TEXT NOT NULL,
+                suspended_by TEXT,
+                token_last4 TEXT,
+                created_at TIMESTAMPTZ NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX token_card ON token(external_card_id)",
+            "CREATE INDEX token_user ON token(user_id, token_unique_reference)",
+            """
+            CREATE TABLE token_event (
+                event_id TEXT COLLATE "C" PRIMARY KEY,
+                token_unique_reference TEXT COLLATE "C" NOT NULL,
+                received_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE provisioning_attempt (
+                activation_data_id TEXT COLLATE "C" PRIMARY KEY,
+                external_card_id TEXT COLLATE "C" NOT NULL,
+                user_id TEXT COLLATE "C" NOT NULL,
+                device_type TEXT NOT NULL,
+                nonce_hash TEXT NOT NULL,
+                leaf_fingerprint TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE activation_data_use (
+                activation_data_id TEXT COLLATE "C" PRIMARY KEY,
+                used_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE tokenization_decision (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                request_id TEXT NOT NULL,
+                pan_unique_reference TEXT COLLATE "C",
+                device_type TEXT NOT NULL,
+                decision TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                decided_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX tokenization_decision_card ON tokenization_decision(pan_unique_reference, device_type, decided_at)",
+            """
+            CREATE TABLE card_art (
+                art_id TEXT COLLATE "C" PRIMARY KEY,
+                content_type TEXT NOT NULL,
+                data BYTEA NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE audit_event (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                at TIMESTAMPTZ NOT NULL,
+                actor TEXT NOT NULL,
+                action TEXT NOT NULL,
+                subject TEXT COLLATE "C" NOT NULL,
+                detail TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX audit_subject ON audit_event(subject, id)",
+        ])
+    ]
+
+    /// Applies the pending migrations in one transaction under an advisory lock.
+    @discardableResult
+    public func migrate() async throws -> [String] {
+        try await transaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+            try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
+            let applied = try await Self.appliedMigrations(connection, logger: logger)
+            var ran: [String] = []
+            for migration in Self.migrations where !applied.contains(migration.name) {
+                for statement in migration.statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO \(unescaped: Self.migrationsTable) (name) VALUES (\(migration.name))", logger: logger)
+                ran.append(migration.name)
+            }
+            return ran
+        }
+    }
+
+    /// The migrations not applied yet (all of them on an empty database).
+    public func pendingMigrations() async throws -> [String] {
+        let applied = try await client.withConnection { connection in
+            let exists = try await connection.query("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger).collect()
+            guard try exists.first?.decode(Bool.self) == true else { return Set<String>() }
+            return try await Self.appliedMigrations(connection, logger: logger)
+        }
+        return Self.migrations.map(\.name).filter { !applied.contains($0) }
+    }
+
+    private static func appliedMigrations(_ connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
+        var names = Set<String>()
+        for try await name in try await connection.query("SELECT name FROM \(unescaped: migrationsTable)", logger: logger).decode(String.self) {
+            names.insert(name)
+        }
+        return names
+    }
+}

@@ -1,0 +1,375 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ProvisioningModels
+
+/// ``TMPStore`` on PostgreSQL through postgres-nio, for several TMP instances sharing one
+/// database.
+///
+/// A connection pool of configurable size runs in a task the store owns until ``close()``.
+/// Every state change is one transaction with its audit entry. Read-decide-write changes lock
+/// the rows they decide on (`SELECT … FOR UPDATE`), single-use facts are primary keys
+/// (`INSERT … ON CONFLICT DO NOTHING`), and a transaction that lost a race on a unique key,
+/// a deadlock or a serialization check is retried from the start, so it decides again on
+/// what the winner committed: the end state is one that a single instance would reach.
+/// Every query binds its values; no value is ever spliced into SQL text.
+public struct PostgresStore: TMPStore {
+    let client: PostgresClient
+    let logger: Logger
+    private let runner: Task<Void, Never>
+
+    /// Attempts per transaction before a lost race is reported as an error.
+    static let maximumAttempts = 8
+
+    /// Connects to `url` and starts a pool of at most `poolSize` connections.
+    ///
+    /// One connection is opened and closed first, so unreachable servers, wrong credentials and
+    /// missing databases fail here with the server's reason (never the password).
+    ///
+    /// - Parameters:
+    ///   - schema: A schema to work in (its `search_path`); nil for the user's default. It
+    ///     must exist. Tests use it to isolate themselves inside one database.
+    public static func connect(url: PostgresURL, poolSize: Int = DatabaseConfiguration.defaultPoolSize, schema: String? = nil, logger: Logger) async throws -> PostgresStore {
+        let startup = schema.map { [("search_path", $0)] } ?? []
+        var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
+        probe.options.additionalStartupParameters = startup
+        do {
+            let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            throw ConfigurationError("cannot connect to database \(url): \(reason(error))")
+        }
+        var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: clientTLS(url.tls))
+        configuration.options.maximumConnections = poolSize
+        configuration.options.additionalStartupParameters = startup
+        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
+    }
+
+    private init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+        // Started immediately, so the pool counts as running before the first query leases a
+        // connection (postgres-nio warns about a lease that comes first).
+        if #available(macOS 26.0, iOS 26.0, *) {
+            runner = Task.immediate { await client.run() }
+        } else {
+            runner = Task { await client.run() }
+        }
+    }
+
+    /// Shuts the pool down and closes its connections; call it once requests have stopped.
+    public func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Runs a trivial query.
+    public func ping() async throws {
+        _ = try await rows("SELECT 1")
+    }
+
+    // MARK: Cards
+
+    public func card(externalCardId: String) async throws -> CardRecord? {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(externalCardId)").first.map(CardRecord.init(postgres:))
+    }
+
+    public func card(panLookupHash: String) async throws -> CardRecord? {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_lookup_hash = \(panLookupHash)").first.map(CardRecord.init(postgres:))
+    }
+
+    public func card(panUniqueReference: String) async throws -> CardRecord? {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_unique_reference = \(panUniqueReference)").first.map(CardRecord.init(postgres:))
+    }
+
+    public func cards(ownedBy userId: String) async throws -> [CardRecord] {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE user_id = \(userId) ORDER BY external_card_id").map(CardRecord.init(postgres:))
+    }
+
+    public func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? {
+        try await transaction { connection in
+            if let other = try await connection.all("SELECT external_card_id FROM card WHERE pan_lookup_hash = \(card.panLookupHash) AND external_card_id <> \(card.externalCardId)", logger: logger).first {
+                throw StoreError.duplicatePAN(existingCardId: try other.decode(String.self))
+            }
+            let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
+            try await connection.query(
+                """
+                INSERT INTO card (\(unescaped: Self.cardColumns))
+                VALUES (\(card.externalCardId), \(card.userId), \(card.encryptedPAN), \(card.panLookupHash), \(card.panLast4), \(card.panUniqueReference),
+                    \(card.expiration.text), \(card.cardholderName), \(card.network.rawValue), \(card.productTitle), \(card.artId), \(card.status.rawValue),
+                    \(card.createdAt), \(card.updatedAt))
+                ON CONFLICT (external_card_id) DO UPDATE SET
+                    user_id = excluded.user_id, encrypted_pan = excluded.encrypted_pan, pan_lookup_hash = excluded.pan_lookup_hash,
+                    pan_last4 = excluded.pan_last4, pan_unique_reference = excluded.pan_unique_reference, expiration = excluded.expiration,
+                    cardholder_name = excluded.cardholder_name, network = excluded.network, product_title = excluded.product_title,
+                    art_id = excluded.art_id, status = excluded.status, updated_at = excluded.updated_at
+                """,
+                logger: logger
+            )
+            // Tokens follow the card's owner, and die with the PAN they were made for.
+            try await connection.query("UPDATE token SET user_id = \(card.userId) WHERE external_card_id = \(card.externalCardId)", logger: logger)
+            if let previous, previous.panUniqueReference != card.panUniqueReference {
+                let live = try await connection.all(
+                    """
+                    UPDATE token SET status = 'DEACTIVATED', suspended_by = NULL, updated_at = \(card.updatedAt)
+                    WHERE external_card_id = \(card.externalCardId) AND status <> 'DEACTIVATED'
+                    RETURNING token_unique_reference
+                    """,
+                    logger: logger
+                ).map { try $0.decode(String.self) }
+                for reference in live.sorted() {
+                    try await insertAudit(connection, AuditEntry(at: audit.at, actor: audit.actor, action: "token.deactivate", subject: "token:\(reference)", detail: "card replaced with a different PAN"))
+                }
+            }
+            try await insertAudit(connection, audit)
+            return previous
+        }
+    }
+
+    public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: AuditEntry) async throws -> CardRecord? {
+        try await transaction { connection in
+            let updated = try await connection.all(
+                "UPDATE card SET status = \(status.rawValue), updated_at = \(at) WHERE external_card_id = \(externalCardId) RETURNING \(unescaped: Self.cardColumns)",
+                logger: logger
+            ).first.map(CardRecord.init(postgres:))
+            guard let updated else { return nil }
+            try await insertAudit(connection, audit)
+            return updated
+        }
+    }
+
+    // MARK: Tokens
+
+    public func token(reference: String) async throws -> TokenRecord? {
+        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE token_unique_reference = \(reference)").first.map(TokenRecord.init(postgres:))
+    }
+
+    public func tokens(externalCardId: String) async throws -> [TokenRecord] {
+        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE external_card_id = \(externalCardId) ORDER BY created_at, token_unique_reference").map(TokenRecord.init(postgres:))
+    }
+
+    public func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] {
+        guard !references.isEmpty else { return [] }
+        return try await rows(
+            "SELECT \(unescaped: Self.tokenColumns) FROM token WHERE user_id = \(userId) AND token_unique_reference = ANY(\(references)) ORDER BY token_unique_reference"
+        ).map(TokenRecord.init(postgres:))
+    }
+
+    public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
+        try await transaction { connection in
+            // Card first, then token, as putCard locks them: a concurrent card change waits for
+            // this one (or this one for it), and `decide` sees what the other committed.
+            let card = try await connection.all(
+                """
+                SELECT \(unescaped: Self.cardColumns) FROM card
+                WHERE external_card_id = (SELECT external_card_id FROM token WHERE token_unique_reference = \(reference)) FOR SHARE
+                """,
+                logger: logger
+            ).first.map(CardRecord.init(postgres:))
+            guard let before = try await lockToken(connection, reference) else { return .notFound }
+            let (write, result) = decide(before, card).resolve(before, at: audit.at)
+            if let after = write {
+                try await connection.query(
+                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt) WHERE token_unique_reference = \(reference)",
+                    logger: logger
+                )
+                try await insertAudit(connection, audit)
+            }
+            return result
+        }
+    }
+
+    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+        // Two instances racing on one event id (or on creating one token) both get past the
+        // checks below while the other's insert is uncommitted; the loser's insert then fails
+        // on the primary key, and the retry finds the winner's event or token.
+        try await transaction { connection in
+            let current = try await lockToken(connection, tokenReference)
+            if try await !connection.all("SELECT 1 FROM token_event WHERE event_id = \(eventId)", logger: logger).isEmpty {
+                // A token missing above may have been created by that event, committed between
+                // the two reads: read it again, as of now.
+                if let current { return .duplicate(current) }
+                return .duplicate(try await lockToken(connection, tokenReference))
+            }
+            let result: TokenRecord
+            switch decide(current).resolve(current, at: audit.at) {
+            case .reject(let message):
+                return .rejected(message)
+            case .insert(let token):
+                try await connection.query(
+                    """
+                    INSERT INTO token (\(unescaped: Self.tokenColumns))
+                    VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
+                        \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt))
+                    """,
+                    logger: logger
+                )
+                result = token
+            case .update(let token):
+                try await connection.query(
+                    """
+                    UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt)
+                    WHERE token_unique_reference = \(tokenReference)
+                    """,
+                    logger: logger
+                )
+                result = token
+            }
+            try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
+            try await insertAudit(connection, audit)
+            return .applied(result)
+        }
+    }
+
+    // MARK: Provisioning attempts and decisions
+
+    public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
+        try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
+                VALUES (\(attempt.activationDataId), \(attempt.externalCardId), \(attempt.userId), \(attempt.deviceType.rawValue), \(attempt.nonceHash), \(attempt.leafFingerprint), \(attempt.createdAt), \(attempt.expiresAt))
+                """,
+                logger: logger
+            )
+            try await insertAudit(connection, AuditEntry(at: attempt.createdAt, actor: "user:\(attempt.userId)", action: "card.seal", subject: "card:\(attempt.externalCardId)", detail: "sealed for \(attempt.deviceType.rawValue); leaf \(attempt.leafFingerprint.prefix(16))"))
+        }
+    }
+
+    public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
+        try await rows(
+            """
+            SELECT activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at
+            FROM provisioning_attempt WHERE activation_data_id = \(activationDataId)
+            """
+        ).first.map(ProvisioningAttempt.init(postgres:))
+    }
+
+    public func consumeActivationData(id: String, at: Date) async throws -> Bool {
+        // A concurrent insert of the same id waits for the first to commit, then does nothing.
+        try await !rows("INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (\(id), \(at)) ON CONFLICT DO NOTHING RETURNING activation_data_id").isEmpty
+    }
+
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
+            VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt))
+            """
+        )
+    }
+
+    public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try await rows(
+            """
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at FROM tokenization_decision
+            WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue)
+            ORDER BY decided_at DESC, id DESC LIMIT 1
+            """
+        ).first.map(TokenizationDecisionRecord.init(postgres:))
+    }
+
+    // MARK: Card art and audit
+
+    public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {
+        try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO card_art (art_id, content_type, data, updated_at) VALUES (\(art.artId), \(art.contentType), \(art.data), \(art.updatedAt))
+                ON CONFLICT (art_id) DO UPDATE SET content_type = excluded.content_type, data = excluded.data, updated_at = excluded.updated_at
+                """,
+                logger: logger
+            )
+            try await insertAudit(connection, audit)
+        }
+    }
+
+    public func cardArt(id: String) async throws -> CardArtRecord? {
+        try await rows("SELECT art_id, content_type, data, updated_at FROM card_art WHERE art_id = \(id)").first.map(CardArtRecord.init(postgres:))
+    }
+
+    public func auditEntries(subject: String) async throws -> [AuditEntry] {
+        try await rows("SELECT at, actor, action, subject, detail FROM audit_event WHERE subject = \(subject) ORDER BY id").map(AuditEntry.init(postgres:))
+    }
+
+    // MARK: Plumbing
+
+    private func lockToken(_ connection: PostgresConnection, _ reference: String) async throws -> TokenRecord? {
+        try await connection.all("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE token_unique_reference = \(reference) FOR UPDATE", logger: logger).first.map(TokenRecord.init(postgres:))
+    }
+
+    private func insertAudit(_ connection: PostgresConnection, _ entry: AuditEntry) async throws {
+        try await connection.query(
+            "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES (\(entry.at), \(entry.actor), \(entry.action), \(entry.subject), \(entry.detail))",
+            logger: logger
+        )
+    }
+
+    /// Runs one statement outside a transaction and collects its rows.
+    private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await client.withConnection { connection in try await connection.all(query, logger: logger) }
+    }
+
+    /// Runs `body` in a transaction on one pooled connection: commits what it returns, rolls
+    /// back what it throws, and starts over (at most ``maximumAttempts`` times) when it lost a
+    /// race that a retry resolves.
+    func transaction<Value: Sendable>(_ body: (PostgresConnection) async throws -> Value) async throws -> Value {
+        var attempt = 1
+        while true {
+            do {
+                return try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    do {
+                        let value = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where attempt < Self.maximumAttempts && Self.isLostRace(error) {
+                attempt += 1
+                logger.debug("retrying a transaction that lost a race", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")", "attempt": "\(attempt)"])
+            }
+        }
+    }
+
+    /// unique_violation, serialization_failure, deadlock_detected: another transaction
+    /// committed first; deciding again on its result settles it.
+    static func isLostRace(_ error: PSQLError) -> Bool {
+        ["23505", "40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "")
+    }
+
+    /// The server's reason for a failure (e.g. `password authentication failed for user "x"`).
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] { return message }
+        if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode=require demands" }
+        if let underlying = error.underlying { return "\(underlying)" }
+        return error.code.description
+    }
+
+    private static func connectionTLS(_ mode: PostgresURL.TLSMode) throws -> PostgresConnection.Configuration.TLS {
+        switch mode {
+        case .disable: .disable
+        case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+    }
+
+    private static func clientTLS(_ mode: PostgresURL.TLSMode) -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` and collects every row.
+    func all(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}

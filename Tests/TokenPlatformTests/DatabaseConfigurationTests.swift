@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import Testing
+import TokenPlatform
+
+@Suite("Database configuration")
+struct DatabaseConfigurationTests {
+    static let secret = "s3cr#t:p@ss/word"
+    static var encodedSecret: String { secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
+
+    @Test func aPostgresURLIsParsedAndNeverShowsItsPassword() throws {
+        let url = try PostgresURL(parsing: "postgresql://tmp%40issuer:\(Self.encodedSecret)@db.internal:6543/pushprov?sslmode=require")
+        #expect(url == PostgresURL(host: "db.internal", port: 6543, username: "tmp@issuer", password: Self.secret, database: "pushprov", tls: .require))
+        #expect(url.description == "postgres://tmp%40issuer@db.internal:6543/pushprov?sslmode=require")
+        var dumped = ""
+        dump(url, to: &dumped)
+        for shown in [url.description, String(reflecting: url), "\(url)", dumped, DatabaseConfiguration(location: .postgres(url)).description] {
+            #expect(!shown.contains("s3cr") && !shown.contains(Self.encodedSecret), "\(shown)")
+        }
+        let defaults = try PostgresURL(parsing: "postgres://tmp@localhost/pushprov")
+        #expect(defaults.port == 5432 && defaults.password == nil && defaults.tls == .prefer)
+        #expect(try PostgresURL(parsing: "postgres://u:p@[::1]:5433/d").host == "::1")
+    }
+
+    @Test(arguments: [
+        ("postgres://", "no host"),
+        ("postgres://user:\(secret)@host/db", "not a valid URL"),
+        ("postgres://user:pw@host:99999/db", "port must be from 1 to 65535"),
+        ("postgres://user:pw@host:54x/db", "not a valid URL"),
+        ("postgres://host:5432/db", "no user name"),
+        ("postgres://user:pw@host:5432", "needs one database name"),
+        ("postgres://user:pw@host:5432/a/b", "needs one database name"),
+        ("postgres://user:pw@host/db?sslmode=verify-full", "sslmode must be one of disable, prefer, require"),
+        ("postgres://user:pw@host/db?application_name=x", "parameter application_name is not supported"),
+    ])
+    func aMalformedURLSaysWhatIsWrongWithoutThePassword(text: String, expected: String) {
+        let error = #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: text) }
+        #expect(error?.message.contains(expected) == true, "\(error?.message ?? "no error")")
+        #expect(error?.message.contains("s3cr") == false)
+    }
+
+    @Test func anythingButAURLIsASQLitePath() throws {
+        #expect(try DatabaseConfiguration(parsing: "/var/lib/pushprov/tmp.sqlite").location == .sqlite(path: "/var/lib/pushprov/tmp.sqlite"))
+        #expect(try DatabaseConfiguration(parsing: "relative.sqlite").description == "relative.sqlite")
+        #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: "") }
+    }
+
+    @Test func thePoolSizeComesFromFlagOrEnvironmentAndIsBounded() throws {
+        var settings = ServerSettings()
+        settings.database = "postgres://u@h/d"
+        #expect(try settings.resolveDatabase(environment: [:]).poolSize == DatabaseConfiguration.defaultPoolSize)
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_POOL_SIZE": "32"]).poolSize == 32)
+        settings.databasePoolSize = 4
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_POOL_SIZE": "32"]).poolSize == 4)
+        for bad in [0, 201] {
+            settings.databasePoolSize = bad
+            let error = #expect(throws: ConfigurationError.self) { try settings.resolveDatabase(environment: [:]) }
+            #expect(error?.message == "database pool size must be a number from 1 to 200 (got \(bad))")
+        }
+        settings.databasePoolSize = nil
+        #expect(throws: ConfigurationError.self) { try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_POOL_SIZE": "many"]) }
+    }
+
+    @Test func theDatabaseSettingFallsBackToTheEnvironmentThenTheDataDirectory() throws {
+        var settings = ServerSettings()
+        settings.dataDirectory = "/srv/tmp"
+        #expect(try settings.resolveDatabase(environment: [:]).location == .sqlite(path: "/srv/tmp/pushprov.sqlite"))
+        let fromEnvironment = try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE": "postgres://tmp:\(Self.encodedSecret)@db/pushprov"])
+        #expect(fromEnvironment.description == "postgres://tmp@db:5432/pushprov")
+        settings.database = "/other.sqlite"
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE": "postgres://tmp@db/pushprov"]).location == .sqlite(path: "/other.sqlite"))
+    }
+
+    @Test func theStartupLineShowsThePostgresDatabaseWithoutPassword() throws {
+        var settings = ServerSettings()
+        settings.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)").path
+        settings.database = "postgres://tmp:\(Self.encodedSecret)@db.internal:5432/pushprov"
+        settings.migrate = false
+        let configuration = try settings.resolve(environment: [:])
+        #expect(configuration.startupLine.contains("database postgres://tmp@db.internal:5432/pushprov · mode embedded"))
+        #expect(!configuration.startupLine.contains("s3cr"))
+        #expect(configuration.migrateOnStart == false)
+    }
+
+    @Test func openingWithoutMigratingRefusesAnOutdatedSchemaAndMigratingReportsWhatRan() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)/new/tmp.sqlite").path
+        let database = try DatabaseConfiguration(parsing: path)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
+        #expect(refusal?.message == "database \(path) lacks migrations v1; run `pushprov migrate --database …` first, or start without --no-migrate")
+        let first = try await database.openMigratedStore(migrate: true, logger: logger)
+        #expect(first.applied == ["v1"])
+        await first.store.close()
+        let second = try await database.openMigratedStore(migrate: false, logger: logger)
+        #expect(second.applied.isEmpty)
+        #expect(try await second.store.migrate().isEmpty)
+    }
+}

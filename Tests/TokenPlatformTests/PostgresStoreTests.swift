@@ -1,0 +1,93 @@
+import Foundation
+import PostgresNIO
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+/// What only PostgreSQL has: a server to connect to, migrations shared by instances, tables to
+/// inspect. The storage contract itself runs in `TMPStoreContractTests`.
+@Suite("PostgreSQL store", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+struct PostgresStoreTests {
+    @Test func migrationsAreNamedRecordedAndAppliedOnceWhenInstancesStartTogether() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            var stores: [PostgresStore] = []
+            for _ in 0..<3 {
+                stores.append(try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger))
+            }
+            #expect(try await stores[0].pendingMigrations() == ["v1"])
+            let applied = try await withThrowingTaskGroup(of: [String].self) { group in
+                for store in stores { group.addTask { try await store.migrate() } }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(applied == ["v1"])
+            for store in stores {
+                #expect(try await store.pendingMigrations().isEmpty)
+                await store.close()
+            }
+            let recorded = try await PostgresTestDatabase.withConnection(url) { connection in
+                try await connection.query("SELECT name FROM \(unescaped: schema).pushprov_migrations", logger: PostgresTestDatabase.logger).collect().map { try $0.decode(String.self) }
+            }
+            #expect(recorded == ["v1"])
+        }
+    }
+
+    @Test func aWrongPasswordIsAClearErrorThatNeverShowsIt() async throws {
+        var url = try #require(PostgresTestDatabase.url)
+        url.password = "not-the-password-7x"
+        let error = await #expect(throws: ConfigurationError.self) {
+            _ = try await PostgresStore.connect(url: url, logger: PostgresTestDatabase.logger)
+        }
+        let message = try #require(error?.message)
+        #expect(message.contains("cannot connect to database postgres://\(url.username)@\(url.host):\(url.port)/\(url.database)"))
+        #expect(message.contains("password authentication failed"), "\(message)")
+        #expect(!message.contains("not-the-password-7x"))
+    }
+
+    @Test func aMissingDatabaseOrClosedPortIsAClearError() async throws {
+        var missing = try #require(PostgresTestDatabase.url)
+        missing.database = "pushprov_no_such_database"
+        let noDatabase = await #expect(throws: ConfigurationError.self) {
+            _ = try await PostgresStore.connect(url: missing, logger: PostgresTestDatabase.logger)
+        }
+        #expect(noDatabase?.message.contains("does not exist") == true, "\(noDatabase?.message ?? "")")
+        var closed = try #require(PostgresTestDatabase.url)
+        closed.port = 1
+        let refused = await #expect(throws: ConfigurationError.self) {
+            _ = try await PostgresStore.connect(url: closed, logger: PostgresTestDatabase.logger)
+        }
+        #expect(refused?.message.hasPrefix("cannot connect to database postgres://") == true)
+    }
+
+    @Test func noTableHoldsAPANInClear() async throws {
+        let pans = ["4111111111111111", "5555555555554444", "378282246310005"]
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            try await store.migrate()
+            let platform = try TestPlatform(policy: .immediate, store: store, secrets: try TestPlatform.Secrets())
+            try await platform.run { api in
+                for (index, pan) in pans.dropLast().enumerated() {
+                    try await api.putCard("c\(index)", user: "alice", pan: pan)
+                    try await api.provision("c\(index)", user: "alice", pan: pan, token: "T\(index)")
+                }
+                // Replacing a PAN stores the new one (encrypted) and deactivates the old tokens.
+                try await api.putCard("c0", user: "alice", pan: pans[2])
+            }
+            await store.close()
+            let dump = try await PostgresTestDatabase.withConnection(url) { connection in
+                let tables = try await connection.query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = \(schema)", logger: PostgresTestDatabase.logger)
+                    .collect().map { try $0.decode(String.self) }
+                var rows: [String] = []
+                for table in tables {
+                    let text = try await connection.query("SELECT row_to_json(t)::text FROM \(unescaped: schema).\(unescaped: table) t", logger: PostgresTestDatabase.logger).collect()
+                    rows += try text.map { try $0.decode(String.self) }
+                }
+                return rows
+            }
+            #expect(dump.count > 10, "the scan must see the rows the scenario wrote")
+            #expect(dump.contains { $0.contains("\"encrypted_pan\"") }, "cards are stored")
+            for pan in pans {
+                #expect(!dump.contains { $0.contains(pan) }, "a table holds a PAN in clear")
+            }
+        }
+    }
+}

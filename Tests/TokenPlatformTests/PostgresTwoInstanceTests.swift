@@ -1,0 +1,204 @@
+import Foundation
+import HummingbirdTesting
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+/// Two TMP servers on loopback sharing one PostgreSQL database, driven concurrently. Whatever
+/// the interleaving, the end state must be one a single instance reaches by handling the same
+/// requests one after the other: the audit trail is that order, every entry in it was a legal
+/// step from the state before, and replaying it gives exactly the stored token.
+@Suite("Two TMP instances on one PostgreSQL database", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+struct PostgresTwoInstanceTests {
+    /// Runs `body` with clients of two live servers (instances "A" and "B") on one fresh schema.
+    static func withTwoInstances(policy: ActivationPolicy, _ body: @escaping @Sendable (APIClient, APIClient) async throws -> Void) async throws {
+        try await PostgresTestDatabase.withStores(2) { stores in
+            let secrets = try TestPlatform.Secrets()
+            let first = try TestPlatform(policy: policy, store: stores[0], secrets: secrets, instance: "A")
+            let second = try TestPlatform(policy: policy, store: stores[1], secrets: secrets, instance: "B")
+            try await first.application().test(.live) { liveFirst in
+                try await second.application().test(.live) { liveSecond in
+                    try await body(APIClient(port: try #require(liveFirst.port), platform: first), APIClient(port: try #require(liveSecond.port), platform: second))
+                }
+            }
+        }
+    }
+
+    /// Sends every request at once, alternating between the instances; returns the replies in
+    /// request order.
+    static func concurrently(_ requests: [@Sendable () async throws -> APIClient.Reply]) async throws -> [APIClient.Reply] {
+        try await withThrowingTaskGroup(of: (Int, APIClient.Reply).self) { group in
+            for (index, request) in requests.enumerated() {
+                group.addTask { (index, try await request()) }
+            }
+            var replies = [APIClient.Reply?](repeating: nil, count: requests.count)
+            for try await (index, reply) in group { replies[index] = reply }
+            return replies.map { $0! }
+        }
+    }
+
+    /// Replays audit entries of a token from `start`, checking each step is legal; returns the
+    /// state it ends in and the steps that were not legal.
+    static func replay(_ entries: [AuditEntry], from start: TokenRecord) -> (TokenStatus, [String]) {
+        var status = start.status
+        var illegal: [String] = []
+        for entry in entries {
+            let target: TokenStatus? = switch entry.action {
+            case "token.activate", "token.event.activated", "token.event.resumed", "token.active": .active
+            case "token.event.suspended", "token.suspended": .suspended
+            case "token.event.deactivated", "token.deactivated": .deactivated
+            default: nil
+            }
+            guard let target else { illegal.append("unknown action \(entry.action)"); continue }
+            // Events may repeat the current state (echoes); commands never do.
+            let repeatAllowed = entry.action.hasPrefix("token.event.")
+            guard status.canTransition(to: target) || (repeatAllowed && status == target) else {
+                illegal.append("\(entry.action) from \(status.rawValue)")
+                continue
+            }
+            status = target
+        }
+        return (status, illegal)
+    }
+
+    static func event(_ api: APIClient, _ reference: String, pur: String, _ type: TokenEventType, id: String) -> @Sendable () async throws -> APIClient.Reply {
+        { try await api.event(reference, pur: pur, type, id: id) }
+    }
+
+    @Test func concurrentTokenEventsForOneTokenEndAsOneInstanceWould() async throws {
+        try await Self.withTwoInstances(policy: .immediate) { first, second in
+            let card = try await first.putCard("c1", user: "alice")
+            try await first.provision("c1", user: "alice", token: "T1")
+            let start = try #require(try await first.platform.store.token(reference: "T1"))
+            #expect(start.status == .active)
+            let before = try await first.platform.store.auditEntries(subject: "token:T1").count
+            let kinds: [TokenEventType] = [.suspended, .resumed, .suspended, .resumed, .suspended, .resumed, .deactivated, .suspended]
+            let requests = kinds.enumerated().map { index, kind in
+                Self.event(index.isMultiple(of: 2) ? first : second, "T1", pur: card.panUniqueReference, kind, id: "race-\(index)")
+            }
+            let replies = try await Self.concurrently(requests)
+            #expect(replies.allSatisfy { $0.status == .ok || $0.status == .conflict }, "\(replies.map(\.status))")
+
+            let trail = Array(try await second.platform.store.auditEntries(subject: "token:T1").dropFirst(before))
+            let applied = replies.enumerated().filter { $0.element.status == .ok }.map { "event race-\($0.offset)" }
+            #expect(Set(trail.map(\.detail)) == Set(applied), "every APPLIED event, and only those, is audited")
+            #expect(trail.count == applied.count)
+            let (replayed, illegal) = Self.replay(trail, from: start)
+            #expect(illegal.isEmpty, "\(illegal)")
+            let stored = try #require(try await first.platform.store.token(reference: "T1"))
+            #expect(stored.status == replayed)
+            // DEACTIVATED is final and always applies, whenever it came.
+            #expect(stored.status == .deactivated)
+        }
+    }
+
+    @Test func duplicateEventIdsAcrossInstancesApplyOnce() async throws {
+        try await Self.withTwoInstances(policy: .inApp) { first, second in
+            let card = try await first.putCard("c1", user: "alice")
+            var requests: [@Sendable () async throws -> APIClient.Reply] = []
+            for copy in 0..<6 {
+                requests.append(Self.event(copy.isMultiple(of: 2) ? first : second, "T1", pur: card.panUniqueReference, .created, id: "evt-created"))
+            }
+            let created = try await Self.concurrently(requests)
+            #expect(created.allSatisfy { $0.status == .ok })
+            let results = try created.map { try $0.decode(TokenEventResponse.self).result }
+            #expect(results.filter { $0 == "APPLIED" }.count == 1 && results.filter { $0 == "DUPLICATE" }.count == 5, "\(results)")
+
+            let activations = try await Self.concurrently((0..<6).map { copy in
+                Self.event(copy.isMultiple(of: 2) ? second : first, "T1", pur: card.panUniqueReference, .activated, id: "evt-activated")
+            })
+            let activationResults = try activations.map { try $0.decode(TokenEventResponse.self).result }
+            #expect(activationResults.filter { $0 == "APPLIED" }.count == 1, "\(activationResults)")
+            #expect(try await first.tokenStatus("T1") == .active)
+            #expect(try await second.platform.store.auditEntries(subject: "token:T1").map(\.action) == ["token.event.created", "token.event.activated"])
+        }
+    }
+
+    @Test func concurrentActivationAndSuspensionsSerialize() async throws {
+        try await Self.withTwoInstances(policy: .inApp) { first, second in
+            let card = try await first.putCard("c1", user: "alice")
+            let references = (0..<4).map { "T\($0)" }
+            for reference in references {
+                try await first.provision("c1", user: "alice", token: reference)
+                #expect(try await first.tokenStatus(reference) == .inactive)
+            }
+            let starts = try await references.asyncMap { try #require(try await first.platform.store.token(reference: $0)) }
+            let befores = try await references.asyncMap { try await first.platform.store.auditEntries(subject: "token:\($0)").count }
+            var requests: [@Sendable () async throws -> APIClient.Reply] = []
+            for reference in references {
+                requests.append { try await first.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)) }
+                requests.append(Self.event(second, reference, pur: card.panUniqueReference, .suspended, id: "suspend-\(reference)"))
+                requests.append { try await second.send(.post, "/lifecycle/tokens/\(reference)/suspend", as: .issuer) }
+                requests.append { try await first.send(.post, "/lifecycle/tokens/\(reference)/suspend", as: .issuer) }
+            }
+            let replies = try await Self.concurrently(requests)
+            for (index, reference) in references.enumerated() {
+                let activation = replies[index * 4]
+                #expect(activation.status == .ok)
+                #expect(try activation.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .approved)
+                let trail = Array(try await second.platform.store.auditEntries(subject: "token:\(reference)").dropFirst(befores[index]))
+                #expect(trail.first?.action == "token.activate", "activation is the only way out of INACTIVE")
+                #expect(trail.filter { $0.action == "token.suspended" }.count <= 1, "customer service suspends an ACTIVE token once")
+                let (replayed, illegal) = Self.replay(trail, from: starts[index])
+                #expect(illegal.isEmpty, "\(illegal)")
+                let stored = try #require(try await first.platform.store.token(reference: reference))
+                #expect(stored.status == replayed)
+                if stored.status == .suspended {
+                    // The first suspension says who suspended it; a later repeat keeps that.
+                    let firstSuspension = try #require(trail.first { $0.action != "token.activate" })
+                    #expect(stored.suspendedBy == (firstSuspension.action == "token.suspended" ? .customerService : .tokenService))
+                } else {
+                    #expect(stored.status == .active && trail.count == 1)
+                }
+            }
+        }
+    }
+}
+
+extension PostgresTwoInstanceTests {
+    @Test func blockingACardWhileItsTokensAreActivatedLeavesNoActiveTokenOnTheBlockedCard() async throws {
+        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"]
+        try await Self.withTwoInstances(policy: .inApp) { first, second in
+            for (round, pan) in pans.enumerated() {
+                let card = "c\(round)"
+                let references = (0..<3).map { "\(card)-T\($0)" }
+                try await first.putCard(card, user: "alice", pan: pan)
+                for reference in references {
+                    try await first.provision(card, user: "alice", pan: pan, token: reference)
+                }
+                var requests: [@Sendable () async throws -> APIClient.Reply] = references.enumerated().map { index, reference in
+                    let api = index.isMultiple(of: 2) ? first : second
+                    return { try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)) }
+                }
+                requests.insert({ try await second.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: .blocked)) }, at: 1)
+                let replies = try await Self.concurrently(requests)
+                #expect(replies[1].status == .ok, "\(replies[1].text)")
+                #expect(try await first.platform.store.card(externalCardId: card)?.status == .blocked)
+                for (index, reference) in references.enumerated() {
+                    let reply = replies[index == 0 ? 0 : index + 1]
+                    let outcome = try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse
+                    let token = try #require(try await second.platform.store.token(reference: reference))
+                    let actions = try await first.platform.store.auditEntries(subject: "token:\(reference)").map(\.action)
+                    // Serially: activated before the block, then suspended by it; or declined after it.
+                    if outcome == .approved {
+                        #expect(token.status == .suspended && token.suspendedBy == .cardBlocked, "\(reference): \(token.status) \(actions)")
+                        #expect(Array(actions.suffix(2)) == ["token.activate", "token.suspended"])
+                    } else {
+                        #expect(outcome == .declined)
+                        #expect(token.status == .inactive, "\(reference): \(token.status) \(actions)")
+                        #expect(!actions.contains("token.activate"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+extension Array {
+    /// `map` with an async transform, one element after the other.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
