@@ -10,18 +10,21 @@ import WalletSimulator
 /// The demo's sample data: two cardholders, each with test cards of the networks' published
 /// test numbers.
 public enum DemoData {
+    /// This process's run: ids carry it, so runs against one shared database (`--database
+    /// postgres://…`) never meet each other's cards, users or tokens.
+    public static let run = String(UUID().uuidString.prefix(6)).lowercased()
     /// The first cardholder (iPhone with a paired Apple Watch).
-    public static let alice = "alice"
+    public static let alice = "alice-\(run)"
     /// The second cardholder, who tries to reach Alice's token.
-    public static let bob = "bob"
+    public static let bob = "bob-\(run)"
     /// Alice's Visa card, added in the app.
-    public static let visaCard = "card-visa-alice"
+    public static let visaCard = "card-visa-alice-\(run)"
     /// Alice's Mastercard, added from inside Wallet.
-    public static let mastercardCard = "card-mc-alice"
+    public static let mastercardCard = "card-mc-alice-\(run)"
     /// Bob's own card.
-    public static let bobCard = "card-visa-bob"
+    public static let bobCard = "card-visa-bob-\(run)"
     /// The card art both of Alice's cards use.
-    public static let artId = "art-everyday"
+    public static let artId = "art-everyday-\(run)"
 
     /// Loads the art and the three cards through the Lifecycle API; returns a line per card.
     public static func load(into platform: DemoPlatform) async throws -> [String] {

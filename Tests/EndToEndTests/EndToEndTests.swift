@@ -92,6 +92,14 @@ struct EndToEndTests {
         ])
     }
 
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"] != nil, "set PUSHPROV_TEST_POSTGRES_URL (scripts/postgres-dev.sh start) to run the demo on PostgreSQL"))
+    func theDemoScenarioPassesOnPostgreSQL() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"])
+        let trace = DemoTrace()
+        let passed = await DemoScenario(database: url).run(trace: trace)
+        #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
+    }
+
     @Test func aBlockedCardIsRefusedBeforeAnythingIsSealed() async throws {
         try await World().run { world in
             try await world.platform.setCardStatus(DemoData.visaCard, .blocked)
