@@ -109,6 +109,28 @@ struct ExtensionEntriesTests {
         #expect(server.requests(for: .cardArt).count == 2)
     }
 
+    @Test func artThatHangsIsGivenUpWhenTheArtBudgetEnds() async throws {
+        var card = Fixtures.card("card-1")
+        card.artURL = "/issuer/push-provisioning/cards/card-1/art"
+        let listing = Fixtures.server(cards: [card], tokens: [])
+        let server = ScriptedTransport { request, _ in
+            if ScriptedTransport.operation(of: request) == .cardArt { return try await ScriptedTransport.hang() }
+            return try await listing.send(request)
+        }
+        let world = try ExtensionHarness(transport: server, refreshBudget: .seconds(5), artBudget: .seconds(3))
+        defer { world.remove() }
+        try world.signIn()
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        // Refreshed at once; then the art budget and the art call's own timeout are asleep.
+        while server.requests(for: .cardArt).isEmpty { await Task.yield() }
+        await world.clock.waitForSleepers(2)
+        world.clock.advance(by: .seconds(3))
+        let answered = await entries.value
+        #expect(answered.map(\.id) == ["card-1"])
+        #expect(answered.first?.art == nil)
+        #expect(world.clock.now.offset == .seconds(3))
+    }
+
     @Test func aRefusedSessionIsDroppedAndTheSnapshotAnswers() async throws {
         let world = try ExtensionHarness(transport: ScriptedTransport { _, _ in ScriptedTransport.error(401, code: "unauthorized", message: "token expired") })
         defer { world.remove() }
