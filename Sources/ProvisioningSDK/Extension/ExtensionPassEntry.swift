@@ -49,13 +49,8 @@ extension AddPassConfiguration {
     /// Wallet targets the device that lacks it.
     public init(entryFor card: ExtensionSnapshot.Card, target: DeviceType) {
         self.init(
-            externalCardId: card.externalCardId,
-            target: target,
-            cardholderName: card.cardholderName.isEmpty ? nil : card.cardholderName,
-            primaryAccountSuffix: card.panLast4,
-            localizedDescription: card.productTitle,
-            primaryAccountIdentifier: target == .watch ? card.primaryAccountIdentifier : nil,
-            paymentNetwork: card.network
+            card: card.externalCardId, cardholderName: card.cardholderName, panLast4: card.panLast4, productTitle: card.productTitle, network: card.network,
+            target: target, primaryAccountIdentifier: target == .watch ? card.primaryAccountIdentifier : nil
         )
     }
 }
