@@ -139,6 +139,11 @@ let package = Package(
                 "ProvisioningModels",
                 "SDKTestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                // The Wallet extension's end-to-end test runs against the real TMP server.
+                "TokenPlatform",
+                "ProvisioningCrypto",
+                "WalletSimulator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

@@ -1,9 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Benchmarks for ProvisioningCrypto, kept in their own package so that the root package's
-// `swift build` / `swift test` never resolve or build ordo-one/benchmark.
-// Run with ./run.sh (or `swift package benchmark` in this folder).
+// Benchmarks, kept in their own package so that the root package's `swift build` /
+// `swift test` never resolve or build ordo-one/benchmark.
+// ProvisioningCrypto: ./run.sh (or `swift package benchmark` in this folder).
+// The Wallet extension's `status` from a fresh process: ./extension-status.sh.
 let package = Package(
     name: "PushProvisioningBenchmarks",
     platforms: [.macOS(.v14)],
@@ -27,6 +28,15 @@ let package = Package(
             ],
             path: "Benchmarks/CryptoBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // One Wallet `status` per process (spawned many times by extension-status.sh).
+        .executableTarget(
+            name: "ExtensionStatusProbe",
+            dependencies: [
+                .product(name: "ProvisioningSDK", package: "PushProvisioning"),
+                .product(name: "ProvisioningModels", package: "PushProvisioning"),
+            ],
+            path: "Benchmarks/ExtensionStatusProbe"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -13,10 +13,13 @@ import ProvisioningSDK
 /// objects it reads.
 @MainActor
 public final class PassKitPassLibrary: PassLibrary {
-    private let library: PKPassLibrary
+    // nonisolated(unsafe): assigned once by the nonisolated initializer, then read only by
+    // this class's main-actor methods.
+    nonisolated(unsafe) private let library: PKPassLibrary
 
-    /// Wraps `library` (a fresh `PKPassLibrary` by default).
-    public init(library: PKPassLibrary = PKPassLibrary()) {
+    /// Wraps `library` (a fresh `PKPassLibrary` by default). Nonisolated, so a Wallet
+    /// extension's handler can make one in its own initializer.
+    nonisolated public init(library: PKPassLibrary = PKPassLibrary()) {
         self.library = library
     }
 

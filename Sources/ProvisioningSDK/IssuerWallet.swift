@@ -5,7 +5,9 @@ import ProvisioningModels
 /// in-app provisioning, and activation deep links.
 ///
 /// It keeps the latest ``WalletStatusSnapshot`` and publishes every new one through
-/// ``statusUpdates()``; provisioning and activation refresh it when they end.
+/// ``statusUpdates()``; provisioning and activation refresh it when they end. Given a
+/// ``WalletExtensionSharing``, it also writes every status it publishes to the App Group
+/// for the Wallet extensions (``sharedStorage``), and ``signOut()`` wipes it.
 public actor IssuerWallet {
     /// TMP.
     public let client: TMPClient
@@ -15,6 +17,8 @@ public actor IssuerWallet {
     public let activationLinks: ActivationLinkRoute
     /// Answers Wallet's requests for card data.
     public let generator: AddPassRequestGenerator
+    /// What the Wallet extensions read (nil when the app shares nothing with them).
+    public nonisolated let sharedStorage: SharedWalletStorage?
 
     /// The latest status read, if any.
     public private(set) var latestStatus: WalletStatusSnapshot?
@@ -32,17 +36,20 @@ public actor IssuerWallet {
     ///   - activationLinks: the deep link configured at the card network.
     ///   - generator: answers Wallet's requests for card data; by default through `client`
     ///     within ``AddPassRequestGenerator/defaultBudget``.
-    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil) {
+    ///   - sharing: where to leave the snapshot and art for the Wallet extensions; every
+    ///     status published (after sign-in, refreshes, provisioning, activation) is written there.
+    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil, sharing: WalletExtensionSharing? = nil) {
         self.client = client
         self.passLibrary = passLibrary
         self.activationLinks = activationLinks
         self.generator = generator ?? AddPassRequestGenerator(client: client)
+        self.sharedStorage = sharing.map { SharedWalletStorage(sharing: $0, client: client) }
     }
 
     // MARK: Status
 
     /// Reads every card's status afresh (`GET cards`, the passes, one `tokens/searches`),
-    /// keeps it as ``latestStatus`` and publishes it.
+    /// keeps it as ``latestStatus``, publishes it, and writes it for the Wallet extensions.
     ///
     /// When reads overlap, an older read finishing last does not replace a newer one.
     @discardableResult
@@ -52,9 +59,17 @@ public actor IssuerWallet {
         let snapshot = try await WalletStatusReader(client: client, passLibrary: passLibrary).read()
         if read > lastPublishedRead {
             lastPublishedRead = read
-            publish(snapshot)
+            await publish(snapshot)
         }
         return snapshot
+    }
+
+    /// Sign-out: forgets the latest status and removes everything shared with the Wallet
+    /// extensions (snapshot, art, their session). The app signs out of its own identity
+    /// provider itself.
+    public func signOut() async throws {
+        latestStatus = nil
+        try await sharedStorage?.signOut()
     }
 
     /// Every snapshot read from now on, until the stream's consumer stops.
@@ -121,11 +136,13 @@ public actor IssuerWallet {
 
     // MARK: Publishing
 
-    private func publish(_ snapshot: WalletStatusSnapshot) {
+    private func publish(_ snapshot: WalletStatusSnapshot) async {
         latestStatus = snapshot
         for continuation in subscribers.values {
             continuation.yield(snapshot)
         }
+        // The extensions make do with the previous snapshot if this one cannot be written.
+        try? await sharedStorage?.record(snapshot)
     }
 
     private func unsubscribe(_ id: UUID) {

@@ -10,14 +10,19 @@ import PassKit
 #else
 import PassKitShim
 #endif
+#if canImport(UIKit)
+import UIKit
+#endif
 
 // The README's "Add it to your iOS app" code, compiled here. The regions between
 // `README-BEGIN name` and `README-END` appear in the README verbatim (less their indentation);
 // ReadmeExampleTests checks that and runs the model.
 
-/// The app's sign-in, whatever it is: it hands out the signed-in cardholder's current JWT.
+/// The app's sign-in, whatever it is: it hands out the signed-in cardholder's current JWT
+/// and user id.
 protocol CardholderSession: Sendable {
     func accessToken() async throws -> String
+    func userId() async -> String?
 }
 
 /// A cards screen's model: each card with a button per device, in-app provisioning, deep links.
@@ -36,7 +41,8 @@ final class WalletCardsModel {
         wallet = IssuerWallet(
             client: client,
             passLibrary: PassKitPassLibrary(),
-            activationLinks: ActivationLinkRoute(scheme: "bankapp", host: "wallet-activation")
+            activationLinks: ActivationLinkRoute(scheme: "bankapp", host: "wallet-activation"),
+            sharing: IssuerExtensionConfiguration.bank.sharing(userId: { await session.userId() })
         )
         // README-END
     }
@@ -97,4 +103,77 @@ final class WalletCardsModel {
     }
     // README-END
 }
+
+// MARK: The Wallet extensions
+
+// README-BEGIN extension-configuration
+extension IssuerExtensionConfiguration {
+    /// Compiled into the app and into both extensions.
+    static var bank: IssuerExtensionConfiguration {
+        IssuerExtensionConfiguration(
+            tmpURL: URL(string: "https://tmp.bank.example/")!,
+            appGroup: "group.com.bank.app.wallet",
+            keychainAccessGroup: "TEAMID.com.bank.app.wallet"
+        )
+    }
+}
+// README-END
+
+// README-BEGIN extension-handler
+/// The non-UI extension's principal class (NSExtensionPrincipalClass).
+final class BankWalletExtensionHandler: IssuerProvisioningExtensionHandler {
+    override class var configuration: IssuerExtensionConfiguration { .bank }
+}
+// README-END
+
+#if canImport(UIKit)
+typealias ViewController = UIViewController
+#else
+/// Stands in for UIKit's `UIViewController` on Linux.
+@MainActor class ViewController: NSObject {}
+#endif
+
+/// The app's own login, shared with the UI extension: biometric or with a password.
+struct BankLogin: Sendable {
+    func withBiometrics() async throws -> SignedInCardholder {
+        SignedInCardholder(cardholderToken: "jwt-from-face-id", userId: "alice")
+    }
+
+    func withPassword(user: String, password: String) async throws -> SignedInCardholder {
+        SignedInCardholder(cardholderToken: "jwt-from-password", userId: user)
+    }
+}
+
+// README-BEGIN extension-sign-in
+/// The UI extension's principal class: the app's login, then `.authorized` or `.canceled`.
+final class BankSignInViewController: ViewController, @preconcurrency PKIssuerProvisioningExtensionAuthorizationProviding {
+    var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+    private let login = BankLogin()
+    private lazy var flow = ExtensionAuthorizationFlow(reportingTo: self, configuration: .bank)
+    private(set) var error: String?
+
+    /// Face ID / Touch ID first; if it fails, the password form stays on screen.
+    func signInWithBiometrics() async {
+        let login = login
+        do {
+            try await flow.signIn { try await login.withBiometrics() }
+        } catch {
+            self.error = error.description
+        }
+    }
+
+    func signIn(user: String, password: String) async {
+        let login = login
+        do {
+            try await flow.signIn { try await login.withPassword(user: user, password: password) }
+        } catch {
+            self.error = error.description
+        }
+    }
+
+    func cancelTapped() {
+        flow.cancel()
+    }
+}
+// README-END
 #endif

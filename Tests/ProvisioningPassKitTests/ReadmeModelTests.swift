@@ -13,6 +13,7 @@ import Testing
 struct ReadmeModelTests {
     struct FixedSession: CardholderSession {
         func accessToken() async throws -> String { "cardholder-jwt" }
+        func userId() async -> String? { "alice" }
     }
 
     @Test(.timeLimit(.minutes(1))) func theModelShowsButtonsAddsACardAndActivatesIt() async throws {
@@ -66,6 +67,21 @@ struct ReadmeModelTests {
             await model.open(URL(string: "bankapp://wallet-activation?serialNumber=SER-UNKNOWN")!)
             #expect(model.message == "no pass with that serial number on this iPhone or the paired Apple Watch")
         }
+    }
+
+    @Test func theREADMEsSignInScreenReportsAuthorizedOnceAndLeavesASession() async throws {
+        let container = AppGroupContainer.url(for: "group.com.bank.app.wallet")
+        defer { try? FileManager.default.removeItem(at: container) }
+        let screen = BankSignInViewController()
+        var results: [PKIssuerProvisioningExtensionAuthorizationResult] = []
+        screen.completionHandler = { results.append($0) }
+        await screen.signInWithBiometrics()
+        screen.cancelTapped()
+        #expect(results == [.authorized])
+        #expect(screen.error == nil)
+        let session = ExtensionSessionStore(secrets: IssuerExtensionConfiguration.bank.secrets).validSession(at: Date())
+        #expect(session?.cardholderToken == "jwt-from-face-id")
+        #expect(session?.userId == "alice")
     }
 }
 #endif

@@ -34,9 +34,10 @@ public enum Fixtures {
     public static let baseURL = URL(string: "https://tmp.bank.example/")!
 
     /// A TMP server in a script: answers `GET cards` with `cards`, `tokens/searches` with the
-    /// `tokens` among the requested references, `signed-cards` with ``signedCard`` and
-    /// `tokens/activations` with `activation` (APPROVED by default).
-    public static func server(cards: [CardSummary], tokens: [TokenSearchResult], activation: ActivationOutcome = .approved) -> ScriptedTransport {
+    /// `tokens` among the requested references, `signed-cards` with ``signedCard``,
+    /// `tokens/activations` with `activation` (APPROVED by default) and `cards/{id}/art` with
+    /// the file in `art` (PNG or PDF, by its first bytes; 404 when there is none).
+    public static func server(cards: [CardSummary], tokens: [TokenSearchResult], activation: ActivationOutcome = .approved, art: [String: Data] = [:]) -> ScriptedTransport {
         ScriptedTransport { request, _ in
             switch ScriptedTransport.operation(of: request) {
             case .listCards:
@@ -49,6 +50,12 @@ public enum Fixtures {
             case .activateToken:
                 let reference = try ScriptedTransport.body(of: request, as: TokenActivationRequest.self).tokenUniqueReference
                 return ScriptedTransport.json(TokenActivationResponse(tokenUniqueReference: reference, cardLast4Digits: "1111", issuerMobileAppAuthResponse: activation, comment: "the token is \(activation == .approved ? "active" : "unchanged")"))
+            case .cardArt:
+                guard let id = ScriptedTransport.artCardId(of: request), let file = art[id] else {
+                    return ScriptedTransport.error(404, code: "card_art_not_found", message: "the card has no art")
+                }
+                let type = file.starts(with: Data("%PDF".utf8)) ? "application/pdf" : "image/png"
+                return TransportResponse(statusCode: 200, headers: ["Content-Type": type], body: file)
             case nil:
                 return ScriptedTransport.error(404, code: "not_found", message: "no route")
             }

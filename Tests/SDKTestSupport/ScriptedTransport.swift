@@ -21,7 +21,7 @@ public final class ScriptedTransport: HTTPTransport, Sendable {
 
     /// The requests for `operation`.
     public func requests(for operation: TMPOperation) -> [TransportRequest] {
-        requests.filter { $0.url.path.hasSuffix("/" + operation.path) }
+        requests.filter { Self.operation(of: $0) == operation }
     }
 
     /// Records `request` and answers it with the script.
@@ -53,7 +53,15 @@ public final class ScriptedTransport: HTTPTransport, Sendable {
 
     /// The operation a request is for.
     public static func operation(of request: TransportRequest) -> TMPOperation? {
-        TMPOperation.allCases.first { request.url.path.hasSuffix("/" + $0.path) }
+        if artCardId(of: request) != nil { return .cardArt }
+        return TMPOperation.allCases.first { request.url.path.hasSuffix("/" + $0.path) }
+    }
+
+    /// The card id of a `GET cards/{externalCardId}/art` request.
+    public static func artCardId(of request: TransportRequest) -> String? {
+        let parts = request.url.path.split(separator: "/")
+        guard parts.count >= 4, parts[parts.count - 1] == "art", parts[parts.count - 3] == "cards", parts[parts.count - 4] == "push-provisioning" else { return nil }
+        return String(parts[parts.count - 2])
     }
 
     /// The JSON body of `request` decoded as `type`.

@@ -32,13 +32,16 @@ extension TMPClient {
         public var activateToken: Duration
         /// `GET cards`.
         public var listCards: Duration
+        /// `GET cards/{externalCardId}/art`.
+        public var cardArt: Duration
 
         /// Creates limits; the defaults suit a mobile network.
-        public init(searchTokens: Duration = .seconds(10), signCard: Duration = .seconds(15), activateToken: Duration = .seconds(20), listCards: Duration = .seconds(10)) {
+        public init(searchTokens: Duration = .seconds(10), signCard: Duration = .seconds(15), activateToken: Duration = .seconds(20), listCards: Duration = .seconds(10), cardArt: Duration = .seconds(10)) {
             self.searchTokens = searchTokens
             self.signCard = signCard
             self.activateToken = activateToken
             self.listCards = listCards
+            self.cardArt = cardArt
         }
 
         /// The limit for `operation`.
@@ -48,6 +51,7 @@ extension TMPClient {
             case .signCard: signCard
             case .activateToken: activateToken
             case .listCards: listCards
+            case .cardArt: cardArt
             }
         }
     }

@@ -44,7 +44,7 @@ public struct TMPClient: Sendable {
         self.log = log
     }
 
-    // MARK: The four calls
+    // MARK: The calls
 
     /// `tokens/searches`: the caller's tokens among `references` (the passes'
     /// `deviceAccountIdentifier`s). References unknown to the server, or someone else's, are
@@ -81,6 +81,22 @@ public struct TMPClient: Sendable {
         try await call(.listCards, body: Optional<Never>.none, as: CardListResponse.self, timeout: timeout).cards
     }
 
+    /// `GET cards/{externalCardId}/art`: the card's art exactly as TMP serves it, with its
+    /// `Content-Type`. Not validated here: callers run `CardArtValidator` before using it.
+    ///
+    /// The id must be a TMP card id (1–64 of `A–Z a–z 0–9 . _ -`); anything else is refused
+    /// before a request is made. Bodies up to `CardArtValidator.maximumSize` are accepted.
+    public func cardArt(externalCardId: String, timeout: Duration? = nil) async throws(TMPClientError) -> CardArtDownload {
+        guard CardIdentifier.isValid(externalCardId) else {
+            throw TMPClientError(operation: .cardArt, kind: .invalidRequest, code: "invalid_request", message: "externalCardId must be 1 to \(CardIdentifier.maximumLength) characters of A-Z, a-z, 0-9, '.', '_' or '-'")
+        }
+        let path = TMPOperation.cardArt.path(externalCardId: externalCardId)
+        return try await call(.cardArt, path: path, body: nil, timeout: timeout, maximumBytes: max(configuration.maximumResponseBytes, CardArtValidator.maximumSize)) { response throws(TMPClientError) in
+            let contentType = response.headers.first { $0.key.lowercased() == "content-type" }?.value
+            return CardArtDownload(data: response.body, contentType: contentType)
+        }
+    }
+
     // MARK: Machinery
 
     private func call<Body: Encodable & Sendable, Response: Decodable & Sendable>(
@@ -89,15 +105,28 @@ public struct TMPClient: Sendable {
         as type: Response.Type,
         timeout: Duration?
     ) async throws(TMPClientError) -> Response {
-        let limit = timeout ?? configuration.timeouts[operation]
         let encoded: Data?
         do {
             encoded = try body.map { try JSONEncoder().encode($0) }
         } catch {
             throw TMPClientError(operation: operation, kind: .invalidRequest, code: "invalid_request", message: "the request could not be encoded as JSON")
         }
+        return try await call(operation, path: operation.path, body: encoded, timeout: timeout, maximumBytes: configuration.maximumResponseBytes) { response throws(TMPClientError) in
+            try Self.decode(type, from: response, operation: operation)
+        }
+    }
+
+    private func call<Response: Sendable>(
+        _ operation: TMPOperation,
+        path: String,
+        body: Data?,
+        timeout: Duration?,
+        maximumBytes: Int,
+        read: @escaping @Sendable (TransportResponse) throws(TMPClientError) -> Response
+    ) async throws(TMPClientError) -> Response {
+        let limit = timeout ?? configuration.timeouts[operation]
         let outcome = await Deadline.run(within: limit, clock: clock) { [self] () async throws(TMPClientError) -> Response in
-            try await attempts(operation, body: encoded, as: type, timeout: limit)
+            try read(try await attempts(operation, path: path, body: body, timeout: limit, maximumBytes: maximumBytes))
         }
         switch outcome {
         case .finished(.success(let response)):
@@ -115,7 +144,8 @@ public struct TMPClient: Sendable {
         }
     }
 
-    private func attempts<Response: Decodable>(_ operation: TMPOperation, body: Data?, as type: Response.Type, timeout: Duration) async throws(TMPClientError) -> Response {
+    /// The first successful (2xx) response, after retries; every failure as a ``TMPClientError``.
+    private func attempts(_ operation: TMPOperation, path: String, body: Data?, timeout: Duration, maximumBytes: Int) async throws(TMPClientError) -> TransportResponse {
         let token: String
         do {
             token = try await cardholderToken()
@@ -126,8 +156,8 @@ public struct TMPClient: Sendable {
         }
         let request = TransportRequest(
             method: operation.method,
-            url: configuration.baseURL.appendingPathComponent(operation.path),
-            headers: ["Authorization": "Bearer \(token)", "Accept": "application/json"].merging(body == nil ? [:] : ["Content-Type": "application/json"]) { $1 },
+            url: configuration.baseURL.appendingPathComponent(path),
+            headers: ["Authorization": "Bearer \(token)", "Accept": operation == .cardArt ? "image/png, application/pdf" : "application/json"].merging(body == nil ? [:] : ["Content-Type": "application/json"]) { $1 },
             body: body,
             timeout: timeout
         )
@@ -135,7 +165,7 @@ public struct TMPClient: Sendable {
         var attempt = 1
         while true {
             do {
-                return try await once(operation, request: request, attempt: attempt, as: type)
+                return try await once(operation, request: request, attempt: attempt, maximumBytes: maximumBytes)
             } catch {
                 log(TMPClientEvent(operation: operation, attempt: attempt, kind: .failed(code: error.code)))
                 guard error.isTransient, attempt < maximumAttempts else { throw error }
@@ -151,7 +181,7 @@ public struct TMPClient: Sendable {
         }
     }
 
-    private func once<Response: Decodable>(_ operation: TMPOperation, request: TransportRequest, attempt: Int, as type: Response.Type) async throws(TMPClientError) -> Response {
+    private func once(_ operation: TMPOperation, request: TransportRequest, attempt: Int, maximumBytes: Int) async throws(TMPClientError) -> TransportResponse {
         if Task.isCancelled { throw Self.failure(operation, .cancelled) }
         log(TMPClientEvent(operation: operation, attempt: attempt, kind: .sending))
         let response: TransportResponse
@@ -161,18 +191,22 @@ public struct TMPClient: Sendable {
             throw Self.transportFailure(operation, error)
         }
         log(TMPClientEvent(operation: operation, attempt: attempt, kind: .answered(status: response.statusCode)))
-        guard response.body.count <= configuration.maximumResponseBytes else {
-            throw Self.failure(operation, .malformedResponse, detail: "the response body has \(response.body.count) bytes; at most \(configuration.maximumResponseBytes) are accepted")
+        guard response.body.count <= maximumBytes else {
+            throw Self.failure(operation, .malformedResponse, detail: "the response body has \(response.body.count) bytes; at most \(maximumBytes) are accepted")
         }
         guard (200..<300).contains(response.statusCode) else {
             throw Self.serverFailure(operation, response)
         }
+        return response
+    }
+
+    private static func decode<Response: Decodable>(_ type: Response.Type, from response: TransportResponse, operation: TMPOperation) throws(TMPClientError) -> Response {
         do {
             return try JSONDecoder().decode(Response.self, from: response.body)
         } catch let error as DecodingError {
-            throw Self.failure(operation, .malformedResponse, detail: Self.describe(error))
+            throw failure(operation, .malformedResponse, detail: describe(error))
         } catch {
-            throw Self.failure(operation, .malformedResponse, detail: "the response is not valid JSON")
+            throw failure(operation, .malformedResponse, detail: "the response is not valid JSON")
         }
     }
 

@@ -56,13 +56,23 @@ public struct AddPassConfiguration: Sendable, Hashable, Codable {
             throw .notEligible("card \(card.externalCardId) must be on the iPhone before it can be added to the Apple Watch")
         }
         self.init(
-            externalCardId: card.externalCardId,
+            card: card.externalCardId, cardholderName: card.cardholderName, panLast4: card.panLast4, productTitle: card.productTitle, network: card.network,
+            target: target, primaryAccountIdentifier: status.primaryAccountIdentifier
+        )
+    }
+
+    /// The one mapping from a card's display fields to the sheet's, shared by in-app
+    /// provisioning and the Wallet extension: the name (when there is one), the last four
+    /// digits, the product title as description, the network.
+    init(card externalCardId: String, cardholderName: String, panLast4: String, productTitle: String, network: CardNetwork, target: DeviceType, primaryAccountIdentifier: String?) {
+        self.init(
+            externalCardId: externalCardId,
             target: target,
-            cardholderName: card.cardholderName.isEmpty ? nil : card.cardholderName,
-            primaryAccountSuffix: card.panLast4,
-            localizedDescription: card.productTitle,
-            primaryAccountIdentifier: status.primaryAccountIdentifier,
-            paymentNetwork: card.network
+            cardholderName: cardholderName.isEmpty ? nil : cardholderName,
+            primaryAccountSuffix: panLast4,
+            localizedDescription: productTitle,
+            primaryAccountIdentifier: primaryAccountIdentifier,
+            paymentNetwork: network
         )
     }
 

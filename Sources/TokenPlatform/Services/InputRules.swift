@@ -3,15 +3,13 @@ import ProvisioningModels
 
 /// Shape checks for identifiers and display strings that arrive from callers.
 enum InputRules {
-    static let maximumIdentifierLength = 64
+    static let maximumIdentifierLength = CardIdentifier.maximumLength
     static let maximumUserIdLength = 128
     static let maximumTitleLength = 128
 
     /// Card ids, art ids and token references: 1–64 of `A–Z a–z 0–9 . _ -`.
     static func identifier(_ value: String, field: String) throws(TMPError) {
-        guard !value.isEmpty, value.utf8.count <= maximumIdentifierLength,
-            value.utf8.allSatisfy({ isIdentifierByte($0) })
-        else {
+        guard CardIdentifier.isValid(value) else {
             throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumIdentifierLength) characters of A-Z, a-z, 0-9, '.', '_' or '-'")
         }
     }
@@ -27,15 +25,6 @@ enum InputRules {
             !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
             throw .badRequest("invalid_field", "\(field) must be 1 to \(maximum) characters without control characters")
-        }
-    }
-
-    private static func isIdentifierByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
-            true
-        default: false
         }
     }
 }

@@ -1,0 +1,99 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+
+#if canImport(CoreGraphics) && canImport(ImageIO)
+import CoreGraphics
+import ImageIO
+#else
+import PassKitShim
+#endif
+
+/// Turns validated card art (``ExtensionPassEntry/Art``) into the `CGImage` a pass entry shows.
+///
+/// On Apple platforms a PNG is decoded with ImageIO and a PDF's page is rendered into a
+/// 1536 × 969 bitmap with CoreGraphics. On Linux the shim's `CGImage` stand-in carries the
+/// file and its size.
+public enum CardArtImage {
+    /// The size a PDF page is rendered at: Apple's card art size.
+    public static let renderedWidth = CardArtValidator.requiredWidth
+    /// The size a PDF page is rendered at: Apple's card art size.
+    public static let renderedHeight = CardArtValidator.requiredHeight
+
+    /// The image of `art`, or nil if it cannot be decoded.
+    public static func image(from art: ExtensionPassEntry.Art) -> CGImage? {
+        switch art.info.format {
+        case .png: png(art)
+        case .pdf: pdf(art)
+        }
+    }
+
+    #if canImport(CoreGraphics) && canImport(ImageIO)
+    private static func png(_ art: ExtensionPassEntry.Art) -> CGImage? {
+        guard let source = CGImageSourceCreateWithData(art.data as CFData, nil) else { return nil }
+        return CGImageSourceCreateImageAtIndex(source, 0, nil)
+    }
+
+    private static func pdf(_ art: ExtensionPassEntry.Art) -> CGImage? {
+        guard let provider = CGDataProvider(data: art.data as CFData),
+            let document = CGPDFDocument(provider),
+            let page = document.page(at: 1),
+            let colorSpace = CGColorSpace(name: CGColorSpace.sRGB),
+            let context = CGContext(
+                data: nil,
+                width: renderedWidth,
+                height: renderedHeight,
+                bitsPerComponent: 8,
+                bytesPerRow: 0,
+                space: colorSpace,
+                bitmapInfo: CGImageAlphaInfo.premultipliedLast.rawValue
+            )
+        else { return nil }
+        // The validator accepted the crop box (else the media box) as 1536:969 within 0.5%,
+        // so scaling each axis to fill the bitmap keeps the art's proportions.
+        let box = page.getBoxRect(.cropBox)
+        guard box.width > 0, box.height > 0 else { return nil }
+        context.interpolationQuality = .high
+        context.scaleBy(x: CGFloat(renderedWidth) / box.width, y: CGFloat(renderedHeight) / box.height)
+        context.translateBy(x: -box.minX, y: -box.minY)
+        context.drawPDFPage(page)
+        return context.makeImage()
+    }
+    #else
+    private static func png(_ art: ExtensionPassEntry.Art) -> CGImage? {
+        guard case .pixels(let width, let height) = art.info.dimensions else { return nil }
+        return CGImage(passKitShimWidth: width, height: height, data: art.data)
+    }
+
+    private static func pdf(_ art: ExtensionPassEntry.Art) -> CGImage? {
+        CGImage(passKitShimWidth: renderedWidth, height: renderedHeight, data: art.data)
+    }
+    #endif
+}
+
+/// How the Wallet extension gets each entry's `CGImage`: by default the art the app stored
+/// in the App Group (``ExtensionPassEntry/art``), else the issuer's fallback image. An entry
+/// with neither is left out, since Wallet requires art.
+public struct CardArtLoader: Sendable {
+    private let load: @Sendable (ExtensionPassEntry) -> CGImage?
+
+    /// A loader of your own.
+    public init(_ load: @escaping @Sendable (ExtensionPassEntry) -> CGImage?) {
+        self.load = load
+    }
+
+    /// The stored art, else `fallback()` (e.g. a generic card image from the extension's bundle).
+    public static func storedArt(fallback: @escaping @Sendable () -> CGImage? = { nil }) -> CardArtLoader {
+        CardArtLoader { entry in
+            entry.art.flatMap(CardArtImage.image(from:)) ?? fallback()
+        }
+    }
+
+    /// The image for `entry`.
+    public func image(for entry: ExtensionPassEntry) -> CGImage? {
+        load(entry)
+    }
+}
+#endif

@@ -1,0 +1,108 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
+import Foundation
+import ProvisioningSDK
+
+/// What an issuer's Wallet extension supplies: where TMP is, the App Group container, the
+/// secret store (the Keychain access group on iOS) and how card art becomes an image.
+/// Everything else has a default that answers inside Wallet's budgets.
+public struct IssuerExtensionConfiguration: Sendable {
+    /// TMP's base URL, timeouts and retries.
+    public var tmp: TMPClient.Configuration
+    /// The App Group container the app writes the snapshot and art to.
+    public var containerURL: URL
+    /// Where the cardholder's session for the extensions lives.
+    public var secrets: any SecretStore
+    /// Card art → `CGImage`.
+    public var artLoader: CardArtLoader
+    /// How long `passEntries` may spend refreshing from TMP before using the snapshot.
+    public var refreshBudget: Duration = .seconds(5)
+    /// How long `passEntries` may then spend fetching missing art.
+    public var artBudget: Duration = .seconds(3)
+    /// How long `generateAddPaymentPassRequest` may take (Wallet allows 20 s).
+    public var generationBudget: Duration = AddPassRequestGenerator.defaultBudget
+    /// The network (URLSession unless a test substitutes it).
+    public var transport: any HTTPTransport = URLSessionTransport()
+    /// Measures the budgets.
+    public var clock: any Clock<Duration> = ContinuousClock()
+    /// The wall clock (session expiry).
+    public var now: @Sendable () -> Date = { Date() }
+    /// Receives one event per TMP call attempt (no secrets).
+    public var log: @Sendable (TMPClientEvent) -> Void = { _ in }
+
+    /// A configuration from explicit locations (Linux, tests, or your own container lookup).
+    public init(tmpURL: URL, containerURL: URL, secrets: any SecretStore, artLoader: CardArtLoader = .storedArt()) {
+        self.tmp = TMPClient.Configuration(baseURL: tmpURL)
+        self.containerURL = containerURL
+        self.secrets = secrets
+        self.artLoader = artLoader
+    }
+
+    /// A configuration for an iOS extension: the App Group's container and the Keychain
+    /// access group shared with the app.
+    ///
+    /// If the target lacks the App Group entitlement there is no container; the extension
+    /// then finds no snapshot and offers no cards rather than crash. On Linux (the
+    /// simulator) the App Group is the folder ``AppGroupContainer/url(for:)`` names and the
+    /// Keychain group a ``FileSecretStore`` in it.
+    public init(tmpURL: URL, appGroup: String, keychainAccessGroup: String, artLoader: CardArtLoader = .storedArt()) {
+        let container = AppGroupContainer.url(for: appGroup)
+        self.init(tmpURL: tmpURL, containerURL: container, secrets: AppGroupContainer.secretStore(keychainAccessGroup: keychainAccessGroup, container: container), artLoader: artLoader)
+    }
+
+    /// The shared folder inside the container.
+    public var directory: SharedWalletDirectory {
+        SharedWalletDirectory(containerURL: containerURL)
+    }
+
+    /// What the app's ``IssuerWallet`` shares with the extensions: this configuration's
+    /// folder and secret store, for the cardholder `userId` names (nil: nobody signed in).
+    public func sharing(userId: @escaping @Sendable () async -> String?) -> WalletExtensionSharing {
+        WalletExtensionSharing(directory: directory, secrets: secrets, userId: userId, now: now)
+    }
+
+    /// The SDK's configuration of the extension's logic over `passLibrary`.
+    public func walletExtension(passLibrary: any PassLibrary) -> WalletExtensionConfiguration {
+        WalletExtensionConfiguration(
+            tmp: tmp,
+            directory: directory,
+            secrets: secrets,
+            passLibrary: passLibrary,
+            transport: transport,
+            clock: clock,
+            now: now,
+            refreshBudget: refreshBudget,
+            artBudget: artBudget,
+            generationBudget: generationBudget,
+            log: log
+        )
+    }
+}
+
+/// Where an App Group's shared container is, and the secret store of a Keychain access group.
+public enum AppGroupContainer {
+    /// The container of `appGroup`: on Apple platforms the one the system keeps for the
+    /// group (a folder under the temporary directory that stays empty when the target lacks
+    /// the entitlement); on Linux `<temporary directory>/pushprov-app-groups/<appGroup>`.
+    public static func url(for appGroup: String) -> URL {
+        #if canImport(Darwin)
+        if let container = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: appGroup) {
+            return container
+        }
+        return FileManager.default.temporaryDirectory.appendingPathComponent("missing-app-group-\(appGroup)", isDirectory: true)
+        #else
+        return FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-app-groups", isDirectory: true).appendingPathComponent(appGroup, isDirectory: true)
+        #endif
+    }
+
+    /// The secret store shared through `keychainAccessGroup`: the Keychain where there is one,
+    /// else a ``FileSecretStore`` in `container`.
+    public static func secretStore(keychainAccessGroup: String, container: URL) -> any SecretStore {
+        #if canImport(Security)
+        KeychainSecretStore(accessGroup: keychainAccessGroup)
+        #else
+        FileSecretStore(directory: container.appendingPathComponent("keychain-\(keychainAccessGroup)", isDirectory: true))
+        #endif
+    }
+}
+#endif

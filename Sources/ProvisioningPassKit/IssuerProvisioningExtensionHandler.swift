@@ -1,0 +1,147 @@
+// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
+#if canImport(UIKit) || !canImport(PassKit)
+#if canImport(PassKit)
+import PassKit
+#else
+import PassKitShim
+#endif
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+
+/// The principal class of an issuer's non-UI Wallet extension, all but the configuration.
+/// Subclass it and supply the configuration; nothing else:
+///
+/// ```swift
+/// final class BankWalletExtensionHandler: IssuerProvisioningExtensionHandler {
+///     override class var configuration: IssuerExtensionConfiguration {
+///         IssuerExtensionConfiguration(
+///             tmpURL: URL(string: "https://tmp.bank.example/")!,
+///             appGroup: "group.com.bank.app.wallet",
+///             keychainAccessGroup: "TEAMID.com.bank.app.wallet"
+///         )
+///     }
+/// }
+/// ```
+///
+/// Wallet makes the principal class with `init()`, which reads ``configuration`` once.
+/// Each of Wallet's calls is delegated to the SDK's ``WalletExtension``: `status` from the
+/// shared snapshot and the live pass library only; `passEntries` / `remotePassEntries` with
+/// the cards not yet on that device; `generateAddPaymentPassRequest…` through `signed-cards`,
+/// completing exactly once inside Wallet's 20 s.
+///
+/// Only the completion-handler forms are overridden. On iOS, Swift imports each of these
+/// Objective-C methods twice (completion handler and `async`) for one selector, and a class
+/// that overrides both forms of one selector does not compile; Wallet calls the selector,
+/// which reaches these overrides either way. A subclass must not override the `async` forms
+/// for the same reason.
+open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHandler {
+    /// The extension's logic.
+    public let walletExtension: WalletExtension
+    /// Card art → image.
+    public let artLoader: CardArtLoader
+
+    /// The configuration `init()` uses: override it in the extension's principal class.
+    open class var configuration: IssuerExtensionConfiguration {
+        preconditionFailure("\(self) must override `class var configuration` (IssuerProvisioningExtensionHandler)")
+    }
+
+    /// The handler Wallet makes: with the subclass's ``configuration``.
+    public override convenience init() {
+        self.init(configuration: Self.configuration)
+    }
+
+    /// A handler with `configuration`, reading this device's passes through PassKit.
+    public init(configuration: IssuerExtensionConfiguration) {
+        walletExtension = WalletExtension(configuration: configuration.walletExtension(passLibrary: PassKitPassLibrary()))
+        artLoader = configuration.artLoader
+        super.init()
+    }
+
+    /// A handler over a ready-made ``WalletExtension`` (tests, custom pass libraries).
+    public init(walletExtension: WalletExtension, artLoader: CardArtLoader = .storedArt()) {
+        self.walletExtension = walletExtension
+        self.artLoader = artLoader
+        super.init()
+    }
+
+    /// Wallet's `status`, from the snapshot and the live pass library (no network).
+    open override func status(completion: @escaping (PKIssuerProvisioningExtensionStatus) -> Void) {
+        let walletExtension = walletExtension
+        let completion = HandlerTransfer(completion)
+        Task {
+            let status = await walletExtension.status()
+            completion.value(status.passKitStatus())
+        }
+    }
+
+    /// Wallet's `passEntries`: the cards that can be added to this iPhone.
+    open override func passEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
+        entries(for: .phone, completion: completion)
+    }
+
+    /// Wallet's `remotePassEntries`: the cards that can be added to the paired Apple Watch.
+    open override func remotePassEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
+        entries(for: .watch, completion: completion)
+    }
+
+    /// Wallet's request for the card data of the entry the cardholder picked: `completion`
+    /// runs exactly once, within the generation budget, with nil on any failure.
+    open override func generateAddPaymentPassRequestForPassEntryWithIdentifier(
+        _ identifier: String,
+        configuration: PKAddPaymentPassRequestConfiguration,
+        certificateChain certificates: [Data],
+        nonce: Data,
+        nonceSignature: Data,
+        completionHandler completion: @escaping (PKAddPaymentPassRequest?) -> Void
+    ) {
+        let completion = HandlerTransfer(completion)
+        walletExtension.generateRequest(identifier: identifier, certificates: certificates, nonce: nonce, nonceSignature: nonceSignature) { request in
+            completion.value(request?.passKitRequest())
+        }
+    }
+
+    private func entries(for device: DeviceType, completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
+        let walletExtension = walletExtension
+        let artLoader = artLoader
+        let completion = HandlerTransfer(completion)
+        Task {
+            let entries = await walletExtension.passEntries(for: device)
+            completion.value(entries.compactMap { $0.passKitEntry(art: artLoader) })
+        }
+    }
+}
+
+extension ExtensionStatus {
+    /// `PKIssuerProvisioningExtensionStatus` with these values.
+    public func passKitStatus() -> PKIssuerProvisioningExtensionStatus {
+        let status = PKIssuerProvisioningExtensionStatus()
+        status.requiresAuthentication = requiresAuthentication
+        status.passEntriesAvailable = passEntriesAvailable
+        status.remotePassEntriesAvailable = remotePassEntriesAvailable
+        return status
+    }
+}
+
+extension ExtensionPassEntry {
+    /// `PKIssuerProvisioningExtensionPaymentPassEntry` for this entry; nil when `art` gives no
+    /// image (Wallet requires one) or PassKit refuses the configuration.
+    public func passKitEntry(art loader: CardArtLoader) -> PKIssuerProvisioningExtensionPaymentPassEntry? {
+        guard let image = loader.image(for: self), let configuration = configuration.passKitConfiguration() else { return nil }
+        return PKIssuerProvisioningExtensionPaymentPassEntry(identifier: identifier.rawValue, title: title, art: image, addRequestConfiguration: configuration)
+    }
+}
+
+/// Carries one of Wallet's completion handlers into the task that calls it.
+///
+/// @unchecked: the iOS 17/18 SDKs declare these handlers without `@Sendable`, though Wallet
+/// accepts a call from any thread; each handler is called once, from one task, and never
+/// touched again by the code that handed it over.
+struct HandlerTransfer<Value>: @unchecked Sendable {
+    let value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+}
+#endif

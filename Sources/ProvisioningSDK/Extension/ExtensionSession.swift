@@ -1,0 +1,68 @@
+import Foundation
+
+/// The cardholder's session for the Wallet extensions: the cardholder token the non-UI
+/// extension sends to TMP, until when it may be used, and whose it is.
+///
+/// Written by the authorization (UI) extension after the cardholder signed in
+/// (``ExtensionSignIn``), read by the non-UI extension. It lives in a ``SecretStore`` only.
+/// Its description never shows the token.
+public struct ExtensionSession: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The cardholder JWT.
+    public var cardholderToken: String
+    /// When the extensions stop using it.
+    public var expiresAt: Date
+    /// The cardholder it belongs to.
+    public var userId: String
+
+    /// Creates a session.
+    public init(cardholderToken: String, expiresAt: Date, userId: String) {
+        self.cardholderToken = cardholderToken
+        self.expiresAt = expiresAt
+        self.userId = userId
+    }
+
+    /// Whether it may still be used at `now`.
+    public func isValid(at now: Date) -> Bool {
+        now < expiresAt && !cardholderToken.isEmpty && !userId.isEmpty
+    }
+
+    /// The user and the expiry; never the token.
+    public var description: String {
+        "ExtensionSession(userId: \(userId), expiresAt: \(expiresAt), cardholderToken: <redacted>)"
+    }
+}
+
+/// Keeps the ``ExtensionSession`` in a ``SecretStore`` under one key.
+public struct ExtensionSessionStore: Sendable {
+    /// The key of the session in the store.
+    public static let key = "wallet-extension-session"
+
+    /// The store.
+    public let secrets: any SecretStore
+
+    /// A session store over `secrets`.
+    public init(secrets: any SecretStore) {
+        self.secrets = secrets
+    }
+
+    /// Stores `session`, replacing any other.
+    public func save(_ session: ExtensionSession) throws {
+        try secrets.setSecret(JSONEncoder().encode(session), for: Self.key)
+    }
+
+    /// The session if there is one that is still valid at `now` (and, when `userId` is
+    /// given, belongs to that cardholder). An unreadable or undecodable one counts as none.
+    public func validSession(at now: Date, userId: String? = nil) -> ExtensionSession? {
+        guard let data = try? secrets.secret(for: Self.key),
+            let session = try? JSONDecoder().decode(ExtensionSession.self, from: data),
+            session.isValid(at: now)
+        else { return nil }
+        if let userId, session.userId != userId { return nil }
+        return session
+    }
+
+    /// Removes the session.
+    public func clear() throws {
+        try secrets.removeSecret(for: Self.key)
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import ProvisioningModels
+
+/// What the non-UI Wallet extension needs: TMP, the shared folder, the secret store, the
+/// device's passes, and its time budgets.
+public struct WalletExtensionConfiguration: Sendable {
+    /// Where TMP is and how patient the client is with it.
+    public var tmp: TMPClient.Configuration
+    /// The folder the app shares (snapshot and art).
+    public var directory: SharedWalletDirectory
+    /// Where the authorization extension left the cardholder's session.
+    public var secrets: any SecretStore
+    /// This iPhone's and the paired Watch's passes.
+    public var passLibrary: any PassLibrary
+    /// The network.
+    public var transport: any HTTPTransport
+    /// Measures the budgets.
+    public var clock: any Clock<Duration>
+    /// The wall clock, for the session's expiry and the snapshot's date.
+    public var now: @Sendable () -> Date
+    /// How long `passEntries` / `remotePassEntries` may spend refreshing the cards from TMP
+    /// before answering from the snapshot (Wallet allows 20 s for the whole call).
+    public var refreshBudget: Duration
+    /// How long they may then spend fetching art for cards that have none yet.
+    public var artBudget: Duration
+    /// How long `generateAddPaymentPassRequest` may take before it answers nil (Wallet: 20 s).
+    public var generationBudget: Duration
+    /// Receives one event per TMP call attempt (no secrets in them).
+    public var log: @Sendable (TMPClientEvent) -> Void
+
+    /// Creates a configuration; the defaults answer every call well inside Wallet's budgets.
+    public init(
+        tmp: TMPClient.Configuration,
+        directory: SharedWalletDirectory,
+        secrets: any SecretStore,
+        passLibrary: any PassLibrary,
+        transport: any HTTPTransport = URLSessionTransport(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        refreshBudget: Duration = .seconds(5),
+        artBudget: Duration = .seconds(3),
+        generationBudget: Duration = AddPassRequestGenerator.defaultBudget,
+        log: @escaping @Sendable (TMPClientEvent) -> Void = { _ in }
+    ) {
+        self.tmp = tmp
+        self.directory = directory
+        self.secrets = secrets
+        self.passLibrary = passLibrary
+        self.transport = transport
+        self.clock = clock
+        self.now = now
+        self.refreshBudget = refreshBudget
+        self.artBudget = artBudget
+        self.generationBudget = generationBudget
+        self.log = log
+    }
+}
+
+/// The non-UI Wallet extension's logic, independent of PassKit: ProvisioningPassKit's
+/// `IssuerProvisioningExtensionHandler` delegates every call of
+/// `PKIssuerProvisioningExtensionHandler` here.
+///
+/// - ``status()`` reads the snapshot, the session and the live pass library — no network,
+///   no waiting — so it answers well inside Wallet's 100 ms.
+/// - ``passEntries(for:)`` refreshes the cards from TMP within ``WalletExtensionConfiguration/refreshBudget``
+///   when a valid session allows it, otherwise (or when TMP is slow, unreachable or refuses)
+///   answers from the snapshot; only cards that are `ACTIVE` and not on that device.
+/// - ``generateRequest(identifier:certificates:nonce:nonceSignature:completion:)`` goes
+///   through `signed-cards` for the entry's card and device and completes exactly once
+///   within ``WalletExtensionConfiguration/generationBudget``, with nil on any failure.
+public final class WalletExtension: Sendable {
+    /// The configuration.
+    public let configuration: WalletExtensionConfiguration
+    private let sessions: ExtensionSessionStore
+    private let pending = Locked<Task<AddPassRequestGenerator.Generation, Never>?>(nil)
+
+    /// Creates the extension's logic.
+    public init(configuration: WalletExtensionConfiguration) {
+        self.configuration = configuration
+        self.sessions = ExtensionSessionStore(secrets: configuration.secrets)
+    }
+
+    // MARK: status
+
+    /// Wallet's `status`, from the snapshot, the session and the live passes only.
+    ///
+    /// `requiresAuthentication` unless a valid session of the snapshot's cardholder exists.
+    /// Entries are available for a device when the snapshot holds a card eligible there
+    /// (``ExtensionEligibility``); without a snapshot or a pass library, none are.
+    public func status() async -> ExtensionStatus {
+        let snapshot = configuration.directory.readSnapshot()
+        let session = sessions.validSession(at: configuration.now(), userId: snapshot?.userId)
+        guard let snapshot, await configuration.passLibrary.isPassLibraryAvailable() else {
+            return ExtensionStatus(requiresAuthentication: session == nil, passEntriesAvailable: false, remotePassEntriesAvailable: false)
+        }
+        let passes = await configuration.passLibrary.secureElementPasses()
+        return ExtensionStatus(
+            requiresAuthentication: session == nil,
+            passEntriesAvailable: !ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: .phone).isEmpty,
+            remotePassEntriesAvailable: !ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: .watch).isEmpty
+        )
+    }
+
+    // MARK: passEntries / remotePassEntries
+
+    /// Wallet's `passEntries` (`.phone`) or `remotePassEntries` (`.watch`): the cards that can
+    /// be added to `device`, each with its art when the shared folder has it.
+    ///
+    /// With a valid session, the cards are read afresh from TMP (`GET cards`, the passes,
+    /// `tokens/searches`) within the refresh budget and the snapshot is rewritten; art missing
+    /// for an eligible card is then fetched within the art budget. Without a session, or when
+    /// the refresh fails or runs out of time, the snapshot on disk answers — never another
+    /// cardholder's. Returns within refresh budget + art budget, whatever TMP does.
+    public func passEntries(for device: DeviceType) async -> [ExtensionPassEntry] {
+        let directory = configuration.directory
+        let session = sessions.validSession(at: configuration.now())
+        var snapshot: ExtensionSnapshot?
+        var artAtTMP: Set<String> = []
+        if let session, let refreshed = await refresh(session) {
+            snapshot = refreshed.snapshot
+            artAtTMP = refreshed.cardsWithArt
+        } else if let stored = directory.readSnapshot(), session == nil || stored.userId == session?.userId {
+            snapshot = stored
+        }
+        guard let snapshot, await configuration.passLibrary.isPassLibraryAvailable() else { return [] }
+        let passes = await configuration.passLibrary.secureElementPasses()
+        let cards = ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: device)
+        if let session {
+            let missing = cards.map(\.externalCardId).filter { artAtTMP.contains($0) && directory.storedArtFileName(externalCardId: $0) == nil }
+            if !missing.isEmpty { await fetchArt(missing, session: session) }
+        }
+        return cards.map { card in
+            let artName = card.artFileName ?? directory.storedArtFileName(externalCardId: card.externalCardId)
+            return ExtensionPassEntry(
+                identifier: ExtensionEntryIdentifier(externalCardId: card.externalCardId, device: device),
+                title: card.productTitle,
+                card: card,
+                configuration: AddPassConfiguration(entryFor: card, target: device),
+                art: artName.flatMap(directory.art(named:)).map { ExtensionPassEntry.Art(data: $0.data, info: $0.info) }
+            )
+        }
+    }
+
+    /// The cards read afresh from TMP (and written as the new snapshot), or nil when that
+    /// failed or took longer than the refresh budget. A refused session is removed.
+    private func refresh(_ session: ExtensionSession) async -> (snapshot: ExtensionSnapshot, cardsWithArt: Set<String>)? {
+        let reader = WalletStatusReader(client: client(session), passLibrary: configuration.passLibrary)
+        let outcome = await Deadline.run(within: configuration.refreshBudget, clock: configuration.clock) { () async throws(TMPClientError) -> WalletStatusSnapshot in
+            try await reader.read()
+        }
+        switch outcome {
+        case .finished(.success(let status)):
+            let directory = configuration.directory
+            let snapshot = ExtensionSnapshot(status, userId: session.userId, writtenAt: configuration.now(), artFileNames: directory.artFileNames(for: status))
+            try? directory.write(snapshot)
+            return (snapshot, Set(status.cards.filter { $0.card.artURL != nil }.map(\.id)))
+        case .finished(.failure(let error as TMPClientError)) where error.kind == .unauthorized:
+            try? sessions.clear()
+            return nil
+        case .finished(.failure), .timedOut, .cancelled:
+            return nil
+        }
+    }
+
+    /// Fetches art for `ids` within the art budget; whatever arrived in time is stored.
+    private func fetchArt(_ ids: [String], session: ExtensionSession) async {
+        let fetcher = CardArtFetcher(client: client(session), directory: configuration.directory)
+        _ = await Deadline.run(within: configuration.artBudget, clock: configuration.clock) {
+            await fetcher.fetchAll(ids)
+        }
+    }
+
+    // MARK: generateAddPaymentPassRequest
+
+    /// Wallet's `generateAddPaymentPassRequestForPassEntryWithIdentifier`: seals the entry's
+    /// card for its device through `signed-cards` and calls `completion` exactly once within
+    /// the generation budget — with the request, or nil when the identifier is not one of
+    /// ours, there is no valid session, TMP refuses or is too slow, or the returned task is
+    /// cancelled. A new call supersedes one still running, which completes with nil at once.
+    @discardableResult
+    public func generateRequest(identifier: String, certificates: [Data], nonce: Data, nonceSignature: Data, completion: @escaping @Sendable (AddPassRequest?) -> Void) -> Task<AddPassRequestGenerator.Generation, Never> {
+        guard let entry = ExtensionEntryIdentifier(rawValue: identifier), let session = sessions.validSession(at: configuration.now()) else {
+            completion(nil)
+            return Task { AddPassRequestGenerator.Generation(request: .empty, failure: .notEligible("no valid session or entry for this request")) }
+        }
+        let request = SignedCardRequest(externalCardId: entry.externalCardId, deviceType: entry.device, certificates: certificates, nonce: nonce, nonceSignature: nonceSignature)
+        let generator = AddPassRequestGenerator(client: client(session), budget: configuration.generationBudget, clock: configuration.clock)
+        return pending.withLock { pending in
+            pending?.cancel()
+            let task = generator.generate(request) { completion($0.isEmpty ? nil : $0) }
+            pending = task
+            return task
+        }
+    }
+
+    /// The `async` form of ``generateRequest(identifier:certificates:nonce:nonceSignature:completion:)``;
+    /// cancelling the calling task answers nil at once.
+    public func generateRequest(identifier: String, certificates: [Data], nonce: Data, nonceSignature: Data) async -> AddPassRequest? {
+        let task = generateRequest(identifier: identifier, certificates: certificates, nonce: nonce, nonceSignature: nonceSignature) { _ in }
+        let generation = await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
+        return generation.request.isEmpty ? nil : generation.request
+    }
+
+    // MARK: Helpers
+
+    private func client(_ session: ExtensionSession) -> TMPClient {
+        let token = session.cardholderToken
+        return TMPClient(configuration: configuration.tmp, transport: configuration.transport, clock: configuration.clock, cardholderToken: { token }, log: configuration.log)
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import ProvisioningSDK
+import SDKTestSupport
+import Testing
+
+/// The authorization extension's sign-in: the session it leaves and how long it lives.
+@Suite("Wallet extension: sign-in")
+struct ExtensionSignInTests {
+    struct WrongPassword: Error {}
+
+    /// An unsigned JWT whose payload carries `exp`.
+    static func jwt(exp: TimeInterval) -> String {
+        let payload = Data(#"{"sub":"alice","exp":\#(Int(exp))}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        return "eyJhbGciOiJFUzI1NiJ9.\(payload).c2ln"
+    }
+
+    @Test func theSessionLivesFiveMinutesByDefault() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let date = FixedDate()
+        let secrets = FileSecretStore(directory: folder.url)
+        let session = try await ExtensionSignIn(secrets: secrets, now: date.function).signIn {
+            SignedInCardholder(cardholderToken: "opaque-token", userId: "alice")
+        }
+        #expect(session.expiresAt == date.now.addingTimeInterval(300))
+        let store = ExtensionSessionStore(secrets: secrets)
+        #expect(store.validSession(at: date.now)?.cardholderToken == "opaque-token")
+        date.advance(299)
+        #expect(store.validSession(at: date.now) != nil)
+        date.advance(1)
+        #expect(store.validSession(at: date.now) == nil)
+    }
+
+    @Test func theSessionNeverOutlivesTheToken() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let date = FixedDate()
+        let signIn = ExtensionSignIn(secrets: FileSecretStore(directory: folder.url), lifetime: .seconds(600), now: date.function)
+        let fromJWT = try await signIn.signIn { SignedInCardholder(cardholderToken: Self.jwt(exp: date.now.timeIntervalSince1970 + 120), userId: "alice") }
+        #expect(fromJWT.expiresAt == date.now.addingTimeInterval(120))
+        let explicit = try await signIn.signIn { SignedInCardholder(cardholderToken: "opaque", userId: "alice", tokenExpiresAt: date.now.addingTimeInterval(30)) }
+        #expect(explicit.expiresAt == date.now.addingTimeInterval(30))
+        let longLived = try await signIn.signIn { SignedInCardholder(cardholderToken: Self.jwt(exp: date.now.timeIntervalSince1970 + 86_400), userId: "alice") }
+        #expect(longLived.expiresAt == date.now.addingTimeInterval(600))
+    }
+
+    @Test func anExpiredTokenIsRefusedAndNothingIsStored() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let date = FixedDate()
+        let secrets = FileSecretStore(directory: folder.url)
+        await #expect(throws: ExtensionSignIn.Failure.tokenExpired) {
+            try await ExtensionSignIn(secrets: secrets, now: date.function).signIn { SignedInCardholder(cardholderToken: Self.jwt(exp: date.now.timeIntervalSince1970 - 1), userId: "alice") }
+        }
+        #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+    }
+
+    @Test func aFailedAttemptKeepsTheEarlierSession() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let date = FixedDate()
+        let secrets = FileSecretStore(directory: folder.url)
+        let signIn = ExtensionSignIn(secrets: secrets, now: date.function)
+        _ = try await signIn.signIn { SignedInCardholder(cardholderToken: "first", userId: "alice") }
+        await #expect(throws: ExtensionSignIn.Failure.self) {
+            try await signIn.signIn { throw WrongPassword() }
+        }
+        #expect(ExtensionSessionStore(secrets: secrets).validSession(at: date.now)?.cardholderToken == "first")
+    }
+
+    @Test func expiryIsReadOnlyFromAWellFormedJWT() {
+        #expect(ExtensionSignIn.expiry(ofJWT: Self.jwt(exp: 1_790_000_000)) == Date(timeIntervalSince1970: 1_790_000_000))
+        #expect(ExtensionSignIn.expiry(ofJWT: "opaque") == nil)
+        #expect(ExtensionSignIn.expiry(ofJWT: "a.%%%.c") == nil)
+        #expect(ExtensionSignIn.expiry(ofJWT: "a.e30.c") == nil)
+    }
+}

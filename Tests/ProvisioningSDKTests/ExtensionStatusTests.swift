@@ -1,0 +1,127 @@
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+import SDKTestSupport
+import Testing
+
+/// Wallet's `status`: from the snapshot, the session and the live passes — never the network.
+@Suite("Wallet extension: status")
+struct ExtensionStatusTests {
+    @Test func noSnapshotMeansNothingToOfferAndSignInFirst() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        let status = await world.walletExtension.status()
+        #expect(status == ExtensionStatus(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
+        #expect(world.transport.requests.isEmpty)
+    }
+
+    @Test func aCorruptSnapshotMeansNothingToOffer() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.signIn()
+        try FileManager.default.createDirectory(at: world.directory.url, withIntermediateDirectories: true)
+        try Data(#"{"schemaVersion":1,"userId":"alice","cards":[{"externalCardId":"#.utf8).write(to: world.directory.snapshotURL)
+        let status = await world.walletExtension.status()
+        #expect(!status.passEntriesAvailable && !status.remotePassEntriesAvailable)
+    }
+
+    @Test func aNewerSchemaMeansNothingToOffer() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        var snapshot = Fixtures.snapshot([Fixtures.snapshotCard("card-1")])
+        snapshot.schemaVersion = 7
+        try FileManager.default.createDirectory(at: world.directory.url, withIntermediateDirectories: true)
+        try JSONEncoder().encode(snapshot).write(to: world.directory.snapshotURL)
+        let status = await world.walletExtension.status()
+        #expect(!status.passEntriesAvailable && !status.remotePassEntriesAvailable)
+    }
+
+    @Test func aCardOnNeitherDeviceIsAvailableForBothAndNoNetworkIsUsed() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn()
+        let status = await world.walletExtension.status()
+        #expect(status == ExtensionStatus(requiresAuthentication: false, passEntriesAvailable: true, remotePassEntriesAvailable: true))
+        #expect(world.transport.requests.isEmpty)
+    }
+
+    @Test func anExpiredSessionRequiresAuthenticationButStillShowsTheCards() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn(lifetime: 300)
+        world.date.advance(301)
+        let status = await world.walletExtension.status()
+        #expect(status == ExtensionStatus(requiresAuthentication: true, passEntriesAvailable: true, remotePassEntriesAvailable: true))
+    }
+
+    @Test func anotherCardholdersSessionDoesNotCount() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice"))
+        try world.signIn(user: "bob")
+        #expect(await world.walletExtension.status().requiresAuthentication)
+    }
+
+    @Test func cardsAlreadyOnBothDevicesLeaveNothingToOffer() async throws {
+        let passes = [
+            Fixtures.pass("DA-1", account: "PAI-1", device: .phone), Fixtures.pass("DA-2", account: "PAI-1", device: .watch),
+            Fixtures.pass("DA-3", account: "PAI-2", device: .phone, state: .requiresActivation), Fixtures.pass("DA-4", account: "PAI-2", device: .watch, state: .suspended),
+        ]
+        let world = try ExtensionHarness(passes: passes)
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([
+            Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active, watch: .active),
+            Fixtures.snapshotCard("card-2", account: "PAI-2", phone: .requiresActivation, watch: .suspended),
+        ]))
+        try world.signIn()
+        let status = await world.walletExtension.status()
+        #expect(status == ExtensionStatus(requiresAuthentication: false, passEntriesAvailable: false, remotePassEntriesAvailable: false))
+    }
+
+    @Test func aCardOnTheIPhoneOnlyIsAvailableForTheWatchOnly() async throws {
+        let world = try ExtensionHarness(passes: [Fixtures.pass("DA-1", account: "PAI-1", device: .phone)])
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active)]))
+        try world.signIn()
+        let status = await world.walletExtension.status()
+        #expect(status == ExtensionStatus(requiresAuthentication: false, passEntriesAvailable: false, remotePassEntriesAvailable: true))
+    }
+
+    @Test func blockedAndClosedCardsAreNeverOffered() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", status: .blocked), Fixtures.snapshotCard("card-2", status: .closed)]))
+        let status = await world.walletExtension.status()
+        #expect(!status.passEntriesAvailable && !status.remotePassEntriesAvailable)
+    }
+
+    @Test func aPassAddedSinceTheSnapshotIsSeenInTheLiveLibrary() async throws {
+        // The snapshot predates the pass: no account known yet, so the last four digits match it.
+        let world = try ExtensionHarness(passes: [Fixtures.pass("DA-9", account: "PAI-NEW", device: .phone, last4: "1111")])
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", last4: "1111")]))
+        let status = await world.walletExtension.status()
+        #expect(!status.passEntriesAvailable)
+        #expect(status.remotePassEntriesAvailable)
+    }
+
+    @Test func aPassRemovedSinceTheSnapshotMakesTheCardAvailableAgain() async throws {
+        let world = try ExtensionHarness(passes: [])
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active, watch: .active)]))
+        let status = await world.walletExtension.status()
+        #expect(status.passEntriesAvailable && status.remotePassEntriesAvailable)
+    }
+
+    @Test func aDeviceWithoutAPassLibraryOffersNothing() async throws {
+        let world = try ExtensionHarness()
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        let library = FakePassLibrary(available: false)
+        let walletExtension = WalletExtension(configuration: .init(tmp: .init(baseURL: Fixtures.baseURL), directory: world.directory, secrets: world.secrets, passLibrary: library, transport: world.transport))
+        let status = await walletExtension.status()
+        #expect(!status.passEntriesAvailable && !status.remotePassEntriesAvailable)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+import SDKTestSupport
+import Testing
+
+/// The snapshot file the app writes and the extensions read: round trip, atomic replace, and
+/// every way a file can be unusable reads as "no snapshot".
+@Suite("Shared snapshot")
+struct SharedSnapshotTests {
+    @Test func aWrittenSnapshotReadsBackEqual() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        let snapshot = Fixtures.snapshot([
+            Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active),
+            Fixtures.snapshotCard("card-2", last4: "2222", status: .blocked),
+        ])
+        try directory.write(snapshot)
+        #expect(directory.readSnapshotFile() == .found(snapshot))
+        // The replace is atomic: only the snapshot is left in the folder, no temporary file.
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).sorted()
+        #expect(names == ["card-art", "wallet-snapshot.json"])
+    }
+
+    @Test func theFileHoldsNoPANAndNoTokenReference() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        let card = Fixtures.card("card-1")
+        let pass = Fixtures.pass("DAPL-SECRET-REF", account: "PAI-1", device: .phone, serial: "SERIAL-XYZ")
+        let status = WalletStatusCalculator.statuses(.init(cards: [card], passes: [pass], tokens: [Fixtures.token("DAPL-SECRET-REF", card: "card-1", status: .active)], passLibraryAvailable: true, addablePrimaryAccountIdentifiers: ["PAI-1"]))
+        try directory.write(ExtensionSnapshot(status, userId: "alice", writtenAt: Date(timeIntervalSince1970: 0), artFileNames: [:]))
+        let text = try String(contentsOf: directory.snapshotURL, encoding: .utf8)
+        #expect(!text.contains("DAPL-SECRET-REF"))
+        #expect(!text.contains("SERIAL-XYZ"))
+        #expect(!text.contains("4111"))
+        let read = try #require(directory.readSnapshot())
+        #expect(read.cards.first?.phone == .init(hasPass: true, state: .active))
+        #expect(read.cards.first?.primaryAccountIdentifier == "PAI-1")
+    }
+
+    @Test func noFileIsMissing() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        #expect(SharedWalletDirectory(containerURL: folder.url).readSnapshotFile() == .missing)
+    }
+
+    @Test(arguments: [
+        ("not json", Data("hello".utf8)),
+        ("empty", Data()),
+        ("wrong fields", Data(#"{"schemaVersion":1,"cards":"no"}"#.utf8)),
+        ("binary", Data([0xFF, 0x00, 0xFE, 0x7B])),
+    ])
+    func aCorruptFileIsNoSnapshot(_ name: String, _ bytes: Data) throws {
+        let directory = try written(bytes)
+        defer { try? directory.removeAll() }
+        #expect(directory.readSnapshotFile() == .corrupt, "\(name)")
+        #expect(directory.readSnapshot() == nil)
+    }
+
+    @Test func aTruncatedFileIsNoSnapshot() throws {
+        let encoded = try JSONEncoder().encode(Fixtures.snapshot([Fixtures.snapshotCard("card-1"), Fixtures.snapshotCard("card-2")]))
+        for length in [1, encoded.count / 2, encoded.count - 1] {
+            let directory = try written(encoded.prefix(length))
+            defer { try? directory.removeAll() }
+            #expect(directory.readSnapshotFile() == .corrupt, "cut at \(length) of \(encoded.count) bytes")
+        }
+    }
+
+    @Test func aNewerSchemaVersionIsNoSnapshotEvenWhenItsFieldsLookFamiliar() throws {
+        var snapshot = Fixtures.snapshot([Fixtures.snapshotCard("card-1")])
+        snapshot.schemaVersion = ExtensionSnapshot.currentSchemaVersion + 1
+        let directory = try written(try JSONEncoder().encode(snapshot))
+        defer { try? directory.removeAll() }
+        #expect(directory.readSnapshotFile() == .newerVersion(2))
+        #expect(directory.readSnapshot() == nil)
+    }
+
+    @Test func anOversizedFileIsNotReadAtAll() throws {
+        let directory = try written(Data(repeating: 0x20, count: SharedWalletDirectory.maximumSnapshotBytes + 1))
+        defer { try? directory.removeAll() }
+        #expect(directory.readSnapshotFile() == .tooLarge)
+    }
+
+    @Test func implausibleContentIsNoSnapshot() throws {
+        let pathArt = Fixtures.snapshot([Fixtures.snapshotCard("card-1", art: "../../etc/passwd.png")])
+        let badId = Fixtures.snapshot([Fixtures.snapshotCard("card/1")])
+        let noUser = Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "")
+        for snapshot in [pathArt, badId, noUser] {
+            let directory = try written(try JSONEncoder().encode(snapshot))
+            defer { try? directory.removeAll() }
+            #expect(directory.readSnapshotFile() == .invalid)
+        }
+    }
+
+    @Test func signOutRemovesTheSnapshotAndTheArt() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        try directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try directory.storeArt(SampleCardArt.png(), externalCardId: "card-1")
+        try directory.removeAll()
+        #expect(directory.readSnapshotFile() == .missing)
+        #expect(directory.storedArtFileName(externalCardId: "card-1") == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory.url.path))
+    }
+
+    /// A shared folder whose snapshot file holds exactly `bytes`.
+    func written(_ bytes: Data) throws -> SharedWalletDirectory {
+        let folder = try TemporaryDirectory()
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
+        try bytes.write(to: directory.snapshotURL)
+        return directory
+    }
+}
