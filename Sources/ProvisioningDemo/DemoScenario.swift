@@ -48,6 +48,11 @@ public enum DemoData {
     }
 }
 
+/// The UI extension's view controller, reduced to what Wallet sees of it.
+final class DemoSignInViewController: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
+    var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+}
+
 /// The demo's scenario: the README's first command and the end-to-end tests' backbone.
 ///
 /// Everything the issuer writes is the project's real code — the SDK, its PassKit adapters
@@ -86,13 +91,23 @@ public struct DemoScenario: Sendable {
         defer { PassKitShim.install(nil) }
         let sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService))
         let route = ActivationLinkRoute(scheme: DemoPlatform.activationLink.scheme, host: DemoPlatform.activationLink.host, path: DemoPlatform.activationLink.path)
+        // The App Group container the app shares with its Wallet extensions, and their
+        // secret store (a 0600 file here; the Keychain access group on iOS).
+        let container = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-appgroup-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: container) }
+        let extensionConfiguration = IssuerExtensionConfiguration(
+            tmpURL: platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets"))
+        )
         let alice: IssuerWallet
+        let aliceToken: String
         do {
             let token = try platform.cardholderToken(userId: DemoData.alice)
+            aliceToken = token
             alice = IssuerWallet(
                 client: TMPClient(configuration: .init(baseURL: platform.baseURL), cardholderToken: { token }),
                 passLibrary: PassKitPassLibrary(),
-                activationLinks: route
+                activationLinks: route,
+                sharing: WalletExtensionSharing(directory: extensionConfiguration.directory, secrets: extensionConfiguration.secrets, userId: { DemoData.alice })
             )
         } catch {
             await trace.step("start", "Sign Alice in") { throw error }
@@ -155,6 +170,43 @@ public struct DemoScenario: Sendable {
             try expect(result.pass?.activationState == .activated, "pass state \(String(describing: result.pass?.activationState))")
             try expect(result.pass?.primaryAccountIdentifier == phonePass?.primaryAccountIdentifier, "the Watch pass has another account identifier")
             return "green path: pass on the Watch active at once, same primaryAccountIdentifier \(result.pass?.primaryAccountIdentifier ?? "?")"
+        }
+
+        await trace.step("extension.add", "From inside Wallet: the extensions sign Alice in and add the Mastercard to the iPhone") {
+            _ = try await alice.refreshStatus()
+            await alice.sharedStorage?.artFetched()
+            let host = SimulatedExtensionHost(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService))
+            let handler = IssuerProvisioningExtensionHandler(configuration: extensionConfiguration)
+            let before = await host.status(of: handler)
+            try expect(before.violations.isEmpty, "status: \(before.violations.joined(separator: "; "))")
+            try expect(before.value?.requiresAuthentication == true, "status before sign-in: \(String(describing: before.value))")
+            // The UI extension: the app's own sign-in, then `.authorized` for Wallet.
+            let viewController = DemoSignInViewController()
+            let flow = ExtensionAuthorizationFlow(reportingTo: viewController, configuration: extensionConfiguration)
+            let authorization = await host.authorize(viewController) {
+                _ = try? await flow.signIn { SignedInCardholder(cardholderToken: aliceToken, userId: DemoData.alice) }
+            }
+            try expect(authorization.value == .authorized && authorization.violations.isEmpty, "authorization: \(String(describing: authorization.value)) \(authorization.violations)")
+            let status = await host.status(of: handler)
+            try expect(status.violations.isEmpty, "status: \(status.violations.joined(separator: "; "))")
+            try expect(status.value == .init(requiresAuthentication: false, passEntriesAvailable: true, remotePassEntriesAvailable: true), "status: \(String(describing: status.value))")
+            let entries = await host.entries(of: handler, for: .phone)
+            try expect(entries.violations.isEmpty, "passEntries: \(entries.violations)")
+            try expect(entries.value?.map(\.identifier) == [DemoData.mastercardCard], "iPhone entries: \(entries.value?.map(\.identifier) ?? [])")
+            let entry = entries.value![0]
+            let added = await host.add(entry, to: .phone, handler: handler)
+            if let failure = added.failure { throw DemoExpectation("adding from Wallet failed: \(failure)") }
+            guard let pass = added.call.value else { throw DemoExpectation("no pass") }
+            // Yellow, like any first device: the network's link activates it in the app.
+            guard let link = wallet.openedLinks.last, link.absoluteString.contains(pass.serialNumber) else {
+                throw DemoExpectation("no activation link for the pass")
+            }
+            let activation = try await alice.handleActivationLink(link)
+            try expect(activation.outcome == .approved, "activation: \(activation.outcome.rawValue)")
+            await platform.tokenService.drainEvents()
+            let card = try Self.card(try await alice.refreshStatus(), DemoData.mastercardCard)
+            try expect(card.phone.state == .active, "Mastercard on the iPhone: \(card.phone.state)")
+            return "status \(Self.format(status.elapsed)) (budget 100 ms), entries \(Self.format(entries.elapsed)), request \(Self.format(added.call.elapsed)); \(entry.title) …\(pass.primaryAccountNumberSuffix) added and activated"
         }
 
         await trace.step("block", "Back office blocks the Visa card: its tokens are suspended on both devices") {

@@ -88,7 +88,7 @@ struct EndToEndTests {
         #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
         #expect(trace.steps.map(\.name) == [
             "cards.load", "status.initial", "inapp.phone", "status.requiresActivation", "activation.link", "status.active",
-            "inapp.watch", "block", "unblock", "ownership",
+            "inapp.watch", "extension.add", "block", "unblock", "ownership",
         ])
     }
 
@@ -253,6 +253,32 @@ struct EndToEndTests {
             let result = await world.sheet.present(try #require(controller), user: .add(preferring: .phone))
             #expect(result.outcome == .failed(code: .unsupported, reason: "this card is already in Wallet on the iPhone"))
             #expect(try await world.tokens().count == 1)
+        }
+    }
+
+    @Test func extensionStatusWithoutASnapshotAsksForSignInAndOffersNothing() async throws {
+        try await World().run { world in
+            let container = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-e2e-appgroup-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: container) }
+            let configuration = IssuerExtensionConfiguration(tmpURL: world.platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets")))
+            let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
+            // A generous budget: this checks what the status says, not how fast a loaded test
+            // machine schedules it (the demo runs with Apple's 100 ms).
+            let host = SimulatedExtensionHost(wallet: world.wallet, pki: world.platform.pki, network: TokenServicePaymentNetwork(world.platform.tokenService), statusBudget: .seconds(5))
+            let status = await host.status(of: handler)
+            #expect(status.violations.isEmpty)
+            #expect(status.value == .init(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
+            // Without a session the entries are empty, and TMP was not asked for anything.
+            let entries = await host.entries(of: handler, for: .phone)
+            #expect(entries.value == [])
+            #expect(try await world.audit().isEmpty == false)  // the back office's card.put
+            #expect(!(try await world.audit()).contains("card.seal"))
+            // A corrupt snapshot is no snapshot, never a crash.
+            let snapshot = configuration.directory.snapshotURL
+            try FileManager.default.createDirectory(at: snapshot.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("{ not json".utf8).write(to: snapshot)
+            #expect(configuration.directory.readSnapshot() == nil)
+            #expect(await host.status(of: handler).value == .init(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
         }
     }
 }
