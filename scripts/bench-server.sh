@@ -107,7 +107,8 @@ if [ -n "$DATABASE" ]; then
 psql -q -v ON_ERROR_STOP=1 -v pur="$PUR" "$DATABASE" <<'SQL'
 INSERT INTO token SELECT 'BENCH' || lpad(i::text, 4, '0'), 'bench-card', :'pur', 'bench', 'PHONE', 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
     FROM generate_series(0, 9) AS i;
-ANALYZE;
+ANALYZE card;
+ANALYZE token;
 SQL
 psql -Atq "$DATABASE" -c "SELECT 'tokens in database: ' || count(*) FROM token"
 else

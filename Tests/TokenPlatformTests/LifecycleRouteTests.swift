@@ -93,10 +93,7 @@ struct LifecycleRouteTests {
             _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
             // The card is blocked again while the token service resumes the token.
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "resume" else { return }
-                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
-            } }
+            api.meanwhile("resume", setCard: "c1", to: .blocked)
             let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
             #expect(unblock.tokens.map(\.result) == ["FAILED"])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
@@ -111,10 +108,7 @@ struct LifecycleRouteTests {
             try await api.putCard("c1", user: "alice")
             try await api.provision("c1", user: "alice", token: "T1")
             // The card is unblocked while the token service suspends the token for the block.
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "suspend" else { return }
-                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active))
-            } }
+            api.meanwhile("suspend", setCard: "c1", to: .active)
             let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
             #expect(block.tokens.map(\.result) == ["FAILED"])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)

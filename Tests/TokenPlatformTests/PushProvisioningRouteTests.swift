@@ -179,10 +179,7 @@ struct PushProvisioningRouteTests {
             try await api.putCard("a1", user: "alice")
             try await api.provision("a1", user: "alice", token: "TOK-1")
             // The block lands after the activation read the card, before it writes the token.
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "activate" else { return }
-                _ = try await api.send(.patch, "/lifecycle/cards/a1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
-            } }
+            api.meanwhile("activate", setCard: "a1", to: .blocked)
             let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
             #expect(response.issuerMobileAppAuthResponse == .declined)
             #expect(response.comment == "the card is blocked")

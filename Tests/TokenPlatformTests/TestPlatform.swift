@@ -243,6 +243,15 @@ struct APIClient: Sendable {
         return reply
     }
 
+    /// While the token service works on `command`, card `id` changes to `status`: a request
+    /// of another caller landing mid-flight.
+    func meanwhile(_ command: String, setCard id: String, to status: CardStatus) {
+        platform.connector.meanwhile.withValue { $0 = { current, _ in
+            guard current == command else { return }
+            _ = try await send(.patch, "/lifecycle/cards/\(id)", as: .issuer, json: CardStatusChangeRequest(status: status))
+        } }
+    }
+
     func tokenStatus(_ reference: String) async throws -> TokenStatus? {
         try await platform.store.token(reference: reference)?.status
     }
