@@ -40,6 +40,8 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
     public let walletExtension: WalletExtension
     /// Card art → image.
     public let artLoader: CardArtLoader
+    /// The PassKit pass library, when the handler made it (read directly by `status`).
+    private let passKitLibrary: PassKitPassLibrary?
 
     /// The configuration `init()` uses: override it in the extension's principal class.
     open class var configuration: IssuerExtensionConfiguration {
@@ -53,8 +55,10 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
 
     /// A handler with `configuration`, reading this device's passes through PassKit.
     public init(configuration: IssuerExtensionConfiguration) {
-        walletExtension = WalletExtension(configuration: configuration.walletExtension(passLibrary: PassKitPassLibrary()))
+        let library = PassKitPassLibrary()
+        walletExtension = WalletExtension(configuration: configuration.walletExtension(passLibrary: library))
         artLoader = configuration.artLoader
+        passKitLibrary = library
         super.init()
     }
 
@@ -62,16 +66,31 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
     public init(walletExtension: WalletExtension, artLoader: CardArtLoader = .storedArt()) {
         self.walletExtension = walletExtension
         self.artLoader = artLoader
+        passKitLibrary = nil
         super.init()
     }
 
     /// Wallet's `status`, from the snapshot and the live pass library (no network).
+    ///
+    /// Called on the main thread it answers before returning: PassKit is read right there and
+    /// no task is started (a freshly launched extension would otherwise first spin up a thread
+    /// for it). Elsewhere it hops to the main actor, which PassKit needs anyway.
     open override func status(completion: @escaping (PKIssuerProvisioningExtensionStatus) -> Void) {
         let walletExtension = walletExtension
         let completion = HandlerTransfer(completion)
-        Task {
-            let status = await walletExtension.status()
+        guard let library = passKitLibrary else {
+            Task { completion.value(await walletExtension.status().passKitStatus()) }
+            return
+        }
+        let answer = { @MainActor in
+            let available = PKPassLibrary.isPassLibraryAvailable()
+            let status = walletExtension.status(passLibraryAvailable: available, passes: available ? library.currentSecureElementPasses() : [])
             completion.value(status.passKitStatus())
+        }
+        if Thread.isMainThread {
+            MainActor.assumeIsolated(answer)
+        } else {
+            Task { @MainActor in answer() }
         }
     }
 

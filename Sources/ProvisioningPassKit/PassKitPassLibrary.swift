@@ -30,6 +30,11 @@ public final class PassKitPassLibrary: PassLibrary {
 
     /// This iPhone's secure-element passes, then the paired Watch's.
     public func secureElementPasses() async -> [WalletPass] {
+        currentSecureElementPasses()
+    }
+
+    /// ``secureElementPasses()`` without suspending, for callers already on the main actor.
+    public func currentSecureElementPasses() -> [WalletPass] {
         let local = library.passes(of: .secureElement).compactMap(\.secureElementPass).map { WalletPass($0, device: .phone) }
         let remote = library.remoteSecureElementPasses.map { WalletPass($0, device: .watch) }
         return local + remote

@@ -11,6 +11,8 @@ import Darwin
 // One Wallet `status` answer per process, as Wallet gets it from a freshly launched
 // extension: a cold runtime and, on Linux, the snapshot and session files evicted from the
 // page cache first. Prints its own elapsed time; extension-status.sh runs it many times.
+// The timed part is what the handler runs on the main thread: make `WalletExtension`, read
+// the passes, `status(passLibraryAvailable:passes:)`; no task, no thread hop.
 //
 //   ExtensionStatusProbe prepare <folder> <cards>   writes a snapshot of <cards> cards and a session
 //   ExtensionStatusProbe status <folder> <cards>    times WalletExtension.status() (files to answer)
@@ -40,7 +42,7 @@ struct ProbePassLibrary: PassLibrary {
 enum ExtensionStatusProbe {
     static let userId = "bench-user"
 
-    static func main() async throws {
+    static func main() throws {
         let arguments = CommandLine.arguments
         guard arguments.count >= 3 else {
             FileHandle.standardError.write(Data("usage: ExtensionStatusProbe prepare <folder> <cards> | status <folder> <cards> | read <folder>\n".utf8))
@@ -55,14 +57,15 @@ enum ExtensionStatusProbe {
             try prepare(directory: directory, secrets: secrets, cards: cards)
         case "status":
             evictFiles(directory: directory, secrets: secrets)
+            let library = ProbePassLibrary(passes: ProbePassLibrary.passes(cards: cards))
             let start = ContinuousClock.now
             let walletExtension = WalletExtension(configuration: WalletExtensionConfiguration(
                 tmp: .init(baseURL: URL(string: "https://tmp.invalid/")!),
                 directory: directory,
                 secrets: secrets,
-                passLibrary: ProbePassLibrary(passes: ProbePassLibrary.passes(cards: cards))
+                passLibrary: library
             ))
-            let status = await walletExtension.status()
+            let status = walletExtension.status(passLibraryAvailable: true, passes: library.passes)
             let elapsed = start.duration(to: .now)
             print("status \(nanoseconds(elapsed)) auth=\(status.requiresAuthentication) phone=\(status.passEntriesAvailable) watch=\(status.remotePassEntriesAvailable)")
         case "read":

@@ -7,14 +7,20 @@ import FoundationNetworking
 /// ``HTTPTransport`` over `URLSession` (FoundationNetworking on Linux).
 ///
 /// The default session is ephemeral: no cookies, no cache, no credential storage, so neither
-/// a cardholder token nor a response is ever written to disk by the transport.
+/// a cardholder token nor a response is ever written to disk by the transport. It is made on
+/// the first request, not with the transport: a Wallet extension answering `status` from its
+/// snapshot never pays for a URLSession (on Linux, several milliseconds of libcurl set-up).
 public struct URLSessionTransport: HTTPTransport {
-    /// The session requests run on.
-    public let session: URLSession
+    private let configuredSession: URLSession?
 
-    /// Creates a transport; by default over one shared ephemeral session.
-    public init(session: URLSession = URLSessionTransport.ephemeralSession) {
-        self.session = session
+    /// The session requests run on.
+    public var session: URLSession {
+        configuredSession ?? Self.ephemeralSession
+    }
+
+    /// Creates a transport over `session`, or over one shared ephemeral session by default.
+    public init(session: URLSession? = nil) {
+        self.configuredSession = session
     }
 
     /// The shared ephemeral session of the default transport.

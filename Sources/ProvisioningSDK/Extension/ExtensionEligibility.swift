@@ -13,11 +13,16 @@ import ProvisioningModels
 public enum ExtensionEligibility {
     /// The cards of `snapshot` that can be added to `device`, in the snapshot's order.
     public static func eligibleCards(in snapshot: ExtensionSnapshot, livePasses: [WalletPass], device: DeviceType) -> [ExtensionSnapshot.Card] {
-        let known = Set(snapshot.cards.compactMap(\.primaryAccountIdentifier))
+        eligible(snapshot.cards, livePasses: livePasses, device: device)
+    }
+
+    /// The cards among `cards` (all of one snapshot) that can be added to `device`, in order.
+    public static func eligible<Card: EligibilityFacts>(_ cards: [Card], livePasses: [WalletPass], device: DeviceType) -> [Card] {
+        let known = Set(cards.compactMap(\.primaryAccountIdentifier))
         let onDevice = livePasses.filter { $0.device == device && $0.activationState != .deactivated }
-        return snapshot.cards.filter { card in
+        return cards.filter { card in
             guard card.status == .active else { return false }
-            let presence = card[device]
+            let presence = card.presence(on: device)
             let deadPassRecorded = presence.hasPass && presence.state == .notAdded
             let hasLivePass = onDevice.contains { pass in
                 if let account = card.primaryAccountIdentifier { return pass.primaryAccountIdentifier == account }

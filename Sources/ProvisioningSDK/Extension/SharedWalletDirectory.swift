@@ -62,21 +62,39 @@ public struct SharedWalletDirectory: Sendable, Hashable {
 
     /// Reads the snapshot and says what was found.
     public func readSnapshotFile() -> SnapshotRead {
+        switch decodeSnapshotFile(as: ExtensionSnapshot.self) {
+        case .success(let snapshot): Self.isPlausible(snapshot) ? .found(snapshot) : .invalid
+        case .failure(let failure): failure.read
+        }
+    }
+
+    /// Only what Wallet's `status` needs of the snapshot (the same tolerant, bounded read;
+    /// nil for anything but a usable snapshot).
+    public func readStatusFacts() -> ExtensionSnapshot.StatusFacts? {
+        guard case .success(let facts) = decodeSnapshotFile(as: ExtensionSnapshot.StatusFacts.self),
+            !facts.userId.isEmpty, facts.cards.count <= Self.maximumCards, facts.cards.allSatisfy({ CardIdentifier.isValid($0.externalCardId) })
+        else { return nil }
+        return facts
+    }
+
+    private func decodeSnapshotFile<Value: Decodable>(as type: Value.Type) -> Result<Value, SnapshotReadFailure> {
         let data: Data
         switch Self.read(snapshotURL, maximumBytes: Self.maximumSnapshotBytes) {
-        case .missing: return .missing
-        case .tooLarge: return .tooLarge
+        case .missing: return .failure(SnapshotReadFailure(read: .missing))
+        case .tooLarge: return .failure(SnapshotReadFailure(read: .tooLarge))
         case .data(let read): data = read
         }
-        let snapshot: ExtensionSnapshot
         do {
-            snapshot = try JSONDecoder().decode(ExtensionSnapshot.self, from: data)
+            return .success(try JSONDecoder().decode(type, from: data))
         } catch let newer as ExtensionSnapshot.NewerSchemaVersion {
-            return .newerVersion(newer.version)
+            return .failure(SnapshotReadFailure(read: .newerVersion(newer.version)))
         } catch {
-            return .corrupt
+            return .failure(SnapshotReadFailure(read: .corrupt))
         }
-        return Self.isPlausible(snapshot) ? .found(snapshot) : .invalid
+    }
+
+    private struct SnapshotReadFailure: Error {
+        let read: SnapshotRead
     }
 
     /// Replaces the snapshot atomically.

@@ -88,16 +88,23 @@ public final class WalletExtension: Sendable {
     /// Entries are available for a device when the snapshot holds a card eligible there
     /// (``ExtensionEligibility``); without a snapshot or a pass library, none are.
     public func status() async -> ExtensionStatus {
-        let snapshot = configuration.directory.readSnapshot()
-        let session = sessions.validSession(at: configuration.now(), userId: snapshot?.userId)
-        guard let snapshot, await configuration.passLibrary.isPassLibraryAvailable() else {
+        let library = configuration.passLibrary
+        let available = await library.isPassLibraryAvailable()
+        return status(passLibraryAvailable: available, passes: available ? await library.secureElementPasses() : [])
+    }
+
+    /// ``status()`` with the device's passes already read: synchronous, so an adapter that
+    /// can read PassKit where it is called answers without hopping to another thread.
+    public func status(passLibraryAvailable: Bool, passes: [WalletPass]) -> ExtensionStatus {
+        let facts = configuration.directory.readStatusFacts()
+        let session = sessions.validSession(at: configuration.now(), userId: facts?.userId)
+        guard let facts, passLibraryAvailable else {
             return ExtensionStatus(requiresAuthentication: session == nil, passEntriesAvailable: false, remotePassEntriesAvailable: false)
         }
-        let passes = await configuration.passLibrary.secureElementPasses()
         return ExtensionStatus(
             requiresAuthentication: session == nil,
-            passEntriesAvailable: !ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: .phone).isEmpty,
-            remotePassEntriesAvailable: !ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: .watch).isEmpty
+            passEntriesAvailable: !ExtensionEligibility.eligible(facts.cards, livePasses: passes, device: .phone).isEmpty,
+            remotePassEntriesAvailable: !ExtensionEligibility.eligible(facts.cards, livePasses: passes, device: .watch).isEmpty
         )
     }
 
