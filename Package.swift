@@ -125,6 +125,7 @@ let package = Package(
                 "ProvisioningSDK",
                 "ProvisioningModels",
                 "SDKTestSupport",
+                "TestSupport",
                 "ProvisioningCrypto",
                 "TokenPlatform",
                 "WalletSimulator",
@@ -138,6 +139,7 @@ let package = Package(
                 "ProvisioningSDK",
                 "ProvisioningModels",
                 "SDKTestSupport",
+                "TestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
                 // The Wallet extension's end-to-end test runs against the real TMP server.
                 "TokenPlatform",

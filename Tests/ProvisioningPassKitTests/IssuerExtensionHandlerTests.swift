@@ -6,6 +6,7 @@ import ProvisioningModels
 import ProvisioningPassKit
 import ProvisioningSDK
 import SDKTestSupport
+import TestSupport
 import Testing
 
 /// The issuer's two Wallet extensions as Wallet drives them, on the PassKit shim, against the

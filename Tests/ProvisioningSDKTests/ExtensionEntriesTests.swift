@@ -2,6 +2,7 @@ import Foundation
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
+import TestSupport
 import Testing
 
 /// Wallet's `passEntries` / `remotePassEntries`: refreshed from TMP when the session allows

@@ -2,6 +2,7 @@ import Foundation
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
+import TestSupport
 import Testing
 
 /// The snapshot file the app writes and the extensions read: round trip, atomic replace, and

@@ -2,6 +2,7 @@ import Foundation
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
+import TestSupport
 import Testing
 
 /// The app's side: IssuerWallet writes a snapshot of every status it publishes, fetches art

@@ -201,3 +201,16 @@ public enum TestPDF {
         return File(bytes: out, xrefOffset: xrefOffset)
     }
 }
+
+/// Card art at a given size, for tests that need a valid file and not its construction.
+public enum SampleCardArt {
+    /// A valid PNG of `width` × `height` pixels (Apple's 1536 × 969 by default).
+    public static func png(width: Int = 1536, height: Int = 969) -> Data {
+        TestPNG.file(width: width, height: height)
+    }
+
+    /// A valid one-page PDF whose page is `width` × `height` points.
+    public static func pdf(width: Int = 1536, height: Int = 969) -> Data {
+        TestPDF.onePage(page: "/MediaBox [0 0 \(width) \(height)]").data
+    }
+}

@@ -229,7 +229,12 @@ public struct LifecycleService: Sendable {
             // overtook TMP (events are asynchronous). TMP's own record still wins: the echo cannot
             // know why the token was suspended, and unblocking a card resumes only the tokens
             // the block suspended.
-            if current.status == target || current.status.canTransition(to: target) {
+            // A suspension already recorded for the same reason (a repeat, or a concurrent
+            // twin) changes nothing.
+            if current.status == target {
+                return source != nil && current.suspendedBy == source ? .unchanged : .set(target, suspendedBy: source)
+            }
+            if current.status.canTransition(to: target) {
                 return .set(target, suspendedBy: source)
             }
             return .reject("token is \(current.status.rawValue)")
