@@ -176,6 +176,29 @@ struct IssuerExtensionHandlerTests {
         #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
     }
 
+    @MainActor @Test func aSignInThatEndsAfterCancelLeavesNoSession() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let viewController = SignInViewController()
+        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
+        viewController.completionHandler = { result in results.withValue { $0.append(result) } }
+        let secrets = FileSecretStore(directory: folder.url)
+        let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
+        let gate = AsyncGate()
+        let slowSignIn = Task { @MainActor in
+            try await flow.signIn {
+                await gate.wait()
+                return SignedInCardholder(cardholderToken: "slow", userId: "alice")
+            }
+        }
+        await gate.waitForArrivals(1)
+        #expect(flow.cancel())
+        gate.open()
+        #expect(try await slowSignIn.value == false)
+        #expect(results.current == [.canceled])
+        #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+    }
+
     /// The device type TMP sealed for, from the activation data's claims.
     func deviceType(of request: PKAddPaymentPassRequest) throws -> DeviceType {
         let token = String(decoding: try #require(request.activationData), as: UTF8.self)
