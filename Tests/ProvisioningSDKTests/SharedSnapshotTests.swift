@@ -67,7 +67,7 @@ struct SharedSnapshotTests {
         try directory.write(snapshot)
         let facts = try #require(directory.readStatusFacts())
         #expect(facts.userId == "alice")
-        #expect(facts.cards.map(\.externalCardId) == ["card-1", "card-2"])
+        #expect(facts.cards.map(\.panLast4) == ["1111", "1111"])
         #expect(facts.cards.map(\.status) == [.active, .closed])
         #expect(facts.cards.first?.primaryAccountIdentifier == "PAI-1")
         #expect(facts.cards.first?.phone == .init(hasPass: true, state: .active))
