@@ -23,9 +23,17 @@ struct IssuerExtensionHandlerTests {
         }
     }
 
-    /// The authorization extension's view controller, as far as Wallet sees it.
+    /// The authorization extension's view controller, as far as Wallet sees it; it records
+    /// every result reported to Wallet.
     final class SignInViewController: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
         var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
+
+        override init() {
+            super.init()
+            let results = results
+            completionHandler = { result in results.withValue { $0.append(result) } }
+        }
     }
 
     // Wallet's side: the completion forms, awaited.
@@ -90,8 +98,7 @@ struct IssuerExtensionHandlerTests {
 
                 // The UI extension: the app's sign-in, then `.authorized`, exactly once.
                 let viewController = SignInViewController()
-                let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
-                viewController.completionHandler = { result in results.withValue { $0.append(result) } }
+                let results = viewController.results
                 let flow = await ExtensionAuthorizationFlow(reportingTo: viewController, configuration: configuration)
                 #expect(try await flow.signIn { SignedInCardholder(cardholderToken: aliceToken, userId: "alice") })
                 #expect(await flow.cancel() == false)
@@ -162,17 +169,15 @@ struct IssuerExtensionHandlerTests {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let viewController = SignInViewController()
-        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
-        viewController.completionHandler = { result in results.withValue { $0.append(result) } }
         let secrets = FileSecretStore(directory: folder.url)
         let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
         await #expect(throws: ExtensionSignIn.Failure.self) {
             try await flow.signIn { throw FaceIDFailed() }
         }
-        #expect(results.current.isEmpty)
+        #expect(viewController.results.current.isEmpty)
         #expect(flow.cancel())
         #expect(try await flow.signIn { SignedInCardholder(cardholderToken: "late", userId: "alice") } == false)
-        #expect(results.current == [.canceled])
+        #expect(viewController.results.current == [.canceled])
         #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
     }
 
@@ -180,8 +185,6 @@ struct IssuerExtensionHandlerTests {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let viewController = SignInViewController()
-        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
-        viewController.completionHandler = { result in results.withValue { $0.append(result) } }
         let secrets = FileSecretStore(directory: folder.url)
         let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
         let gate = AsyncGate()
@@ -195,7 +198,7 @@ struct IssuerExtensionHandlerTests {
         #expect(flow.cancel())
         gate.open()
         #expect(try await slowSignIn.value == false)
-        #expect(results.current == [.canceled])
+        #expect(viewController.results.current == [.canceled])
         #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
     }
 
