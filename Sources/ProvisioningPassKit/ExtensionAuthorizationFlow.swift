@@ -45,6 +45,10 @@ public final class ExtensionAuthorizationFlow {
     public func signIn(_ attempt: @Sendable () async throws -> SignedInCardholder) async throws(ExtensionSignIn.Failure) -> Bool {
         guard result == nil else { return false }
         _ = try await signInStep.signIn(attempt)
+        if result == .canceled {
+            // Cancelled while the sign-in ran: leave no session behind the cardholder's back.
+            try? signInStep.sessions.clear()
+        }
         return report(.authorized)
     }
 

@@ -24,9 +24,17 @@ struct IssuerExtensionHandlerTests {
         }
     }
 
-    /// The authorization extension's view controller, as far as Wallet sees it.
+    /// The authorization extension's view controller, as far as Wallet sees it; it records
+    /// every result reported to Wallet.
     final class SignInViewController: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
         var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
+
+        override init() {
+            super.init()
+            let results = results
+            completionHandler = { result in results.withValue { $0.append(result) } }
+        }
     }
 
     // Wallet's side: the completion forms, awaited.
@@ -91,8 +99,7 @@ struct IssuerExtensionHandlerTests {
 
                 // The UI extension: the app's sign-in, then `.authorized`, exactly once.
                 let viewController = SignInViewController()
-                let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
-                viewController.completionHandler = { result in results.withValue { $0.append(result) } }
+                let results = viewController.results
                 let flow = await ExtensionAuthorizationFlow(reportingTo: viewController, configuration: configuration)
                 #expect(try await flow.signIn { SignedInCardholder(cardholderToken: aliceToken, userId: "alice") })
                 #expect(await flow.cancel() == false)
@@ -163,17 +170,36 @@ struct IssuerExtensionHandlerTests {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let viewController = SignInViewController()
-        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
-        viewController.completionHandler = { result in results.withValue { $0.append(result) } }
         let secrets = FileSecretStore(directory: folder.url)
         let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
         await #expect(throws: ExtensionSignIn.Failure.self) {
             try await flow.signIn { throw FaceIDFailed() }
         }
-        #expect(results.current.isEmpty)
+        #expect(viewController.results.current.isEmpty)
         #expect(flow.cancel())
         #expect(try await flow.signIn { SignedInCardholder(cardholderToken: "late", userId: "alice") } == false)
-        #expect(results.current == [.canceled])
+        #expect(viewController.results.current == [.canceled])
+        #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+    }
+
+    @MainActor @Test func aSignInThatEndsAfterCancelLeavesNoSession() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let viewController = SignInViewController()
+        let secrets = FileSecretStore(directory: folder.url)
+        let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
+        let gate = AsyncGate()
+        let slowSignIn = Task { @MainActor in
+            try await flow.signIn {
+                await gate.wait()
+                return SignedInCardholder(cardholderToken: "slow", userId: "alice")
+            }
+        }
+        await gate.waitForArrivals(1)
+        #expect(flow.cancel())
+        gate.open()
+        #expect(try await slowSignIn.value == false)
+        #expect(viewController.results.current == [.canceled])
         #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
     }
 

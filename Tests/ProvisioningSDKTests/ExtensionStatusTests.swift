@@ -115,6 +115,18 @@ struct ExtensionStatusTests {
         #expect(status.passEntriesAvailable && status.remotePassEntriesAvailable)
     }
 
+    @Test func theSynchronousFormAnswersTheSameFromPassesAlreadyRead() async throws {
+        let passes = [Fixtures.pass("DA-1", account: "PAI-1", device: .phone)]
+        let world = try ExtensionHarness(passes: passes)
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active)]))
+        try world.signIn()
+        let synchronous = world.walletExtension.status(passLibraryAvailable: true, passes: passes)
+        #expect(synchronous == ExtensionStatus(requiresAuthentication: false, passEntriesAvailable: false, remotePassEntriesAvailable: true))
+        #expect(await world.walletExtension.status() == synchronous)
+        #expect(world.walletExtension.status(passLibraryAvailable: false, passes: []) == ExtensionStatus(requiresAuthentication: false, passEntriesAvailable: false, remotePassEntriesAvailable: false))
+    }
+
     @Test func aDeviceWithoutAPassLibraryOffersNothing() async throws {
         let world = try ExtensionHarness()
         defer { world.remove() }

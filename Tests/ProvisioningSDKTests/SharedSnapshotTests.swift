@@ -41,6 +41,39 @@ struct SharedSnapshotTests {
         #expect(read.cards.first?.primaryAccountIdentifier == "PAI-1")
     }
 
+    @Test func eachDevicesPresenceIsOneWord() throws {
+        let snapshot = Fixtures.snapshot([
+            Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active, watch: .requiresActivation),
+            ExtensionSnapshot.Card(externalCardId: "card-2", panLast4: "2222", cardholderName: "", network: .mastercard, productTitle: "Gold", artFileName: nil, status: .active, primaryAccountIdentifier: "PAI-2", phone: .init(hasPass: true, state: .notAdded), watch: .init(hasPass: true, state: .suspended)),
+        ])
+        let text = String(decoding: try JSONEncoder().encode(snapshot), as: UTF8.self)
+        for word in [#""phone":"active""#, #""watch":"requiresActivation""#, #""phone":"dead""#, #""watch":"suspended""#] {
+            #expect(text.contains(word), "\(word)")
+        }
+        #expect(try JSONDecoder().decode(ExtensionSnapshot.self, from: Data(text.utf8)) == snapshot)
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
+        try Data(text.replacingOccurrences(of: #""phone":"dead""#, with: #""phone":"notAdded""#).utf8).write(to: directory.snapshotURL)
+        #expect(directory.readSnapshotFile() == .corrupt)
+        #expect(directory.readStatusFacts() == nil)
+    }
+
+    @Test func statusReadsTheSameFactsAsTheFullSnapshot() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        let snapshot = Fixtures.snapshot([Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active), Fixtures.snapshotCard("card-2", status: .closed)])
+        try directory.write(snapshot)
+        let facts = try #require(directory.readStatusFacts())
+        #expect(facts.userId == "alice")
+        #expect(facts.cards.map(\.panLast4) == ["1111", "1111"])
+        #expect(facts.cards.map(\.status) == [.active, .closed])
+        #expect(facts.cards.first?.primaryAccountIdentifier == "PAI-1")
+        #expect(facts.cards.first?.phone == .init(hasPass: true, state: .active))
+    }
+
     @Test func noFileIsMissing() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

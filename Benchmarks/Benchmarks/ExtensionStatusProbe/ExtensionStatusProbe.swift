@@ -58,6 +58,7 @@ enum ExtensionStatusProbe {
         case "status":
             evictFiles(directory: directory, secrets: secrets)
             let library = ProbePassLibrary(passes: ProbePassLibrary.passes(cards: cards))
+            let cpu = threadCPUTime()
             let start = ContinuousClock.now
             let walletExtension = WalletExtension(configuration: WalletExtensionConfiguration(
                 tmp: .init(baseURL: URL(string: "https://tmp.invalid/")!),
@@ -67,14 +68,17 @@ enum ExtensionStatusProbe {
             ))
             let status = walletExtension.status(passLibraryAvailable: true, passes: library.passes)
             let elapsed = start.duration(to: .now)
-            print("status \(nanoseconds(elapsed)) auth=\(status.requiresAuthentication) phone=\(status.passEntriesAvailable) watch=\(status.remotePassEntriesAvailable)")
+            let cpuUsed = threadCPUTime() - cpu
+            print("status \(nanoseconds(elapsed)) \(cpuUsed) auth=\(status.requiresAuthentication) phone=\(status.passEntriesAvailable) watch=\(status.remotePassEntriesAvailable)")
         case "read":
             evictFiles(directory: directory, secrets: secrets)
+            let cpu = threadCPUTime()
             let start = ContinuousClock.now
             let snapshot = try Data(contentsOf: directory.snapshotURL)
             let session = try Data(contentsOf: secrets.directory.appendingPathComponent(ExtensionSessionStore.key))
             let elapsed = start.duration(to: .now)
-            print("read \(nanoseconds(elapsed)) bytes=\(snapshot.count + session.count)")
+            let cpuUsed = threadCPUTime() - cpu
+            print("read \(nanoseconds(elapsed)) \(cpuUsed) bytes=\(snapshot.count + session.count)")
         default:
             FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))
             exit(2)
@@ -116,6 +120,14 @@ enum ExtensionStatusProbe {
             }
         }
         #endif
+    }
+
+    /// CPU time this thread has used, in nanoseconds: unlike the elapsed time, it does not
+    /// grow while other processes hold the CPU.
+    static func threadCPUTime() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -17,17 +17,17 @@ public enum ExtensionEligibility {
     }
 
     /// The cards among `cards` (all of one snapshot) that can be added to `device`, in order.
+    /// Linear in cards plus passes.
     public static func eligible<Card: EligibilityFacts>(_ cards: [Card], livePasses: [WalletPass], device: DeviceType) -> [Card] {
         let known = Set(cards.compactMap(\.primaryAccountIdentifier))
         let onDevice = livePasses.filter { $0.device == device && $0.activationState != .deactivated }
+        let liveAccounts = Set(onDevice.map(\.primaryAccountIdentifier))
+        let unclaimedSuffixes = Set(onDevice.filter { !known.contains($0.primaryAccountIdentifier) }.map(\.primaryAccountNumberSuffix))
         return cards.filter { card in
             guard card.status == .active else { return false }
             let presence = card.presence(on: device)
             let deadPassRecorded = presence.hasPass && presence.state == .notAdded
-            let hasLivePass = onDevice.contains { pass in
-                if let account = card.primaryAccountIdentifier { return pass.primaryAccountIdentifier == account }
-                return pass.primaryAccountNumberSuffix == card.panLast4 && !known.contains(pass.primaryAccountIdentifier)
-            }
+            let hasLivePass = card.primaryAccountIdentifier.map(liveAccounts.contains) ?? unclaimedSuffixes.contains(card.panLast4)
             return !hasLivePass || deadPassRecorded
         }
     }

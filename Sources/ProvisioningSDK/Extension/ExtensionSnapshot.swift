@@ -145,10 +145,8 @@ public struct ExtensionSnapshot: Sendable, Hashable {
         }
     }
 
-    /// One card's facts for ``ExtensionEligibility``.
+    /// One card's facts for ``ExtensionEligibility`` (not even its id: `status` needs none).
     public struct CardFacts: Sendable, Hashable, Decodable, EligibilityFacts {
-        /// The issuer's card id.
-        public var externalCardId: String
         /// The PAN's last four digits.
         public var panLast4: String
         /// The card's status at the issuer.
@@ -164,8 +162,6 @@ public struct ExtensionSnapshot: Sendable, Hashable {
 
 /// What ``ExtensionEligibility`` needs to know of a card.
 public protocol EligibilityFacts {
-    /// The issuer's card id.
-    var externalCardId: String { get }
     /// The PAN's last four digits.
     var panLast4: String { get }
     /// The card's status at the issuer.

@@ -72,7 +72,7 @@ public struct SharedWalletDirectory: Sendable, Hashable {
     /// nil for anything but a usable snapshot).
     public func readStatusFacts() -> ExtensionSnapshot.StatusFacts? {
         guard case .success(let facts) = decodeSnapshotFile(as: ExtensionSnapshot.StatusFacts.self),
-            !facts.userId.isEmpty, facts.cards.count <= Self.maximumCards, facts.cards.allSatisfy({ CardIdentifier.isValid($0.externalCardId) })
+            !facts.userId.isEmpty, facts.cards.count <= Self.maximumCards
         else { return nil }
         return facts
     }
