@@ -57,7 +57,8 @@ struct SharedSnapshotTests {
         try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
         try Data(text.replacingOccurrences(of: #""phone":"dead""#, with: #""phone":"notAdded""#).utf8).write(to: directory.snapshotURL)
         #expect(directory.readSnapshotFile() == .corrupt)
-        #expect(directory.readStatusFacts() == nil)
+        // `status` reads the index, which the damage did not reach.
+        #expect(directory.readStatusFacts()?.cards.map(\.phone) == [.init(hasPass: true, state: .active), .init(hasPass: true, state: .notAdded)])
     }
 
     @Test func statusReadsTheSameFactsAsTheFullSnapshot() throws {
@@ -72,6 +73,35 @@ struct SharedSnapshotTests {
         #expect(facts.cards.map(\.status) == [.active, .closed])
         #expect(facts.cards.first?.primaryAccountIdentifier == "PAI-1")
         #expect(facts.cards.first?.phone == .init(hasPass: true, state: .active))
+    }
+
+    @Test func theStatusIndexCarriesEveryFactEvenOddAccounts() throws {
+        let accounts: [String?] = ["PAI-1", "-", "a b|c%2D\n", "ключ", nil]
+        let cards = accounts.enumerated().map { index, account in
+            Fixtures.snapshotCard("card-\(index)", last4: "00\(index)7", status: index == 3 ? .blocked : .active, account: account, phone: index % 2 == 0 ? .active : .notAdded, watch: index == 1 ? .suspended : .notAdded)
+        }
+        let data = try JSONEncoder().encode(Fixtures.snapshot(cards))
+        let facts = try JSONDecoder().decode(ExtensionSnapshot.StatusFacts.self, from: data)
+        #expect(facts.cards.map(\.primaryAccountIdentifier) == accounts)
+        #expect(facts.cards.map(\.panLast4) == cards.map(\.panLast4))
+        #expect(facts.cards.map(\.status) == cards.map(\.status))
+        #expect(facts.cards.map(\.phone) == cards.map(\.phone))
+        #expect(facts.cards.map(\.watch) == cards.map(\.watch))
+        #expect(String(decoding: data, as: UTF8.self).contains(#""statusIndex":"ACTIVE active absent 0007 PAI%2D1\nACTIVE absent suspended 0017 %2D\n"#))
+    }
+
+    @Test func aDamagedStatusIndexFallsBackToTheCards() throws {
+        let snapshot = Fixtures.snapshot([Fixtures.snapshotCard("card-1", account: "PAI-1", phone: .active)])
+        var object = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(snapshot)) as? [String: Any])
+        for damaged in ["ACTIVE active", "OPEN active absent 1111 PAI-1\n", "ACTIVE notAdded absent 1111 PAI-1\n"] {
+            object["statusIndex"] = damaged
+            let facts = try JSONDecoder().decode(ExtensionSnapshot.StatusFacts.self, from: try JSONSerialization.data(withJSONObject: object))
+            #expect(facts.cards.first?.primaryAccountIdentifier == "PAI-1", "\(damaged)")
+            #expect(facts.cards.first?.phone == .init(hasPass: true, state: .active), "\(damaged)")
+        }
+        object["statusIndex"] = nil
+        let facts = try JSONDecoder().decode(ExtensionSnapshot.StatusFacts.self, from: try JSONSerialization.data(withJSONObject: object))
+        #expect(facts.cards.count == 1)
     }
 
     @Test func noFileIsMissing() throws {

@@ -97,91 +97,42 @@ public struct ExtensionSnapshot: Sendable, Hashable {
         /// No pass at all.
         public static let absent = DevicePresence(hasPass: false, state: .notAdded)
 
-        /// Reads the one-string form.
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            switch text {
+        /// The presence of a one-word form, or nil for any other word.
+        public init?(word: some StringProtocol) {
+            switch word {
             case "absent": self = .absent
             case "dead": self.init(hasPass: true, state: .notAdded)
             default:
-                guard let state = WalletCardState(rawValue: text), state != .notAdded else {
-                    throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a device presence")
-                }
+                guard let state = WalletCardState(rawValue: String(word)), state != .notAdded else { return nil }
                 self.init(hasPass: true, state: state)
             }
         }
 
-        /// Writes the one-string form.
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
+        /// The one-word form.
+        public var word: String {
             switch (hasPass, state) {
-            case (false, _): try container.encode("absent")
-            case (true, .notAdded): try container.encode("dead")
-            case (true, let state): try container.encode(state.rawValue)
+            case (false, _): "absent"
+            case (true, .notAdded): "dead"
+            case (true, let state): state.rawValue
             }
         }
-    }
 
-    /// What Wallet's `status` reads of a snapshot: the cardholder and, per card, the facts
-    /// eligibility depends on — nothing Wallet shows, so less to decode in the 100 ms.
-    public struct StatusFacts: Sendable, Hashable, Decodable {
-        /// The cardholder the cards belong to.
-        public var userId: String
-        /// The cards' facts, in the snapshot's order.
-        public var cards: [CardFacts]
-
-        private enum CodingKeys: String, CodingKey {
-            case schemaVersion, userId, cards
-        }
-
-        /// Decodes the facts, refusing a newer schema version first.
+        /// Reads the one-word form.
         public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            let version = try container.decode(Int.self, forKey: .schemaVersion)
-            guard version <= ExtensionSnapshot.currentSchemaVersion else { throw NewerSchemaVersion(version: version) }
-            userId = try container.decode(String.self, forKey: .userId)
-            cards = try container.decode([CardFacts].self, forKey: .cards)
+            let container = try decoder.singleValueContainer()
+            guard let presence = Self(word: try container.decode(String.self)) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a device presence")
+            }
+            self = presence
+        }
+
+        /// Writes the one-word form.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(word)
         }
     }
-
-    /// One card's facts for ``ExtensionEligibility`` (not even its id: `status` needs none).
-    public struct CardFacts: Sendable, Hashable, Decodable, EligibilityFacts {
-        /// The PAN's last four digits.
-        public var panLast4: String
-        /// The card's status at the issuer.
-        public var status: CardStatus
-        /// The card account's identifier in Wallet, once known.
-        public var primaryAccountIdentifier: String?
-        /// On this iPhone.
-        public var phone: DevicePresence
-        /// On the paired Apple Watch.
-        public var watch: DevicePresence
-    }
 }
-
-/// What ``ExtensionEligibility`` needs to know of a card.
-public protocol EligibilityFacts {
-    /// The PAN's last four digits.
-    var panLast4: String { get }
-    /// The card's status at the issuer.
-    var status: CardStatus { get }
-    /// The card account's identifier in Wallet, once known.
-    var primaryAccountIdentifier: String? { get }
-    /// On this iPhone.
-    var phone: ExtensionSnapshot.DevicePresence { get }
-    /// On the paired Apple Watch.
-    var watch: ExtensionSnapshot.DevicePresence { get }
-}
-
-extension EligibilityFacts {
-    /// Where the card stands on `device`.
-    public func presence(on device: DeviceType) -> ExtensionSnapshot.DevicePresence {
-        device == .phone ? phone : watch
-    }
-}
-
-extension ExtensionSnapshot.Card: EligibilityFacts {}
 
 extension ExtensionSnapshot {
     /// The snapshot of a wallet status the app has just read.
@@ -218,8 +169,10 @@ extension ExtensionSnapshot {
 // MARK: Coding
 
 extension ExtensionSnapshot: Codable {
-    private enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey {
         case schemaVersion, userId, writtenAt, passLibraryAvailable, cards
+        /// Derived from `cards` (see ``ExtensionSnapshot/StatusFacts``); never read back here.
+        case statusIndex
     }
 
     /// Thrown while decoding a snapshot written by a newer SDK: its fields may mean
@@ -248,5 +201,6 @@ extension ExtensionSnapshot: Codable {
         try container.encode(writtenAt, forKey: .writtenAt)
         try container.encode(passLibraryAvailable, forKey: .passLibraryAvailable)
         try container.encode(cards, forKey: .cards)
+        try container.encode(StatusFacts.index(of: cards), forKey: .statusIndex)
     }
 }
