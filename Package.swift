@@ -74,6 +74,9 @@ let package = Package(
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "TokenPlatform",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -91,7 +94,9 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels"]),
+        // Fixtures shared by the test targets (card-art files built byte by byte).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels", "TestSupport"]),
         // Test doubles the SDK's and the adapters' tests share: manual clock, scripted transport, fake pass library.
         .target(name: "SDKTestSupport", dependencies: ["ProvisioningSDK", "ProvisioningModels"], path: "Tests/SDKTestSupport"),
         .testTarget(
@@ -139,13 +144,26 @@ let package = Package(
                 "ProvisioningCrypto",
                 "ProvisioningModels",
                 "WalletSimulator",
+                "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov"]),
+        .testTarget(
+            name: "WalletSimulatorTests",
+            dependencies: [
+                "WalletSimulator",
+                "TokenPlatform",
+                "ProvisioningCrypto",
+                "ProvisioningModels",
+                .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

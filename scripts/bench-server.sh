@@ -9,6 +9,10 @@
 # chain). It then measures the crypto-only signed-cards rate in the same run
 # (`pushprov crypto throughput`) and prints requests/s, p50 and p99. Everything stays on
 # 127.0.0.1 and stops by itself.
+#
+# BENCH_CONNECTIONS=N   wrk connections (default 16)
+# BENCH_PERF=DIR        also record a `perf` profile of the server during each wrk run into DIR
+#                       (searches.perf.data, signed-cards.perf.data; read with `perf report -i`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-20}"
@@ -75,10 +79,33 @@ PY
 curl -sf "$BASE/issuer/push-provisioning/tokens/searches" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SEARCH_BODY" | python3 -c 'import json,sys; n=len(json.load(sys.stdin)); assert n == 10, n; print("search sanity: 10 results")'
 curl -sf "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SIGNED_CARDS_BODY" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert set(r) == {"activationData","encryptedData","ephemeralPublicKey"}; print("signed-cards sanity: sealed")'
 
+profile() { # name: records the server while wrk runs, when BENCH_PERF is set
+    [ -n "${BENCH_PERF:-}" ] || return 0
+    mkdir -p "$BENCH_PERF"
+    perf record -F 499 -g -p "$SERVER_PID" -o "$BENCH_PERF/$1.perf.data" -- sleep "$DURATION" >/dev/null 2>&1 &
+    PERF_PID=$!
+}
+profiled() { [ -z "${PERF_PID:-}" ] || wait "$PERF_PID" || true; PERF_PID=; }
+# CPU time (user + system, in clock ticks) the server has used so far.
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+# load NAME LUA: runs wrk and prints the server's CPU time per request.
+load() {
+    local before after requests
+    before="$(server_ticks)"
+    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" | tee "$DATA/wrk.out"
+    after="$(server_ticks)"
+    requests="$(awk '/requests in/ {print $1}' "$DATA/wrk.out")"
+    awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
+        'BEGIN { printf "server CPU: %.3f ms per request (%.1f s of CPU for %d requests)\n", t * 1000 / hz / n, t / hz, n }'
+}
 echo; echo "== tokens/searches (10 references, $CONNECTIONS connections, ${DURATION}s) =="
-wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/bench/search.lua "$BASE/issuer/push-provisioning/tokens/searches"
+profile searches
+load tokens/searches search
+profiled
 echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
-wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s scripts/bench/signed-cards.lua "$BASE/issuer/push-provisioning/signed-cards"
+profile signed-cards
+load signed-cards signed-cards
+profiled
 echo; echo "== crypto-only baseline (same machine, same run) =="
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 "$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem"

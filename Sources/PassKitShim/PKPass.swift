@@ -43,13 +43,21 @@ open class PKPass: PKObject {
 
     /// NOT PART OF APPLE'S PASSKIT: the values a pass holds, for the Linux shim's constructors.
     package struct Values: Sendable, Hashable {
+        /// The pass's `passType`.
         package var passType: PKPassType
+        /// The pass's `serialNumber`.
         package var serialNumber: String
+        /// The pass's `passTypeIdentifier`.
         package var passTypeIdentifier: String
+        /// The pass's `localizedName`.
         package var localizedName: String
+        /// The pass's `localizedDescription`.
         package var localizedDescription: String
+        /// The pass's `organizationName`.
         package var organizationName: String
+        /// The pass's `isRemotePass`.
         package var isRemotePass: Bool
+        /// The pass's `deviceName`.
         package var deviceName: String
 
         /// Values for a pass.

@@ -23,12 +23,19 @@ open class PKSecureElementPass: PKPass {
     /// NOT PART OF APPLE'S PASSKIT: the secure-element values a pass holds, for the Linux
     /// shim's constructors.
     package struct Account: Sendable, Hashable {
+        /// The pass's `primaryAccountIdentifier`.
         package var primaryAccountIdentifier: String
+        /// The pass's `primaryAccountNumberSuffix`.
         package var primaryAccountNumberSuffix: String
+        /// The pass's `deviceAccountIdentifier`.
         package var deviceAccountIdentifier: String
+        /// The pass's `deviceAccountNumberSuffix`.
         package var deviceAccountNumberSuffix: String
+        /// The pass's `passActivationState`.
         package var passActivationState: PKSecureElementPass.PassActivationState
+        /// The pass's `devicePassIdentifier`.
         package var devicePassIdentifier: String?
+        /// The pass's `pairedTerminalIdentifier`.
         package var pairedTerminalIdentifier: String?
 
         /// Values for a secure-element pass.

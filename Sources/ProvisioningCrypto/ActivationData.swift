@@ -121,7 +121,10 @@ public struct ActivationDataVerifier: Sendable {
     ///
     /// - Parameters:
     ///   - token: The activation data as received.
-    ///   - panUniqueReference: The card the caller found for this request; must match.
+    ///   - panUniqueReference: The card the caller found for this request; must match when
+    ///     given. A token service that learns the card's reference only from the issuer's
+    ///     decision passes nil here and compares ``ActivationDataClaims/panUniqueReference``
+    ///     once it knows it.
     ///   - nonce: The Wallet nonce, when the caller knows it; must match when given.
     ///   - deviceType: The device the token is for, when known; must match when given.
     ///   - now: The verification time.
@@ -129,7 +132,7 @@ public struct ActivationDataVerifier: Sendable {
     ///   caller's to enforce with the returned `jti`.
     public func verify(
         _ token: String,
-        panUniqueReference: String,
+        panUniqueReference: String?,
         nonce: Data? = nil,
         deviceType: DeviceType? = nil,
         now: Date
@@ -164,7 +167,7 @@ public struct ActivationDataVerifier: Sendable {
         if nowSeconds >= TimeInterval(claims.exp) {
             return .refused(.init(.expired, "activation data expired at \(claims.expiresAt)"))
         }
-        guard constantTimeEquals(claims.pur, panUniqueReference) else {
+        if let panUniqueReference, !constantTimeEquals(claims.pur, panUniqueReference) {
             return .refused(.init(.wrongCard, "activation data was issued for another card"))
         }
         if let nonce, !constantTimeEquals(claims.nh, Self.nonceHash(nonce)) {

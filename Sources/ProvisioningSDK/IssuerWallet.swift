@@ -23,6 +23,10 @@ public actor IssuerWallet {
     /// The latest status read, if any.
     public private(set) var latestStatus: WalletStatusSnapshot?
     private var subscribers: [UUID: AsyncStream<WalletStatusSnapshot>.Continuation] = [:]
+    // Reads overlap (the actor is re-entered while one awaits the network): only a read that
+    // started after the one last published may replace it.
+    private var readsStarted = 0
+    private var lastPublishedRead = 0
 
     /// Creates the entry point.
     ///
@@ -46,10 +50,17 @@ public actor IssuerWallet {
 
     /// Reads every card's status afresh (`GET cards`, the passes, one `tokens/searches`),
     /// keeps it as ``latestStatus``, publishes it, and writes it for the Wallet extensions.
+    ///
+    /// When reads overlap, an older read finishing last does not replace a newer one.
     @discardableResult
     public func refreshStatus() async throws(TMPClientError) -> WalletStatusSnapshot {
+        readsStarted += 1
+        let read = readsStarted
         let snapshot = try await WalletStatusReader(client: client, passLibrary: passLibrary).read()
-        await publish(snapshot)
+        if read > lastPublishedRead {
+            lastPublishedRead = read
+            await publish(snapshot, read: read)
+        }
         return snapshot
     }
 
@@ -125,13 +136,13 @@ public actor IssuerWallet {
 
     // MARK: Publishing
 
-    private func publish(_ snapshot: WalletStatusSnapshot) async {
+    private func publish(_ snapshot: WalletStatusSnapshot, read: Int) async {
         latestStatus = snapshot
         for continuation in subscribers.values {
             continuation.yield(snapshot)
         }
         // The extensions make do with the previous snapshot if this one cannot be written.
-        try? await sharedStorage?.record(snapshot)
+        try? await sharedStorage?.record(snapshot, order: read)
     }
 
     private func unsubscribe(_ id: UUID) {

@@ -6,6 +6,6 @@ struct PushProv: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushprov",
         abstract: "Apple Pay push provisioning for card issuers: TMP server, demo and crypto tools.",
-        subcommands: [ServeCommand.self, DevTokenCommand.self, CryptoCommand.self]
+        subcommands: [ServeCommand.self, DevTokenCommand.self, CryptoCommand.self, CardArtCommand.self]
     )
 }

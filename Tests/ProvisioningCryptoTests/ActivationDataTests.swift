@@ -79,6 +79,13 @@ struct ActivationDataTests {
         #expect(refusalCode(try issue(), card: "pur-2") == .wrongCard)
     }
 
+    @Test func withoutACardReferenceChecksEverythingElseAndReturnsTheBoundCard() throws {
+        let claims = try #require(verifier.verify(try issue(), panUniqueReference: nil, nonce: nonce, deviceType: .phone, now: now).claims)
+        #expect(claims.panUniqueReference == "pur-1")
+        #expect(verifier.verify(try issue(), panUniqueReference: nil, nonce: Data("another".utf8), now: now).refusal?.code == .wrongNonce)
+        #expect(verifier.verify(try issue(), panUniqueReference: nil, now: now.addingTimeInterval(600)).refusal?.code == .expired)
+    }
+
     @Test func refusesTheWrongDevice() throws {
         #expect(refusalCode(try issue(device: .phone), device: .watch) == .wrongDevice)
     }

@@ -28,10 +28,13 @@ public final class FakePassLibrary: PassLibrary, Sendable {
     /// The accounts `canAddSecureElementPass` was asked about, in order.
     public var canAddQueries: [String] { state.current.canAddQueries }
 
+    /// Whether the library exists (as set at creation).
     public func isPassLibraryAvailable() async -> Bool { state.current.available }
 
+    /// The passes now in the library.
     public func secureElementPasses() async -> [WalletPass] { state.current.passes }
 
+    /// True while this iPhone or a paired Watch has no live pass of the account.
     public func canAddSecureElementPass(primaryAccountIdentifier: String) async -> Bool {
         state.withValue { state in
             state.canAddQueries.append(primaryAccountIdentifier)

@@ -8,8 +8,11 @@ public final class ManualClock: Clock, Sendable {
         /// Time since the clock was made.
         public var offset: Duration
 
+        /// The instant `duration` later.
         public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// The time from this instant to `other`.
         public func duration(to other: Instant) -> Duration { other.offset - offset }
+        /// Whether `lhs` comes first.
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
     }
 
@@ -31,7 +34,9 @@ public final class ManualClock: Clock, Sendable {
     /// A clock at offset zero.
     public init() {}
 
+    /// The current instant; moves only through `advance`.
     public var now: Instant { state.withValue { $0.now } }
+    /// Zero: the clock moves exactly as far as told.
     public var minimumResolution: Duration { .zero }
 
     /// Every duration a caller asked to sleep, in order (deadline minus the time of asking).
@@ -40,6 +45,7 @@ public final class ManualClock: Clock, Sendable {
     /// How many callers are asleep.
     public var sleeperCount: Int { state.withValue { $0.sleepers.count } }
 
+    /// Suspends until the test moves the clock to `deadline` (at once if it is there); throws when cancelled.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         let id = UUID()
         try await withTaskCancellationHandler {

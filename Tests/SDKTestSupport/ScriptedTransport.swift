@@ -24,6 +24,7 @@ public final class ScriptedTransport: HTTPTransport, Sendable {
         requests.filter { Self.operation(of: $0) == operation }
     }
 
+    /// Records `request` and answers it with the script.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let index = recorded.withValue { requests in
             requests.append(request)

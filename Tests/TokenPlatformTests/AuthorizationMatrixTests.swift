@@ -103,4 +103,17 @@ struct AuthorizationMatrixTests {
             #expect(beyondSkew.status == .unauthorized)
         }
     }
+
+    @Test func schemeIsCaseInsensitiveAndWhiteSpaceAroundTheCredentialIsAllowedButNotACredentialOfWhiteSpace() async throws {
+        let platform = try await TestPlatform()
+        let token = platform.jwt("alice")
+        try await platform.run { api in
+            let padded = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer  \t" + token + " \t"))
+            let blank = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer  \t "))
+            let lowercaseScheme = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("bearer " + token))
+            #expect(padded.status == .ok)
+            #expect(blank.status == .unauthorized)
+            #expect(lowercaseScheme.status == .ok, "the scheme name is case-insensitive")
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import TestSupport
 import Testing
 import TokenPlatform
 
@@ -99,6 +100,31 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func anEchoThatOvertakesTheCommandKeepsTMPsReasonAndAnswer() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "PHONE-1")
+            // The token service reports each change before TMP's own call returns.
+            let tsp = TSPService(environment: platform.environment)
+            let echoes: [String: TokenEventType] = ["suspend": .suspended, "resume": .resumed]
+            platform.connector.beforeReturning.withValue {
+                $0 = { command, token in
+                    guard let type = echoes[command] else { return }
+                    _ = try await tsp.apply(TokenEventRequest(eventId: "echo-\(command)", tokenUniqueReference: token.tokenUniqueReference, panUniqueReference: card.panUniqueReference, event: type, deviceType: .phone))
+                }
+            }
+            let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(block.tokens.map(\.result) == ["SUSPENDED"])
+            #expect(try await platform.store.token(reference: "PHONE-1")?.suspendedBy == .cardBlocked)
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["RESUMED"])
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            let actors = try await platform.store.auditEntries(subject: "token:PHONE-1").map { "\($0.actor) \($0.action)" }
+            #expect(actors.suffix(4) == ["tsp token.event.suspended", "issuer token.suspended", "tsp token.event.resumed", "issuer token.active"])
+        }
+    }
+
     @Test func tokenActionsFollowTheStateMachine() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
@@ -147,10 +173,10 @@ struct LifecycleRouteTests {
     @Test func cardArtIsValidatedStoredAndServedToTheOwner() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
-            let png = TestImages.png(width: 1536, height: 969)
+            let png = TestPNG.file(width: 1536, height: 969)
             let upload = try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: "image/png")
             #expect(upload.status == .ok, "\(upload.text)")
-            let wrong = try await api.send(.put, "/lifecycle/card-art/art-2", as: .issuer, raw: TestImages.png(width: 1024, height: 768), contentType: "image/png")
+            let wrong = try await api.send(.put, "/lifecycle/card-art/art-2", as: .issuer, raw: TestPNG.file(width: 1024, height: 768), contentType: "image/png")
             #expect(wrong.status == .badRequest)
             #expect(wrong.error?.code == "invalid_card_art")
             #expect(wrong.error?.message.contains("1024") == true)

@@ -126,6 +126,25 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func activationOvertakenByTheTokenServicesEchoIsApprovedAndAudited() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            let tsp = TSPService(environment: platform.environment)
+            platform.connector.beforeReturning.withValue {
+                $0 = { _, token in
+                    _ = try await tsp.apply(TokenEventRequest(eventId: "echo", tokenUniqueReference: token.tokenUniqueReference, panUniqueReference: card.panUniqueReference, event: .activated, deviceType: .phone))
+                }
+            }
+            let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(response.issuerMobileAppAuthResponse == .approved)
+            #expect(try await api.tokenStatus("TOK-1") == .active)
+            let audit = try await platform.store.auditEntries(subject: "token:TOK-1").map { "\($0.actor) \($0.action)" }
+            #expect(audit.suffix(2) == ["tsp token.event.activated", "user:alice token.activate"])
+        }
+    }
+
     @Test func activationFailsWithoutChangeWhenTheTokenServiceIsDown() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -29,6 +29,26 @@ struct TSPRouteTests {
         }
     }
 
+    @Test func inAppPolicyIsGreenForASecondDeviceOnlyOnceTheFirstDevicesTokenIsActive() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let phone = try await api.provision("c1", user: "alice", device: .phone, token: "TPHONE")
+            #expect(phone.decision == .requireAdditionalAuthentication)
+            // While the phone's token waits for activation, the Watch is yellow too.
+            let early = try await decide(api, activationData: try await activationData(api, device: .watch), device: .watch)
+            #expect(early.decision == .requireAdditionalAuthentication)
+            let pur = try #require(phone.panUniqueReference)
+            try await api.event("TPHONE", pur: pur, .activated, device: .phone)
+            let watch = try await decide(api, activationData: try await activationData(api, device: .watch), device: .watch)
+            #expect(watch.decision == .approved)
+            #expect(watch.reason == "active_on_other_device")
+            // Another phone token of the same card is not "another device".
+            let phoneAgain = try await decide(api, activationData: try await activationData(api, device: .phone), device: .phone)
+            #expect(phoneAgain.decision == .requireAdditionalAuthentication)
+        }
+    }
+
     @Test func declinesUnknownBlockedClosedExpiredAndMismatchedCards() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -35,21 +35,24 @@ struct CapturingLogHandler: LogHandler {
     }
 }
 
-/// A token service double: records commands, fails on demand.
+/// A token service double: records commands, fails on demand, and can run a hook (for
+/// example a token event echoed back to TMP) before a command returns.
 final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
     // @unchecked: mutable state lives in `Locked` boxes.
     let commands = Locked<[String]>([])
     let failing = Locked<Bool>(false)
+    let beforeReturning = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
 
-    private func record(_ command: String, _ token: TokenRecord) throws {
+    private func record(_ command: String, _ token: TokenRecord) async throws {
         if failing.current { throw URLError(.cannotConnectToHost) }
         commands.withValue { $0.append("\(command) \(token.tokenUniqueReference)") }
+        try await beforeReturning.current?(command, token)
     }
 
-    func activate(_ token: TokenRecord) async throws { try record("activate", token) }
-    func suspend(_ token: TokenRecord) async throws { try record("suspend", token) }
-    func resume(_ token: TokenRecord) async throws { try record("resume", token) }
-    func deactivate(_ token: TokenRecord) async throws { try record("deactivate", token) }
+    func activate(_ token: TokenRecord) async throws { try await record("activate", token) }
+    func suspend(_ token: TokenRecord) async throws { try await record("suspend", token) }
+    func resume(_ token: TokenRecord) async throws { try await record("resume", token) }
+    func deactivate(_ token: TokenRecord) async throws { try await record("deactivate", token) }
 }
 
 /// The TMP server wired for tests: in-memory SQLite (or a file), a simulated Apple PKI as

@@ -33,13 +33,33 @@ public struct Authenticator: Sendable {
         self.now = now
     }
 
+    /// Whether the header starts with the `Bearer` scheme and a space; the scheme name is
+    /// case-insensitive (RFC 9110 §11.1).
+    static func hasBearerScheme(_ header: String) -> Bool {
+        let scheme = "bearer ".utf8
+        guard header.utf8.count >= scheme.count else { return false }
+        return zip(header.utf8, scheme).allSatisfy { byte, expected in
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == expected
+        }
+    }
+
+    /// The credential after `Bearer `, without the optional white space (space, tab) HTTP
+    /// allows around it. Byte-wise: this runs on every request.
+    static func credential(afterScheme bytes: Substring.UTF8View) -> String {
+        func isOptionalWhiteSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isOptionalWhiteSpace($0) }),
+              let last = bytes.lastIndex(where: { !isOptionalWhiteSpace($0) })
+        else { return "" }
+        return String(Substring(bytes[first...last]))
+    }
+
     /// The caller, or a 401 that says nothing about what was wrong.
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
         if requirement == .none { return nil }
-        guard let header = request.headers[.authorization], header.count <= 8192, header.hasPrefix("Bearer ") else {
+        guard let header = request.headers[.authorization], header.utf8.count <= 8192, Self.hasBearerScheme(header) else {
             throw TMPError.unauthorized
         }
-        let credential = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+        let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
         switch requirement {
         case .cardholder:
             let claims: Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal>

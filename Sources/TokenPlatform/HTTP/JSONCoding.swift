@@ -38,11 +38,16 @@ enum JSONCoding {
         }
     }
 
-    /// A JSON response.
-    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+    /// One encoder for every response (JSONEncoder is thread-safe once configured).
+    private static let responseEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        let data = try encoder.encode(value)
+        return encoder
+    }()
+
+    /// A JSON response.
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try responseEncoder.encode(value)
         return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 

@@ -220,8 +220,14 @@ public struct LifecycleService: Sendable {
         }
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
         let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
-            if current.status == target { return .unchanged }
-            return current.status.canTransition(to: target) ? .set(target, suspendedBy: source) : .reject("token is \(current.status.rawValue)")
+            // Already in the target state means the token service's echo of this very command
+            // overtook TMP (events are asynchronous). TMP's own record still wins: the echo cannot
+            // know why the token was suspended, and unblocking a card resumes only the tokens
+            // the block suspended.
+            if current.status == target || current.status.canTransition(to: target) {
+                return .set(target, suspendedBy: source)
+            }
+            return .reject("token is \(current.status.rawValue)")
         }
         switch outcome {
         case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)

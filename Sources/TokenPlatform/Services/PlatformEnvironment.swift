@@ -5,7 +5,10 @@ import ProvisioningModels
 
 /// Where and how new activation data ends up on the green or yellow path.
 public enum ActivationPolicy: String, Sendable, Hashable, CaseIterable {
-    /// Valid activation data → yellow: the token is created inactive and the app activates it.
+    /// Valid activation data → yellow: the token is created inactive and the app activates it;
+    /// green when the card's token on the cardholder's other device is already active (the
+    /// cardholder activated this card in the app before, e.g. adding it to the Watch after
+    /// the iPhone).
     case inApp = "in-app"
     /// Valid activation data → green: the token is active at once.
     case immediate

@@ -118,8 +118,9 @@ public struct PushProvisioningService: Sendable {
         let audit = AuditEntry(at: environment.now(), actor: "user:\(userId)", action: "token.activate", subject: "token:\(token.tokenUniqueReference)", detail: "in-app activation")
         let result = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current in
             switch current.status {
-            case .inactive: .set(.active, suspendedBy: nil)
-            case .active: .unchanged
+            // Already active: the token service's ACTIVATED echo overtook TMP; the user's
+            // activation is still recorded.
+            case .inactive, .active: .set(.active, suspendedBy: nil)
             default: .reject("the token became \(current.status.rawValue) during activation")
             }
         }

@@ -1,0 +1,250 @@
+#if !canImport(PassKit)
+import Crypto
+import Foundation
+import PassKitShim
+import ProvisioningModels
+import Synchronization
+
+/// A secure-element pass in the simulated Wallet, on the iPhone or on the paired Apple Watch.
+public struct SimulatedPass: Sendable, Hashable {
+    /// Where a pass stands, as PassKit reports it.
+    public enum ActivationState: String, Sendable, Hashable, CaseIterable {
+        /// Ready for payments.
+        case activated
+        /// Waits for the issuer's in-app activation (yellow path).
+        case requiresActivation
+        /// Temporarily unusable.
+        case suspended
+        /// Removed for good (its token is deactivated).
+        case deactivated
+
+        /// The PassKit value.
+        var passKit: PKSecureElementPass.PassActivationState {
+            switch self {
+            case .activated: .activated
+            case .requiresActivation: .requiresActivation
+            case .suspended: .suspended
+            case .deactivated: .deactivated
+            }
+        }
+
+        /// The state a pass takes when the network reports its token in `status`.
+        init(_ status: TokenStatus) {
+            switch status {
+            case .active: self = .activated
+            case .inactive: self = .requiresActivation
+            case .suspended: self = .suspended
+            case .deactivated: self = .deactivated
+            }
+        }
+    }
+
+    /// The pass's serial number (activation deep links carry it).
+    public var serialNumber: String
+    /// The network token reference (TMP's `tokenUniqueReference`).
+    public var deviceAccountIdentifier: String
+    /// The card account's identifier, the same on every device for one card.
+    public var primaryAccountIdentifier: String
+    /// The last four digits of the card's PAN.
+    public var primaryAccountNumberSuffix: String
+    /// The last four digits of the token.
+    public var deviceAccountNumberSuffix: String
+    /// The activation state.
+    public var activationState: ActivationState
+    /// The device the pass lives on.
+    public var device: DeviceType
+    /// The product name shown in Wallet.
+    public var localizedName: String
+
+    /// Creates a pass.
+    public init(serialNumber: String, deviceAccountIdentifier: String, primaryAccountIdentifier: String, primaryAccountNumberSuffix: String, deviceAccountNumberSuffix: String, activationState: ActivationState, device: DeviceType, localizedName: String = "") {
+        self.serialNumber = serialNumber
+        self.deviceAccountIdentifier = deviceAccountIdentifier
+        self.primaryAccountIdentifier = primaryAccountIdentifier
+        self.primaryAccountNumberSuffix = primaryAccountNumberSuffix
+        self.deviceAccountNumberSuffix = deviceAccountNumberSuffix
+        self.activationState = activationState
+        self.device = device
+        self.localizedName = localizedName
+    }
+
+    /// The pass as PassKit hands it to the issuer's app.
+    func passKitPass() -> PKPaymentPass {
+        PKPaymentPass(
+            passKitShimValues: PKPass.Values(
+                passType: .secureElement, serialNumber: serialNumber, passTypeIdentifier: "paymentpass.com.apple",
+                localizedName: localizedName, organizationName: "Issuer", isRemotePass: device == .watch,
+                deviceName: device == .watch ? "Apple Watch" : "iPhone"
+            ),
+            account: PKSecureElementPass.Account(
+                primaryAccountIdentifier: primaryAccountIdentifier, primaryAccountNumberSuffix: primaryAccountNumberSuffix,
+                deviceAccountIdentifier: deviceAccountIdentifier, deviceAccountNumberSuffix: deviceAccountNumberSuffix,
+                passActivationState: activationState.passKit
+            )
+        )
+    }
+}
+
+/// Apple Wallet on a simulated iPhone with an optional paired Apple Watch: their pass
+/// libraries, what the device allows, and the card accounts Apple knows.
+///
+/// It stands behind the PassKit shim (`PassKitShimBackend`), so the issuer app's real
+/// ProvisioningPassKit code reads these passes through `PKPassLibrary` exactly as it would on
+/// a phone. Install it with ``install()`` or, per task, with ``withInstalled(_:)``.
+public final class SimulatedWallet: Sendable {
+    /// What the simulated device is and allows.
+    public struct Configuration: Sendable, Hashable {
+        /// Whether an Apple Watch is paired.
+        public var hasPairedWatch: Bool
+        /// Whether the device has a pass library (`PKPassLibrary.isPassLibraryAvailable()`).
+        public var passLibraryAvailable: Bool
+        /// Whether the issuer app carries the `com.apple.developer.payment-pass-provisioning`
+        /// entitlement (without it `PKAddPaymentPassViewController` cannot be created).
+        public var hasProvisioningEntitlement: Bool
+
+        /// An iPhone, by default with a paired Watch, a pass library and the entitlement.
+        public init(hasPairedWatch: Bool = true, passLibraryAvailable: Bool = true, hasProvisioningEntitlement: Bool = true) {
+            self.hasPairedWatch = hasPairedWatch
+            self.passLibraryAvailable = passLibraryAvailable
+            self.hasProvisioningEntitlement = hasProvisioningEntitlement
+        }
+    }
+
+    private struct State {
+        var configuration: Configuration
+        var passes: [SimulatedPass] = []
+        /// Apple's card-account identifiers, by a hash of the card number (never the number).
+        var accountIdentifiers: [Data: String] = [:]
+        var openedLinks: [URL] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates an empty Wallet.
+    public init(configuration: Configuration = Configuration()) {
+        state = Mutex(State(configuration: configuration))
+    }
+
+    /// What the device is and allows.
+    public var configuration: Configuration {
+        get { state.withLock { $0.configuration } }
+    }
+
+    /// Changes what the device is and allows (pairing a Watch, removing the entitlement…).
+    public func setConfiguration(_ configuration: Configuration) {
+        state.withLock { $0.configuration = configuration }
+    }
+
+    /// Every pass on both devices, in the order they were added.
+    public var allPasses: [SimulatedPass] { state.withLock { $0.passes } }
+
+    /// The passes on one device.
+    public func passes(on device: DeviceType) -> [SimulatedPass] {
+        state.withLock { $0.passes.filter { $0.device == device } }
+    }
+
+    /// The pass with this serial number, on either device.
+    public func pass(serialNumber: String) -> SimulatedPass? {
+        state.withLock { $0.passes.first { $0.serialNumber == serialNumber } }
+    }
+
+    /// The pass of this token, on either device.
+    public func pass(deviceAccountIdentifier: String) -> SimulatedPass? {
+        state.withLock { $0.passes.first { $0.deviceAccountIdentifier == deviceAccountIdentifier } }
+    }
+
+    /// Whether `device` can take a pass for the card account `primaryAccountIdentifier`: it
+    /// exists and holds no live (not deactivated) pass of that account.
+    public func canAdd(primaryAccountIdentifier: String?, to device: DeviceType) -> Bool {
+        state.withLock { state in
+            guard device == .phone || state.configuration.hasPairedWatch else { return false }
+            guard let primaryAccountIdentifier else { return true }
+            return !state.passes.contains {
+                $0.device == device && $0.primaryAccountIdentifier == primaryAccountIdentifier && $0.activationState != .deactivated
+            }
+        }
+    }
+
+    /// Apple's identifier for the card account of `pan`: the same for every device and every
+    /// later add of that card, made on first sight.
+    func primaryAccountIdentifier(forCardNumber digits: String) -> String {
+        let key = Data(SHA256.hash(data: Data(digits.utf8)))
+        return state.withLock { state in
+            if let known = state.accountIdentifiers[key] { return known }
+            let made = "PAI" + Self.randomHex(12)
+            state.accountIdentifiers[key] = made
+            return made
+        }
+    }
+
+    /// Puts a pass into the device's library.
+    func add(_ pass: SimulatedPass) {
+        state.withLock { $0.passes.append(pass) }
+    }
+
+    /// Sets the activation state of the pass of token `deviceAccountIdentifier`; false when
+    /// no pass has that token.
+    @discardableResult
+    public func setActivationState(_ activationState: SimulatedPass.ActivationState, deviceAccountIdentifier: String) -> Bool {
+        state.withLock { state in
+            guard let index = state.passes.firstIndex(where: { $0.deviceAccountIdentifier == deviceAccountIdentifier }) else { return false }
+            state.passes[index].activationState = activationState
+            return true
+        }
+    }
+
+    /// Records that the system opened `url` for the issuer's app (an activation deep link).
+    func open(_ url: URL) {
+        state.withLock { $0.openedLinks.append(url) }
+    }
+
+    /// The links the system opened for the issuer's app, oldest first.
+    public var openedLinks: [URL] { state.withLock { $0.openedLinks } }
+
+    /// Makes this Wallet the one behind PassKit for the whole process.
+    public func install() {
+        PassKitShim.install(self)
+    }
+
+    /// Runs `operation` with this Wallet behind PassKit for the current task and its children.
+    public func withInstalled<T>(isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> T) async rethrows -> T {
+        try await PassKitShim.withBackend(self, isolation: isolation, operation: operation)
+    }
+
+    /// Runs `operation` with this Wallet behind PassKit, synchronously.
+    public func withInstalled<T>(_ operation: () throws -> T) rethrows -> T {
+        try PassKitShim.$scopedBackend.withValue(self, operation: operation)
+    }
+
+    static func randomHex(_ bytes: Int) -> String {
+        (0..<bytes).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined()
+    }
+}
+
+extension SimulatedWallet: PassKitShimBackend {
+    package func isPassLibraryAvailable() -> Bool { configuration.passLibraryAvailable }
+
+    package func passes() -> [PKPass] {
+        guard configuration.passLibraryAvailable else { return [] }
+        return passes(on: .phone).map { $0.passKitPass() }
+    }
+
+    package func remoteSecureElementPasses() -> [PKSecureElementPass] {
+        guard configuration.passLibraryAvailable, configuration.hasPairedWatch else { return [] }
+        return passes(on: .watch).map { $0.passKitPass() }
+    }
+
+    package func canAddSecureElementPass(primaryAccountIdentifier: String) -> Bool {
+        guard configuration.passLibraryAvailable else { return false }
+        return canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .phone) || canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .watch)
+    }
+
+    package func isSecureElementPassActivationAvailable() -> Bool { configuration.passLibraryAvailable }
+
+    package func canAddPaymentPass() -> Bool { configuration.passLibraryAvailable }
+
+    package func allowsAddPaymentPassViewController(configuration: PKAddPaymentPassRequestConfiguration) -> Bool {
+        self.configuration.hasProvisioningEntitlement && self.configuration.passLibraryAvailable
+    }
+}
+#endif

@@ -1,0 +1,53 @@
+import ProvisioningModels
+
+/// An operation of the simulated token service that a test can make time out.
+public enum TokenServiceOperation: String, Sendable, Hashable, CaseIterable {
+    /// Waiting for TMP's tokenization decision.
+    case tokenizationDecision = "tokenization-decision"
+    /// TMP's `activate` command.
+    case activate
+    /// TMP's `suspend` command.
+    case suspend
+    /// TMP's `resume` command.
+    case resume
+    /// TMP's `deactivate` command.
+    case deactivate
+}
+
+/// Failures injected into the simulated token service; change them at run time with
+/// ``TokenServiceSimulator/setFaults(_:)``.
+public struct TokenServiceFaults: Sendable, Hashable {
+    /// When set, the token service's own risk check declines every tokenization with this
+    /// reason code, before it asks TMP (so TMP records nothing).
+    public var declineTokenization: String?
+    /// Operations that hang for ``hangDuration`` and then fail as timed out, changing nothing.
+    ///
+    /// A timed-out decision has reached TMP (TMP decided and used the activation data), but
+    /// its answer comes too late: the token service declines with `issuer_timeout`.
+    public var timeOut: Set<TokenServiceOperation>
+    /// How long a timed-out operation hangs before it fails.
+    public var hangDuration: Duration
+    /// Token events the network loses: logged as dropped, never sent.
+    public var dropEvents: Set<TokenEventType>
+    /// Token events sent twice with the same event id; TMP must acknowledge the second as a
+    /// duplicate and change nothing.
+    public var duplicateEvents: Set<TokenEventType>
+
+    /// Creates a set of faults; the default injects none.
+    public init(
+        declineTokenization: String? = nil,
+        timeOut: Set<TokenServiceOperation> = [],
+        hangDuration: Duration = .zero,
+        dropEvents: Set<TokenEventType> = [],
+        duplicateEvents: Set<TokenEventType> = []
+    ) {
+        self.declineTokenization = declineTokenization
+        self.timeOut = timeOut
+        self.hangDuration = hangDuration
+        self.dropEvents = dropEvents
+        self.duplicateEvents = duplicateEvents
+    }
+
+    /// No failure injected.
+    public static let none = TokenServiceFaults()
+}

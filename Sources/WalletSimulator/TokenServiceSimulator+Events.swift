@@ -1,0 +1,79 @@
+import ProvisioningModels
+
+/// The token-event outbox: events leave in the order they were queued, one at a time, each
+/// with a unique event id; an event TMP could not be reached for stays at the head and is
+/// tried again by the next delivery, so a later event never overtakes it.
+extension TokenServiceSimulator {
+    /// Sends every queued event and returns when the queue is empty or TMP could not be
+    /// reached (the undelivered events stay queued; see ``pendingEvents``).
+    public func drainEvents() async {
+        guard let task = deliveryTask ?? (outbox.isEmpty ? nil : startDelivery()) else { return }
+        await task.value
+    }
+
+    /// Events queued and not yet acknowledged by TMP, oldest first.
+    public var pendingEvents: [TokenEventRequest] { outbox }
+
+    /// What became of the most recent events (at most ``deliveryLogCapacity``), oldest first.
+    public var deliveryLog: [TokenEventDelivery] { deliveries }
+
+    /// Queues `type` for `token`, applying the injected drop and duplicate faults.
+    func enqueueEvent(_ type: TokenEventType, for token: NetworkToken) {
+        let event = TokenEventRequest(
+            eventId: "EVT" + randomHex(16),
+            tokenUniqueReference: token.tokenUniqueReference,
+            panUniqueReference: token.panUniqueReference,
+            event: type,
+            walletType: token.walletType,
+            deviceType: token.deviceType,
+            tokenLast4: token.tokenLast4
+        )
+        if configuration.faults.dropEvents.contains(type) {
+            record(TokenEventDelivery(event: event, outcome: .dropped))
+            return
+        }
+        outbox.append(event)
+        if configuration.faults.duplicateEvents.contains(type) { outbox.append(event) }
+        if configuration.eventDelivery == .background { _ = startDelivery() }
+    }
+
+    /// The running delivery, or a new one: there is never more than one, so events keep their order.
+    private func startDelivery() -> Task<Void, Never> {
+        if let deliveryTask { return deliveryTask }
+        let task = Task { await deliverQueued() }
+        deliveryTask = task
+        return task
+    }
+
+    private func deliverQueued() async {
+        defer { deliveryTask = nil }
+        while let event = outbox.first {
+            guard let client else {
+                record(TokenEventDelivery(event: event, outcome: .failed(TokenServiceSimulatorError.notConnected.description)))
+                return
+            }
+            let outcome: TokenEventDelivery.Outcome
+            do {
+                let response = try await client.report(event)
+                outcome = response.result == "DUPLICATE" ? .duplicate(response.tokenStatus) : .applied(response.tokenStatus)
+            } catch where error.isTransient {
+                record(TokenEventDelivery(event: event, outcome: .failed(error.description)))
+                return
+            } catch .refused(_, _, let code, let message) {
+                outcome = .rejected(code: code, message: message)
+            } catch {
+                outcome = .rejected(code: "invalid_response", message: error.description)
+            }
+            if case .rejected = outcome {
+                logger.warning("token event rejected by TMP", metadata: ["event": "\(event.event.rawValue)", "token": "\(Redaction.prefix(event.tokenUniqueReference))", "outcome": "\(outcome)"])
+            }
+            outbox.removeFirst()
+            record(TokenEventDelivery(event: event, outcome: outcome))
+        }
+    }
+
+    private func record(_ delivery: TokenEventDelivery) {
+        deliveries.append(delivery)
+        if deliveries.count > Self.deliveryLogCapacity { deliveries.removeFirst(deliveries.count - Self.deliveryLogCapacity) }
+    }
+}

@@ -1,0 +1,11 @@
+import ProvisioningModels
+
+/// Learns when the token service changes a token on TMP's command, so the simulated device can
+/// change the activation state of the pass whose `deviceAccountIdentifier` is that token.
+public protocol TokenStateObserver: Sendable {
+    /// The token `tokenUniqueReference` is now `status`.
+    ///
+    /// Called once per change, after the token service recorded it and before the command
+    /// returns to TMP; not called for a command that changed nothing.
+    func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async
+}

@@ -1,0 +1,203 @@
+import Foundation
+
+// Card-art files for tests, built byte by byte: PNGs of any size with correct CRCs and zlib
+// streams, and PDFs with correct cross-reference tables. Shared by every test target that
+// needs real art (the validator, the server's upload, the CLI, the SDK).
+
+/// Builds complete, valid PNG files: signature, IHDR, one IDAT holding a zlib stream of
+/// stored (uncompressed) deflate blocks, and IEND, every chunk with its correct CRC-32.
+public enum TestPNG {
+    public static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// Bitwise CRC-32 (reflected polynomial 0xEDB88320), deliberately table-free and independent of the validator's.
+    public static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 {
+                crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1
+            }
+        }
+        return ~crc
+    }
+
+    public static func adler32(_ bytes: [UInt8]) -> UInt32 {
+        var a: UInt32 = 1
+        var b: UInt32 = 0
+        for byte in bytes {
+            a = (a + UInt32(byte)) % 65521
+            b = (b + a) % 65521
+        }
+        return b << 16 | a
+    }
+
+    public static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    /// length, type, data, CRC over type + data.
+    public static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+        let typeAndData = Array(type.utf8) + data
+        return bigEndian(UInt32(data.count)) + typeAndData + bigEndian(crc32(typeAndData))
+    }
+
+    /// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 BTYPE 00), at most 65,535 bytes each.
+    public static func zlibStored(_ raw: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [0x78, 0x01]  // CMF/FLG: deflate, 32K window, (0x7801 % 31 == 0)
+        var offset = 0
+        repeat {
+            let length = min(65_535, raw.count - offset)
+            let isFinal = offset + length == raw.count
+            out.append(isFinal ? 1 : 0)  // BFINAL, BTYPE = 00; the rest of the byte is padding
+            out += [UInt8(length & 0xFF), UInt8(length >> 8)]
+            out += [UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF)]
+            out += raw[offset..<(offset + length)]
+            offset += length
+        } while offset < raw.count
+        return out + bigEndian(adler32(raw))
+    }
+
+    public static func ihdr(width: Int, height: Int) -> [UInt8] {
+        // 1-bit greyscale, deflate, adaptive filtering, no interlace.
+        chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [1, 0, 0, 0, 0])
+    }
+
+    /// A 1-bit greyscale image of diagonal stripes, every scanline with filter type 0.
+    public static func idat(width: Int, height: Int) -> [UInt8] {
+        let rowBytes = (width + 7) / 8
+        var raw: [UInt8] = []
+        raw.reserveCapacity(height * (rowBytes + 1))
+        for row in 0..<height {
+            raw.append(0)
+            for column in 0..<rowBytes {
+                raw.append((row / 8 + column) % 2 == 0 ? 0xF0 : 0x0F)
+            }
+        }
+        return chunk("IDAT", zlibStored(raw))
+    }
+
+    public static func bytes(width: Int, height: Int) -> [UInt8] {
+        signature + ihdr(width: width, height: height) + idat(width: width, height: height) + chunk("IEND", [])
+    }
+
+    public static func file(width: Int = 1536, height: Int = 969) -> Data {
+        Data(bytes(width: width, height: height))
+    }
+}
+
+/// Builds PDF files with a correct cross-reference table, so that they open in real readers.
+public enum TestPDF {
+    public struct File: Sendable {
+        public var bytes: [UInt8]
+        public var xrefOffset: Int
+        public var data: Data { Data(bytes) }
+    }
+
+    /// `%PDF-1.x`, the customary binary comment line, and `padding` extra bytes of comment.
+    public static func header(version: String, padding: Int) -> [UInt8] {
+        var out = Array("%PDF-\(version)\n".utf8) + [0x25, 0xE2, 0xE3, 0xCF, 0xD3, 0x0A]
+        if padding >= 2 {
+            out += [UInt8(ascii: "%")] + [UInt8](repeating: UInt8(ascii: " "), count: padding - 2) + [0x0A]
+        } else if padding == 1 {
+            out.append(0x0A)
+        }
+        return out
+    }
+
+    public static func offset10(_ value: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
+    }
+
+    /// Object `i + 1` has body `bodies[i]`; the trailer's `/Root` is object `root`.
+    public static func build(_ bodies: [String], root: Int = 1, version: String = "1.4", padding: Int = 0) -> File {
+        var out = header(version: version, padding: padding)
+        var offsets: [Int] = []
+        for (index, body) in bodies.enumerated() {
+            offsets.append(out.count)
+            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
+        }
+        let xrefOffset = out.count
+        var tail = "xref\n0 \(bodies.count + 1)\n0000000000 65535 f \n"
+        for offset in offsets { tail += "\(offset10(offset)) 00000 n \n" }
+        tail += "trailer\n<< /Size \(bodies.count + 1) /Root \(root) 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+
+    public static func stream(_ content: String, extra: String = "") -> String {
+        "<< /Length \(content.utf8.count)\(extra) >>\nstream\n\(content)\nendstream"
+    }
+
+    public static let artwork = "0.05 0.2 0.45 rg 0 0 1536 969 re f 1 1 1 rg 96 96 288 180 re f"
+
+    /// Catalog (1), page tree (2), page (3), content stream (4).
+    public static func onePage(page: String = "/MediaBox [0 0 1536 969]", pages: String = "", padding: Int = 0) -> File {
+        build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 \(pages) >>",
+            "<< /Type /Page /Parent 2 0 R \(page) /Resources << >> /Contents 4 0 R >>",
+            stream(artwork),
+        ], padding: padding)
+    }
+
+    /// A one-page PDF of exactly `size` bytes (the comment after the header absorbs the difference).
+    public static func onePage(exactSize size: Int) -> File {
+        var padding = size - onePage().bytes.count
+        var file = onePage(padding: padding)
+        padding += size - file.bytes.count  // the startxref number may have grown a digit
+        file = onePage(padding: padding)
+        return file
+    }
+
+    /// A PDF 1.5 whose catalog, page tree and page live in a FlateDecode object stream (stored
+    /// deflate blocks) indexed by a cross-reference stream: valid, but its page is not visible as text.
+    public static func withObjectStream() -> File {
+        var out = header(version: "1.5", padding: 0)
+        let content = stream(artwork)
+        let offset4 = out.count
+        out += Array("4 0 obj\n\(content)\nendobj\n".utf8)
+
+        let bodies = [
+            (1, "<< /Type /Catalog /Pages 2 0 R >>"),
+            (2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>"),
+            (3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"),
+        ]
+        var index = ""
+        var objects = ""
+        for (number, body) in bodies {
+            index += "\(number) \(objects.utf8.count) "
+            objects += body + "\n"
+        }
+        let decoded = Array((index + objects).utf8)
+        let compressed = TestPNG.zlibStored(decoded)
+        let offset5 = out.count
+        out += Array("5 0 obj\n<< /Type /ObjStm /N 3 /First \(index.utf8.count) /Filter /FlateDecode /Length \(compressed.count) >>\nstream\n".utf8)
+        out += compressed
+        out += Array("\nendstream\nendobj\n".utf8)
+
+        let offset6 = out.count
+        func entry(_ type: UInt8, _ field2: Int, _ field3: Int) -> [UInt8] {
+            [type] + TestPNG.bigEndian(UInt32(field2)) + [UInt8(field3 >> 8), UInt8(field3 & 0xFF)]
+        }
+        var xref = entry(0, 0, 65_535)
+        xref += entry(2, 5, 0) + entry(2, 5, 1) + entry(2, 5, 2)
+        xref += entry(1, offset4, 0) + entry(1, offset5, 0) + entry(1, offset6, 0)
+        out += Array("6 0 obj\n<< /Type /XRef /Size 7 /W [1 4 2] /Root 1 0 R /Length \(xref.count) >>\nstream\n".utf8)
+        out += xref
+        out += Array("\nendstream\nendobj\nstartxref\n\(offset6)\n%%EOF\n".utf8)
+        return File(bytes: out, xrefOffset: offset6)
+    }
+
+    /// Appends an incremental update that redefines the page (object 3) with a new `/MediaBox`.
+    public static func updatingPage(of base: File, mediaBox: String) -> File {
+        var out = base.bytes
+        let offset3 = out.count
+        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
+        let xrefOffset = out.count
+        let tail = "xref\n0 1\n0000000000 65535 f \n3 1\n\(offset10(offset3)) 00000 n \n"
+            + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+}

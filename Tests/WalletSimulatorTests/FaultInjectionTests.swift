@@ -1,0 +1,140 @@
+import Foundation
+import ProvisioningModels
+import Testing
+import TokenPlatform
+import WalletSimulator
+
+@Suite("Token service simulator: injected failures")
+struct FaultInjectionTests {
+    @Test func anInjectedDeclineCreatesNothingAndTMPHearsNothing() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            let card = try await session.putCard("c1")
+            await session.simulator.setFaults(TokenServiceFaults(declineTokenization: "network_risk_declined"))
+            let outcome = try await session.simulator.tokenize(try await session.addPaymentPass("c1").tokenization)
+            #expect(outcome.decline == TokenizationDecline(reason: "network_risk_declined", source: .tokenService))
+            #expect(try await tmp.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone) == nil)
+            #expect(await session.simulator.allTokens.isEmpty)
+
+            await session.simulator.setFaults(.none)
+            #expect(try await session.simulator.tokenize(try await session.addPaymentPass("c1").tokenization).token != nil)
+        }
+    }
+
+    @Test func aDecisionThatComesTooLateIsDeclinedAndCreatesNoToken() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            let card = try await session.putCard("c1")
+            await session.simulator.setFaults(TokenServiceFaults(timeOut: [.tokenizationDecision], hangDuration: .seconds(25)))
+            let pass = try await session.addPaymentPass("c1")
+            #expect(try await session.simulator.tokenize(pass.tokenization).decline == TokenizationDecline(reason: "issuer_timeout", source: .tokenService))
+            #expect(tmp.hangs.value == [.seconds(25)])
+            // TMP did decide (and used the activation data) but no token exists anywhere.
+            #expect(try await tmp.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)?.decision == .approved)
+            #expect(await session.simulator.allTokens.isEmpty)
+            #expect(try await tmp.store.tokens(externalCardId: "c1").isEmpty)
+        }
+    }
+
+    @Test func anActivationThatTimesOutAnswersFailedAndChangesNothingUntilRetried() async throws {
+        let tmp = try await LiveTMP(policy: .inApp)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.setFaults(TokenServiceFaults(timeOut: [.activate], hangDuration: .seconds(30)))
+            let failed = try await session.activate(reference)
+            #expect(failed.issuerMobileAppAuthResponse == .failed)
+            #expect(tmp.hangs.value == [.seconds(30)])
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.token(reference)?.status == .inactive)
+            #expect(try await session.tmpToken(reference)?.status == .inactive)
+            #expect(tmp.observer.changes.value.isEmpty)
+
+            await session.simulator.setFaults(.none)
+            #expect(try await session.activate(reference).issuerMobileAppAuthResponse == .approved)
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(reference)?.status == .active)
+        }
+    }
+
+    @Test func aBlockThatTimesOutIsReportedFailedAndTheSamePatchRetriesIt() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.setFaults(TokenServiceFaults(timeOut: [.suspend]))
+            #expect(try await session.setCardStatus("c1", .blocked).tokens.map(\.result) == ["FAILED"])
+            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+
+            await session.simulator.setFaults(.none)
+            #expect(try await session.setCardStatus("c1", .blocked).tokens.map(\.result) == ["SUSPENDED"])
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(reference)?.status == .suspended)
+        }
+    }
+
+    @Test func aDroppedCreatedEventLeavesTMPUnawareOfTheToken() async throws {
+        let tmp = try await LiveTMP(policy: .inApp)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            await session.simulator.setFaults(TokenServiceFaults(dropEvents: [.created]))
+            let token = try await session.provision("c1")
+            #expect(await session.simulator.deliveryLog.map(\.outcome) == [.dropped])
+            #expect(try await session.search([token.tokenUniqueReference]).isEmpty)
+            // TMP cannot activate what it never heard of.
+            #expect(try await session.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: token.tokenUniqueReference)).status == .notFound)
+        }
+    }
+
+    @Test func aDroppedEchoDoesNotMatterBecauseTMPRecordsItsOwnCommand() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.setFaults(TokenServiceFaults(dropEvents: [.suspended]))
+            try await session.setCardStatus("c1", .blocked)
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.deliveryLog.last?.outcome == .dropped)
+            #expect(await session.simulator.token(reference)?.status == .suspended)
+            #expect(try await session.tmpToken(reference)?.status == .suspended)
+        }
+    }
+
+    @Test func duplicatedEventsAreAcknowledgedOnceAndChangeNothingTwice() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            await session.simulator.setFaults(TokenServiceFaults(duplicateEvents: [.created, .activated]))
+            let reference = try await session.provision("c1").tokenUniqueReference
+            let log = await session.simulator.deliveryLog
+            #expect(log.map(\.event.event) == [.created, .created, .activated, .activated])
+            #expect(log.map(\.outcome) == [.applied(.inactive), .duplicate(.inactive), .applied(.active), .duplicate(.active)])
+            #expect(log[0].event.eventId == log[1].event.eventId && log[2].event.eventId == log[3].event.eventId)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+            let audit = try await tmp.store.auditEntries(subject: "token:\(reference)").map(\.action)
+            #expect(audit == ["token.event.created", "token.event.activated"])
+        }
+    }
+
+    @Test func eventsTMPCannotReceiveStayQueuedInOrderUntilItCan() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            #expect(await session.simulator.pendingEvents.map(\.event) == [.created, .activated])
+            #expect(try await session.tmpToken(reference) == nil)
+
+            let port = try #require(session.client.port)
+            await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey))
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.pendingEvents.map(\.event) == [.created, .activated])
+            guard case .failed = await session.simulator.deliveryLog.last?.outcome else { throw Failure("expected a failed delivery") }
+
+            await session.simulator.connect(to: LiveTMP.endpoint(port: port))
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.pendingEvents.isEmpty)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+        }
+    }
+}
