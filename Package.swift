@@ -105,6 +105,7 @@ let package = Package(
                 "ProvisioningSDK",
                 "ProvisioningModels",
                 "SDKTestSupport",
+                "TestSupport",
                 "ProvisioningCrypto",
                 "TokenPlatform",
                 "WalletSimulator",
@@ -118,12 +119,8 @@ let package = Package(
                 "ProvisioningSDK",
                 "ProvisioningModels",
                 "SDKTestSupport",
+                "TestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
-                // The Wallet extension's end-to-end test runs against the real TMP server.
-                "TokenPlatform",
-                "ProvisioningCrypto",
-                "WalletSimulator",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(
@@ -158,6 +155,10 @@ let package = Package(
                 "TokenPlatform",
                 "ProvisioningCrypto",
                 "ProvisioningModels",
+                // The issuer's Wallet extensions, run by the simulated extension host.
+                "ProvisioningSDK",
+                "ProvisioningPassKit",
+                "TestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
