@@ -13,15 +13,6 @@ import Testing
 /// token service and the simulated Wallet host: WalletSimulatorTests.)
 @Suite("Wallet extension adapters on the shim")
 struct IssuerExtensionHandlerTests {
-    /// The whole non-UI extension of an issuer: its configuration.
-    final class BankWalletExtensionHandler: IssuerProvisioningExtensionHandler {
-        @TaskLocal static var current: IssuerExtensionConfiguration?
-
-        override class var configuration: IssuerExtensionConfiguration {
-            current!
-        }
-    }
-
     /// The authorization extension's view controller, as far as Wallet sees it; it records
     /// every result reported to Wallet.
     final class SignInViewController: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
@@ -72,7 +63,7 @@ struct IssuerExtensionHandlerTests {
             configuration.transport = server
             try configuration.directory.storeArt(TestPDF.onePage().data, externalCardId: "card-2")
             try ExtensionSessionStore(secrets: configuration.secrets).save(Fixtures.session(now: Date(), lifetime: 300))
-            let handler = BankWalletExtensionHandler.$current.withValue(configuration) { BankWalletExtensionHandler() }
+            let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
 
             // card-1 is on the iPhone; card-2 has PDF art, card-1 none (and no fallback): not shown.
             let phone = await entries(handler, remote: false)
@@ -100,7 +91,7 @@ struct IssuerExtensionHandlerTests {
         defer { folder.remove() }
         await PassKitShim.withBackend(ShimWallet()) {
             let configuration = IssuerExtensionConfiguration(tmpURL: Fixtures.baseURL, containerURL: folder.url, secrets: FileSecretStore(directory: folder.url.appendingPathComponent("keychain")))
-            let handler = BankWalletExtensionHandler.$current.withValue(configuration) { BankWalletExtensionHandler() }
+            let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
             let answer = await status(handler)
             #expect(answer.requiresAuthentication)
             #expect(!answer.passEntriesAvailable && !answer.remotePassEntriesAvailable)
