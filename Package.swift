@@ -141,11 +141,6 @@ let package = Package(
                 "SDKTestSupport",
                 "TestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
-                // The Wallet extension's end-to-end test runs against the real TMP server.
-                "TokenPlatform",
-                "ProvisioningCrypto",
-                "WalletSimulator",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(
@@ -181,6 +176,10 @@ let package = Package(
                 "TokenPlatform",
                 "ProvisioningCrypto",
                 "ProvisioningModels",
+                // The issuer's Wallet extensions, run by the simulated extension host.
+                "ProvisioningSDK",
+                "ProvisioningPassKit",
+                "TestSupport",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

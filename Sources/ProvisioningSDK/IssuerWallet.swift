@@ -59,7 +59,7 @@ public actor IssuerWallet {
         let snapshot = try await WalletStatusReader(client: client, passLibrary: passLibrary).read()
         if read > lastPublishedRead {
             lastPublishedRead = read
-            await publish(snapshot)
+            await publish(snapshot, read: read)
         }
         return snapshot
     }
@@ -136,13 +136,13 @@ public actor IssuerWallet {
 
     // MARK: Publishing
 
-    private func publish(_ snapshot: WalletStatusSnapshot) async {
+    private func publish(_ snapshot: WalletStatusSnapshot, read: Int) async {
         latestStatus = snapshot
         for continuation in subscribers.values {
             continuation.yield(snapshot)
         }
         // The extensions make do with the previous snapshot if this one cannot be written.
-        try? await sharedStorage?.record(snapshot)
+        try? await sharedStorage?.record(snapshot, order: read)
     }
 
     private func unsubscribe(_ id: UUID) {

@@ -78,7 +78,7 @@ struct ExtensionEntriesTests {
     @Test func anEntryCarriesWhatWalletShows() async throws {
         let world = try ExtensionHarness()
         defer { world.remove() }
-        try world.directory.storeArt(SampleCardArt.pdf(), externalCardId: "card-1")
+        try world.directory.storeArt(TestPDF.onePage().data, externalCardId: "card-1")
         try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1", last4: "4242", art: "card-1.pdf")]))
         let entry = try #require(await world.walletExtension.passEntries(for: .phone).first)
         #expect(entry.title == "Everyday Debit")
@@ -89,14 +89,14 @@ struct ExtensionEntriesTests {
         #expect(entry.configuration.paymentNetwork == .visa)
         #expect(entry.configuration.externalCardId == "card-1")
         #expect(entry.art?.info.format == .pdf)
-        #expect(entry.art?.data == SampleCardArt.pdf())
+        #expect(entry.art?.data == TestPDF.onePage().data)
     }
 
     @Test func artMissingForANewCardIsFetchedValidatedAndStored() async throws {
         var cards = [Fixtures.card("card-1"), Fixtures.card("card-2", last4: "2222")]
         cards[0].artURL = "/issuer/push-provisioning/cards/card-1/art"
         cards[1].artURL = "/issuer/push-provisioning/cards/card-2/art"
-        let server = Fixtures.server(cards: cards, tokens: [], art: ["card-1": SampleCardArt.png(), "card-2": SampleCardArt.png(width: 1024, height: 768)])
+        let server = Fixtures.server(cards: cards, tokens: [], art: ["card-1": TestPNG.file(), "card-2": TestPNG.file(width: 1024, height: 768)])
         let world = try ExtensionHarness(transport: server)
         defer { world.remove() }
         try world.signIn()

@@ -163,7 +163,7 @@ struct SharedSnapshotTests {
         defer { folder.remove() }
         let directory = SharedWalletDirectory(containerURL: folder.url)
         try directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
-        try directory.storeArt(SampleCardArt.png(), externalCardId: "card-1")
+        try directory.storeArt(TestPNG.file(), externalCardId: "card-1")
         try directory.removeAll()
         #expect(directory.readSnapshotFile() == .missing)
         #expect(directory.storedArtFileName(externalCardId: "card-1") == nil)

@@ -44,7 +44,7 @@ struct SharedWalletStorageTests {
             cards: [Self.withArt(Fixtures.card("card-1")), Fixtures.card("card-2", last4: "2222")],
             tokens: [Fixtures.token("DA-1", card: "card-1", status: .active)],
             passes: [Fixtures.pass("DA-1", account: "PAI-1", device: .phone)],
-            art: ["card-1": SampleCardArt.pdf()]
+            art: ["card-1": TestPDF.onePage().data]
         )
         defer { app.folder.remove() }
         try await app.wallet.refreshStatus()
@@ -76,7 +76,7 @@ struct SharedWalletStorageTests {
     }
 
     @Test func signOutWipesSnapshotArtAndSession() async throws {
-        let app = try App(cards: [Self.withArt(Fixtures.card("card-1"))], art: ["card-1": SampleCardArt.png()])
+        let app = try App(cards: [Self.withArt(Fixtures.card("card-1"))], art: ["card-1": TestPNG.file()])
         defer { app.folder.remove() }
         try await app.wallet.refreshStatus()
         await app.wallet.sharedStorage?.artFetched()
@@ -106,9 +106,9 @@ struct SharedWalletStorageTests {
 @Suite("Card art in the shared folder")
 struct SharedCardArtTests {
     @Test(arguments: [
-        ("png 1536×969", SampleCardArt.png(), "card-1.png"),
-        ("pdf 1536×969 pt", SampleCardArt.pdf(), "card-1.pdf"),
-        ("pdf 3072×1938 pt, any size of the aspect", SampleCardArt.pdf(width: 3072, height: 1938), "card-1.pdf"),
+        ("png 1536×969", TestPNG.file(), "card-1.png"),
+        ("pdf 1536×969 pt", TestPDF.onePage().data, "card-1.pdf"),
+        ("pdf 3072×1938 pt, any size of the aspect", TestPDF.onePage(page: "/MediaBox [0 0 3072 1938]").data, "card-1.pdf"),
     ])
     func acceptableArtIsStored(_ name: String, _ file: Data, _ expected: String) throws {
         let folder = try TemporaryDirectory()
@@ -119,12 +119,12 @@ struct SharedCardArtTests {
     }
 
     @Test(arguments: [
-        ("png too small", SampleCardArt.png(width: 1024, height: 768), CardArtError.Code.pngWrongSize),
-        ("png portrait", SampleCardArt.png(width: 969, height: 1536), .pngWrongSize),
-        ("png truncated", SampleCardArt.png().prefix(2_000), .pngTruncated),
-        ("pdf portrait", SampleCardArt.pdf(width: 969, height: 1536), .pdfNotLandscape),
-        ("pdf square", SampleCardArt.pdf(width: 1000, height: 1000), .pdfNotLandscape),
-        ("pdf wrong aspect", SampleCardArt.pdf(width: 1600, height: 900), .pdfWrongAspect),
+        ("png too small", TestPNG.file(width: 1024, height: 768), CardArtError.Code.pngWrongSize),
+        ("png portrait", TestPNG.file(width: 969, height: 1536), .pngWrongSize),
+        ("png truncated", TestPNG.file().prefix(2_000), .pngTruncated),
+        ("pdf portrait", TestPDF.onePage(page: "/MediaBox [0 0 969 1536]").data, .pdfNotLandscape),
+        ("pdf square", TestPDF.onePage(page: "/MediaBox [0 0 1000 1000]").data, .pdfNotLandscape),
+        ("pdf wrong aspect", TestPDF.onePage(page: "/MediaBox [0 0 1600 900]").data, .pdfWrongAspect),
         ("jpeg", Data([0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10]), .unknownFormat),
     ])
     func unacceptableArtIsRefusedAndNothingIsStored(_ name: String, _ file: Data, _ code: CardArtError.Code) throws {
@@ -139,8 +139,8 @@ struct SharedCardArtTests {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let directory = SharedWalletDirectory(containerURL: folder.url)
-        let name = try directory.storeArt(SampleCardArt.png(), externalCardId: "card-1")
-        try SampleCardArt.png(width: 10, height: 10).write(to: directory.artDirectoryURL.appendingPathComponent(name))
+        let name = try directory.storeArt(TestPNG.file(), externalCardId: "card-1")
+        try TestPNG.file(width: 10, height: 10).write(to: directory.artDirectoryURL.appendingPathComponent(name))
         #expect(directory.art(named: name) == nil)
         #expect(directory.art(named: "../wallet-snapshot.json") == nil)
     }

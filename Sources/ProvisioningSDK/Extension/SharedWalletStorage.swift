@@ -36,6 +36,8 @@ public actor SharedWalletStorage {
     private let fetcher: CardArtFetcher
     /// Bumped by sign-out, so art arriving for a signed-out cardholder is dropped.
     private var generation = 0
+    /// The order of the newest status written, so an older one finishing later is dropped.
+    private var lastOrder = 0
     private var artTask: Task<Void, Never>?
 
     /// Creates the storage; art is fetched through `client`.
@@ -48,7 +50,17 @@ public actor SharedWalletStorage {
     /// that is missing or old. Nothing is written while nobody is signed in. When another
     /// cardholder's snapshot is there, their session and art are removed first.
     public func record(_ status: WalletStatusSnapshot) async throws {
+        try await record(status, order: lastOrder + 1)
+    }
+
+    /// ``record(_:)`` for the status with this place in the order statuses were read
+    /// (``IssuerWallet``'s read count): one older than the last written is dropped.
+    func record(_ status: WalletStatusSnapshot, order: Int) async throws {
+        guard order > lastOrder else { return }
+        lastOrder = order
         guard let userId = await sharing.userId() else { return }
+        // Another record may have run while the user id was asked for.
+        guard order == lastOrder else { return }
         let directory = sharing.directory
         if let previous = directory.readSnapshot(), previous.userId != userId {
             try wipe()
