@@ -43,6 +43,19 @@ public struct ActivationDataClaims: Codable, Sendable, Hashable {
     public var expiresAt: Date { Date(timeIntervalSince1970: TimeInterval(exp)) }
     /// The unique id.
     public var id: String { jti }
+
+    /// The JSON form that is signed, built directly: what `JSONEncoder` with sorted keys and
+    /// unescaped slashes writes.
+    func jsonData() -> Data {
+        var writer = CompactJSONWriter(capacity: 192)
+        writer.add("dev", dev.rawValue)
+        writer.add("exp", exp)
+        writer.add("iat", iat)
+        writer.add("jti", jti)
+        writer.add("nh", nh)
+        writer.add("pur", pur)
+        return writer.finish()
+    }
 }
 
 /// Issues activation data with TMP's current signing key.
@@ -87,9 +100,7 @@ public struct ActivationDataIssuer: Sendable {
             exp: issuedAt + Int64(lifetime),
             jti: id
         )
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let token = try CompactJWS.sign(payload: encoder.encode(claims), key: signingKey.privateKey, keyID: signingKey.id, type: Self.type)
+        let token = try CompactJWS.sign(payload: claims.jsonData(), key: signingKey.privateKey, keyID: signingKey.id, type: Self.type)
         return (token, claims)
     }
 }

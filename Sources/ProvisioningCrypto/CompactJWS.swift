@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProvisioningModels
 
 /// JWS compact serialization (RFC 7515) with ES256 only: `header.payload.signature`.
 ///
@@ -48,9 +49,11 @@ public enum CompactJWS {
 
     /// Signs `payload` with `key`, putting `kid` and `typ` in the protected header.
     public static func sign(payload: Data, key: P256.Signing.PrivateKey, keyID: String?, type: String?) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let header = try encoder.encode(Header(kid: keyID, typ: type))
+        var writer = CompactJSONWriter(capacity: 96)
+        writer.add("alg", "ES256")
+        writer.add("kid", keyID)
+        writer.add("typ", type)
+        let header = writer.finish()
         let signingInput = header.base64URLEncodedString + "." + payload.base64URLEncodedString
         let signature = try key.signature(for: Data(signingInput.utf8))
         return signingInput + "." + signature.rawRepresentation.base64URLEncodedString

@@ -61,10 +61,13 @@ public struct PassDataPayload: Sendable, Hashable {
 
     /// The JSON Apple decrypts: five keys, sorted, slashes unescaped, UTF-8.
     public func jsonData() -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding five strings cannot fail.
-        return try! encoder.encode(Wire(self))
+        var writer = CompactJSONWriter(capacity: 160 + 2 * (nonce.count + nonceSignature.count))
+        writer.add("expiration", expiration.text)
+        writer.add("name", name)
+        writer.add("nonce", nonce.lowercaseHex)
+        writer.add("nonceSignature", nonceSignature.lowercaseHex)
+        writer.add("primaryAccountNumber", primaryAccountNumber.digits)
+        return writer.finish()
     }
 
     /// Reads and validates the JSON form, as Apple's side does after opening it.

@@ -46,7 +46,10 @@ public struct CardExpiration: Sendable, Hashable, Comparable, CustomStringConver
     public var year: Int { 2000 + twoDigitYear }
 
     /// `MM/YY`.
-    public var text: String { String(format: "%02d/%02d", month, twoDigitYear) }
+    public var text: String {
+        func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : String(value) }
+        return twoDigits(month) + "/" + twoDigits(twoDigitYear)
+    }
 
     /// `MM/YY`.
     public var description: String { text }

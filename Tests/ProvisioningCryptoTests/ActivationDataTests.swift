@@ -39,6 +39,17 @@ struct ActivationDataTests {
         #expect(parts.signature.count == 64)
     }
 
+    @Test func headerAndClaimsAreWhatJSONEncoderWritesWithSortedKeys() throws {
+        let (token, claims) = try issuer.issue(panUniqueReference: "pur/with+chars", nonce: nonce, deviceType: .watch, now: now, id: "jti-\"x\"")
+        let parts = try CompactJWS.parse(token)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        #expect(parts.payload == (try encoder.encode(claims)))
+        let segments = token.split(separator: ".")
+        #expect(Data(base64URLEncoded: segments[0]) == (try encoder.encode(CompactJWS.Header(kid: key.id, typ: ActivationDataIssuer.type))))
+        #expect(try JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) == claims)
+    }
+
     @Test func neverContainsThePAN() throws {
         let token = try issuer.issue(panUniqueReference: "pur-xyz", nonce: nonce, deviceType: .watch, now: now).token
         let payload = try CompactJWS.parse(token).payload

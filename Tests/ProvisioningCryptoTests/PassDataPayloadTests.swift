@@ -34,6 +34,18 @@ struct PassDataPayloadTests {
         #expect(String(decoding: json, as: UTF8.self) == #"{"expiration":"11/28","name":"Jane Appleseed","nonce":"deadbeef","nonceSignature":"01ab","primaryAccountNumber":"4111111111111111"}"#)
     }
 
+    @Test(arguments: ["Jane Appleseed", "Zoë \"Z\" O'Brien/Łukasz", "back\\slash 李", "💳 Card"])
+    func encodesExactlyAsJSONEncoderWouldWithSortedKeys(_ name: String) throws {
+        let value = try payload(name: name, nonce: Data((0..<40).map { UInt8($0) }))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let reference = try encoder.encode([
+            "primaryAccountNumber": value.primaryAccountNumber.digits, "expiration": value.expiration.text, "name": name,
+            "nonce": value.nonce.lowercaseHex, "nonceSignature": value.nonceSignature.lowercaseHex,
+        ])
+        #expect(value.jsonData() == reference)
+    }
+
     @Test func roundTripsThroughJSON() throws {
         let original = try payload(name: "Zoë O'Brien-Łukasz")
         #expect(try PassDataPayload(jsonData: original.jsonData()) == original)

@@ -96,6 +96,16 @@ public struct SignedCardResponse: Codable, Sendable, Hashable {
         self.ephemeralPublicKey = Base64Data(ephemeralPublicKey)
         self.encryptedData = Base64Data(encryptedData)
     }
+
+    /// The JSON form, built directly (the server writes one per `signed-cards` call): exactly
+    /// what `JSONEncoder` with sorted keys writes.
+    package func jsonData() -> Data {
+        var writer = CompactJSONWriter(capacity: 64 + 4 * (activationData.data.count + ephemeralPublicKey.data.count + encryptedData.data.count) / 3)
+        writer.addBase64("activationData", activationData.data)
+        writer.addBase64("encryptedData", encryptedData.data)
+        writer.addBase64("ephemeralPublicKey", ephemeralPublicKey.data)
+        return writer.finish()
+    }
 }
 
 /// `POST /issuer/push-provisioning/tokens/activations` request.

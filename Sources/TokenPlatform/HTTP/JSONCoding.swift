@@ -47,8 +47,12 @@ enum JSONCoding {
 
     /// A JSON response.
     static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try responseEncoder.encode(value)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        response(json: try responseEncoder.encode(value), status: status)
+    }
+
+    /// A response of JSON bytes already encoded.
+    static func response(json data: Data, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// Names the field and says why, without echoing values (they may be secret).

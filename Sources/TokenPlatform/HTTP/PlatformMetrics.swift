@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOConcurrencyHelpers
 import Prometheus
 
 /// The server's Prometheus metrics, in a registry of its own (no process-global bootstrap).
@@ -17,23 +18,57 @@ public final class PlatformMetrics: Sendable {
     private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the refusal code.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes.") }
 
+    /// The labels of one series; each series' metric is made once and kept (label values are
+    /// route patterns, status codes and outcome codes: a small, bounded set).
+    private struct Series: Hashable {
+        var method = ""
+        var route = ""
+        var status = 0
+        var outcome = ""
+    }
+
+    private let counters = NIOLockedValueBox<[Series: Counter]>([:])
+    private let histograms = NIOLockedValueBox<[Series: DurationHistogram]>([:])
+
     func recordRequest(method: String, route: String, status: Int, duration: Duration) {
-        registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))]).increment()
-        registry.makeDurationHistogram(
-            descriptor: Self.duration,
-            labels: [("method", method), ("route", route)],
-            buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)]
-        ).record(duration)
+        let counterKey = Series(method: method, route: route, status: status, outcome: "request")
+        counters.withLockedValue { counters in
+            if let counter = counters[counterKey] { return counter }
+            let counter = registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))])
+            counters[counterKey] = counter
+            return counter
+        }.increment()
+        let histogramKey = Series(method: method, route: route)
+        histograms.withLockedValue { histograms in
+            if let histogram = histograms[histogramKey] { return histogram }
+            let histogram = registry.makeDurationHistogram(
+                descriptor: Self.duration,
+                labels: [("method", method), ("route", route)],
+                buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)]
+            )
+            histograms[histogramKey] = histogram
+            return histogram
+        }.record(duration)
     }
 
     /// Counts a provisioning (`signed-cards`) outcome: `sealed`, or the refusal code.
     func recordProvisioning(outcome: String) {
-        registry.makeCounter(descriptor: Self.provisioning, labels: [("outcome", outcome)]).increment()
+        outcomeCounter(Self.provisioning, route: "provisioning", outcome: outcome).increment()
     }
 
     /// Counts an in-app activation outcome: `APPROVED`, `DECLINED`, `FAILED`, or an error code.
     func recordActivation(outcome: String) {
-        registry.makeCounter(descriptor: Self.activation, labels: [("outcome", outcome)]).increment()
+        outcomeCounter(Self.activation, route: "activation", outcome: outcome).increment()
+    }
+
+    private func outcomeCounter(_ descriptor: MetricNameDescriptor, route: String, outcome: String) -> Counter {
+        let key = Series(route: route, outcome: outcome)
+        return counters.withLockedValue { counters in
+            if let counter = counters[key] { return counter }
+            let counter = registry.makeCounter(descriptor: descriptor, labels: [("outcome", outcome)])
+            counters[key] = counter
+            return counter
+        }
     }
 
     /// The Prometheus text exposition.

@@ -42,7 +42,7 @@ public struct TokenPlatformRouter: Sendable {
                 let body = try await JSONCoding.decode(SignedCardRequest.self, from: request)
                 let response = try await provisioning.signCard(userId: caller.userId, request: body)
                 metrics.recordProvisioning(outcome: "sealed")
-                return try JSONCoding.response(response)
+                return JSONCoding.response(json: response.jsonData())
             } catch let error as TMPError {
                 metrics.recordProvisioning(outcome: error.code)
                 throw error

@@ -6,6 +6,8 @@ import ProvisioningModels
 /// write transaction per state change (with its audit entry).
 public struct SQLiteStore: TMPStore {
     private let writer: any DatabaseWriter
+    /// Independent inserts (attempts, activation-data use, decisions) committed together.
+    private let groupCommit: GroupCommit
 
     /// Opens (creating if needed) a database file in WAL mode.
     public init(path: String) throws {
@@ -18,6 +20,7 @@ public struct SQLiteStore: TMPStore {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         writer = try DatabasePool(path: path, configuration: configuration)
+        groupCommit = GroupCommit(writer: writer)
     }
 
     /// A private in-memory database (tests).
@@ -29,6 +32,7 @@ public struct SQLiteStore: TMPStore {
 
     private init(writer: any DatabaseWriter) {
         self.writer = writer
+        self.groupCommit = GroupCommit(writer: writer)
     }
 
     /// Runs a read on the calling thread.
@@ -219,7 +223,7 @@ public struct SQLiteStore: TMPStore {
     // MARK: Provisioning attempts and decisions
 
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
-        try await writer.write { db in
+        try await groupCommit.write { db in
             try db.cachedStatement(
                 sql: """
                     INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
@@ -245,14 +249,14 @@ public struct SQLiteStore: TMPStore {
     }
 
     public func consumeActivationData(id: String, at: Date) async throws -> Bool {
-        try await writer.write { db in
+        try await groupCommit.write { db in
             try db.execute(sql: "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [id, at])
             return db.changesCount == 1
         }
     }
 
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
-        try await writer.write { db in
+        try await groupCommit.write { db in
             try db.execute(
                 sql: "INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [decision.requestId, decision.panUniqueReference, decision.deviceType.rawValue, decision.decision.rawValue, decision.reason, decision.decidedAt]

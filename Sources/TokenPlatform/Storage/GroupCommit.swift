@@ -1,0 +1,98 @@
+import GRDB
+import NIOConcurrencyHelpers
+
+/// Group commit for small, independent SQLite writes.
+///
+/// Every write transaction on a file database ends with a sync of the write-ahead log, and
+/// costs a BEGIN, a COMMIT and a round trip to GRDB's writer queue. Under load most of the
+/// writer's time went there: `signed-cards` records one attempt row per call, each in its own
+/// transaction. Here writes that arrive while a transaction is being committed wait for it,
+/// then go together into the next transaction, each inside its own savepoint:
+///
+/// - a caller resumes only after the transaction holding its write has committed, so an
+///   answer is never sent for a write that could still be lost (durability unchanged);
+/// - a write that throws rolls back its own savepoint only; its caller gets the error and the
+///   others in the batch commit;
+/// - if the commit itself fails, every caller in the batch gets that error;
+/// - with one caller at a time nothing waits: the first write starts a transaction at once.
+///
+/// Only writes that do not depend on each other belong here (inserts of new rows); writes
+/// that read and decide keep their own transaction through `DatabaseWriter.write`. Both run
+/// on the same writer queue, so they are serialized with each other as before.
+package final class GroupCommit: Sendable {
+    /// One queued write: runs it inside the batch, and returns how to answer its caller once
+    /// the batch's fate is known (`nil` = committed, else the commit's error).
+    private typealias Item = @Sendable (Database) -> @Sendable ((any Error)?) -> Void
+
+    private struct State {
+        var queue: [(run: Item, fail: @Sendable (any Error) -> Void)] = []
+        var draining = false
+    }
+
+    /// The most writes committed in one transaction; more wait for the next one.
+    package static let maximumBatch = 512
+
+    private let writer: any DatabaseWriter
+    private let state = NIOLockedValueBox(State())
+
+    package init(writer: any DatabaseWriter) {
+        self.writer = writer
+    }
+
+    /// Writes queued and not yet taken into a transaction (diagnostics and tests).
+    package var pendingWrites: Int { state.withLockedValue { $0.queue.count } }
+
+    /// Runs `body` in a transaction shared with other writes, returning once it has committed.
+    package func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let run: Item = { db in
+                var value: T?
+                let result: Result<T, any Error> = Result {
+                    try db.inSavepoint {
+                        value = try body(db)
+                        return .commit
+                    }
+                    guard let value else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "savepoint body did not run") }
+                    return value
+                }
+                return { commitError in
+                    if let commitError { continuation.resume(throwing: commitError) } else { continuation.resume(with: result) }
+                }
+            }
+            let startDraining = state.withLockedValue { state in
+                state.queue.append((run, { continuation.resume(throwing: $0) }))
+                guard !state.draining else { return false }
+                state.draining = true
+                return true
+            }
+            if startDraining { drain() }
+        }
+    }
+
+    /// Commits batches on the writer queue until nothing is waiting.
+    private func drain() {
+        writer.asyncWriteWithoutTransaction { db in
+            while true {
+                let batch = self.state.withLockedValue { state in
+                    let batch = Array(state.queue.prefix(Self.maximumBatch))
+                    state.queue.removeFirst(batch.count)
+                    if batch.isEmpty { state.draining = false }
+                    return batch
+                }
+                if batch.isEmpty { return }
+                var answers: [@Sendable ((any Error)?) -> Void] = []
+                answers.reserveCapacity(batch.count)
+                do {
+                    try db.inTransaction {
+                        for item in batch { answers.append(item.run(db)) }
+                        return .commit
+                    }
+                    for answer in answers { answer(nil) }
+                } catch {
+                    // BEGIN or COMMIT failed: nothing in this batch was stored.
+                    for item in batch { item.fail(error) }
+                }
+            }
+        }
+    }
+}
