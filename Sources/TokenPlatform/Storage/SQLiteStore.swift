@@ -230,7 +230,7 @@ public struct SQLiteStore: TMPStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(
-                arguments: [attempt.activationDataId, attempt.externalCardId, attempt.userId, attempt.deviceType.rawValue, attempt.nonceHash, attempt.leafFingerprint, attempt.createdAt, attempt.expiresAt]
+                arguments: [attempt.activationDataId, attempt.externalCardId, attempt.userId, attempt.deviceType.rawValue, attempt.nonceHash, attempt.leafFingerprint, SQLiteTimestamp(attempt.createdAt), SQLiteTimestamp(attempt.expiresAt)]
             )
             try insertAudit(db, AuditEntry(at: attempt.createdAt, actor: "user:\(attempt.userId)", action: "card.seal", subject: "card:\(attempt.externalCardId)", detail: "sealed for \(attempt.deviceType.rawValue); leaf \(attempt.leafFingerprint.prefix(16))"))
         }
@@ -312,7 +312,7 @@ public struct SQLiteStore: TMPStore {
 
     private func insertAudit(_ db: Database, _ entry: AuditEntry) throws {
         try db.cachedStatement(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES (?, ?, ?, ?, ?)").execute(
-            arguments: [entry.at, entry.actor, entry.action, entry.subject, entry.detail]
+            arguments: [SQLiteTimestamp(entry.at), entry.actor, entry.action, entry.subject, entry.detail]
         )
     }
 }
@@ -330,7 +330,8 @@ extension CardRecord {
             externalCardId: row[0], userId: row[1], encryptedPAN: row[2], panLookupHash: row[3],
             panLast4: row[4], panUniqueReference: row[5], expiration: try CardExpiration(row[6] as String),
             cardholderName: row[7], network: CardNetwork(rawValue: row[8]) ?? .visa, productTitle: row[9],
-            artId: row[10], status: CardStatus(rawValue: row[11]) ?? .blocked, createdAt: row[12], updatedAt: row[13]
+            artId: row[10], status: CardStatus(rawValue: row[11]) ?? .blocked,
+            createdAt: (row[12] as SQLiteTimestamp).date, updatedAt: (row[13] as SQLiteTimestamp).date
         )
     }
 }
@@ -348,7 +349,7 @@ extension TokenRecord {
             userId: row[3], deviceType: DeviceType(rawValue: row[4]) ?? .phone, status: TokenStatus(rawValue: row[5]) ?? .deactivated,
             authorizationPath: AuthorizationPath(rawValue: row[6]) ?? .yellow,
             suspendedBy: (row[7] as String?).flatMap(SuspensionSource.init(rawValue:)), tokenLast4: row[8],
-            createdAt: row[9], updatedAt: row[10]
+            createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date
         )
     }
 }
