@@ -162,6 +162,8 @@ let package = Package(
                 "ProvisioningModels",
                 "WalletSimulator",
                 "TestSupport",
+                // Its manual clock, for the token service time limit.
+                "SDKTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
