@@ -141,8 +141,8 @@ struct LifecycleRouteTests {
                 #expect(try await platform.store.card(externalCardId: id)?.status == .closed)
                 #expect(try await api.tokenStatus("\(id)-T1") == .deactivated)
                 let trail = try await platform.store.auditEntries(subject: "card:\(id)").filter { $0.action == "card.status" }.map(\.detail)
-                let closedAt = try #require(trail.firstIndex(of: "ACTIVE -> CLOSED") ?? trail.firstIndex(of: "BLOCKED -> CLOSED"))
-                #expect(trail.dropFirst(closedAt + 1).isEmpty, "\(trail)")
+                let (end, illegal) = TMPStoreContractTests.replayCardStatus(trail)
+                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(trail)")
                 #expect(trail.count == replies.filter { $0.1.status == .ok }.count)
             }
         }

@@ -118,6 +118,23 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// Replays a card's `card.status` audit details (`OLD -> NEW`) from ACTIVE: returns the
+    /// status they end in and the steps that are not legal — not starting from the status the
+    /// step before left, or leaving CLOSED.
+    static func replayCardStatus(_ details: [String]) -> (end: String, illegal: [String]) {
+        var current = CardStatus.active.rawValue
+        var illegal: [String] = []
+        for step in details {
+            let parts = step.components(separatedBy: " -> ")
+            guard parts.count == 2, parts[0] == current, current != CardStatus.closed.rawValue || parts[1] == current else {
+                illegal.append("\(step) after \(current)")
+                continue
+            }
+            current = parts[1]
+        }
+        return (current, illegal)
+    }
+
     @Test(arguments: StoreFactory.all)
     func setsCardStatusWithAuditOfThePreviousStatus(factory: StoreFactory) async throws {
         try await factory.withStore { store in
@@ -323,14 +340,8 @@ struct TMPStoreContractTests {
                     }
                 }
                 let steps = try await first.auditEntries(subject: "card:\(id)").filter { $0.action == "card.status" }.map(\.detail)
-                var current = CardStatus.active.rawValue
-                for step in steps {
-                    let parts = step.components(separatedBy: " -> ")
-                    #expect(parts.count == 2 && parts[0] == current, "round \(round): \(step) after \(current) in \(steps)")
-                    #expect(current != CardStatus.closed.rawValue || parts.last == current, "round \(round): left CLOSED in \(steps)")
-                    current = parts.last ?? current
-                }
-                #expect(current == CardStatus.closed.rawValue, "round \(round): \(steps)")
+                let (end, illegal) = Self.replayCardStatus(steps)
+                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "round \(round): \(steps)")
                 #expect(steps.count == results.filter { if case .updated = $0.1 { true } else { false } }.count)
             }
         }

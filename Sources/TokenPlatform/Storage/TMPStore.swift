@@ -9,8 +9,9 @@ import ProvisioningModels
 /// `TMPStoreContractTests`.
 ///
 /// Several processes may share one store: the read-decide-write methods
-/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``)
-/// hand `decide` the current committed row while holding it, so no change is lost.
+/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``,
+/// ``setCardStatus(externalCardId:status:at:audit:)``) decide on the current committed row
+/// while holding it, so no change is lost.
 public protocol TMPStore: Sendable {
     /// Creates or upgrades the schema (named migrations); returns the names this call applied,
     /// in order (empty when the schema was up to date). Safe to call from several processes.
@@ -36,6 +37,7 @@ public protocol TMPStore: Sendable {
     /// A replacement keeps the status as stored (only
     /// ``setCardStatus(externalCardId:status:at:audit:)`` changes it), so replacing a card
     /// cannot reopen one closed meanwhile.
+    ///
     /// When the replacement carries another `panUniqueReference` (the PAN changed), every
     /// token of the old card that is not yet deactivated is set to DEACTIVATED in the same
     /// transaction. Fails with ``StoreError/duplicatePAN`` when another card has the same PAN.
