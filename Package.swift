@@ -164,6 +164,8 @@ let package = Package(
                 "ProvisioningModels",
                 "WalletSimulator",
                 "TestSupport",
+                // Its manual clock, for the token service time limit.
+                "SDKTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

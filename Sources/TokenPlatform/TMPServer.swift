@@ -7,6 +7,9 @@ import ProvisioningCrypto
 public enum TMPServer {
     /// The environment (storage, keys, policies) for `configuration`.
     ///
+    /// Every command to `connector` gets the configured time limit
+    /// (``ServerConfiguration/connectorTimeout``).
+    ///
     /// Opens the configured database and applies pending migrations, or with
     /// ``ServerConfiguration/migrateOnStart`` off refuses a schema that lacks any. Close the
     /// store (`environment.store.close()`) once the server has stopped.
@@ -26,6 +29,7 @@ public enum TMPServer {
             activationKeys: configuration.keys.activationSigningKeys,
             activationPolicy: configuration.activationPolicy,
             connector: connector,
+            connectorTimeout: configuration.connectorTimeout,
             logger: logger
         )
     }

@@ -26,6 +26,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-migrate"), help: "Do not apply pending migrations on start; refuse to start while any are pending (run `pushprov migrate`).") var noMigrate = false
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
+    @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
     func run() async throws {
@@ -38,6 +39,7 @@ struct ServeCommand: AsyncParsableCommand {
         settings.trustAnchorFiles = trustAnchors
         settings.production = production
         settings.activationPolicy = activationPolicy
+        settings.connectorTimeout = connectorTimeout
         let configuration: ServerConfiguration
         do {
             configuration = try settings.resolve()

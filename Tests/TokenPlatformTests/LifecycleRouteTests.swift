@@ -79,7 +79,10 @@ struct LifecycleRouteTests {
 
             let reopen = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active))
             #expect(reopen.status == .conflict)
-            #expect(platform.connector.commands.current == ["suspend WATCH-1", "suspend PHONE-1", "resume PHONE-1", "deactivate PHONE-1", "deactivate WATCH-1"])
+            let commands = platform.connector.commands.current
+            #expect(commands.prefix(3) == ["suspend WATCH-1", "suspend PHONE-1", "resume PHONE-1"])
+            // A card's token commands run concurrently: in any order.
+            #expect(Set(commands.dropFirst(3)) == ["deactivate PHONE-1", "deactivate WATCH-1"] && commands.count == 5)
             let audit = try await platform.store.auditEntries(subject: "token:PHONE-1").map(\.action)
             #expect(audit.contains("token.suspended") && audit.contains("token.active") && audit.contains("token.deactivated"))
         }
@@ -113,6 +116,35 @@ struct LifecycleRouteTests {
             #expect(block.tokens.map(\.result) == ["FAILED"])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
             #expect(try await api.tokenStatus("T1") == .active)
+        }
+    }
+
+    @Test func aCloseRacingReopeningsLeavesTheCardClosedWithItsTokensDeactivated() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117", "4012888888881881"]
+        try await platform.run { api in
+            for (round, pan) in pans.enumerated() {
+                let id = "race-\(round)"
+                try await api.putCard(id, user: "alice", pan: pan)
+                try await api.provision(id, user: "alice", pan: pan, token: "\(id)-T1")
+                let statuses: [CardStatus] = [.active, .blocked, .closed, .active, .blocked]
+                let replies = try await withThrowingTaskGroup(of: (CardStatus, APIClient.Reply).self) { group in
+                    for status in statuses {
+                        group.addTask { (status, try await api.send(.patch, "/lifecycle/cards/\(id)", as: .issuer, json: CardStatusChangeRequest(status: status))) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                for (status, reply) in replies {
+                    // Closing always succeeds; any other change succeeds before it or is refused after it.
+                    #expect(reply.status == .ok || (status != .closed && reply.status == .conflict && reply.error?.code == "card_closed"), "\(status): \(reply.status) \(reply.text)")
+                }
+                #expect(try await platform.store.card(externalCardId: id)?.status == .closed)
+                #expect(try await api.tokenStatus("\(id)-T1") == .deactivated)
+                let trail = try await platform.store.auditEntries(subject: "card:\(id)").filter { $0.action == "card.status" }.map(\.detail)
+                let (end, illegal) = TMPStoreContractTests.replayCardStatus(trail)
+                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(trail)")
+                #expect(trail.count == replies.filter { $0.1.status == .ok }.count)
+            }
         }
     }
 

@@ -197,6 +197,34 @@ extension PostgresTwoInstanceTests {
     }
 }
 
+extension PostgresTwoInstanceTests {
+    @Test func aCloseRacingReopeningsOnTwoInstancesLeavesTheCardClosed() async throws {
+        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"]
+        try await Self.withTwoInstances(policy: .immediate) { first, second in
+            for (round, pan) in pans.enumerated() {
+                let card = "c\(round)"
+                try await first.putCard(card, user: "alice", pan: pan)
+                try await first.provision(card, user: "alice", pan: pan, token: "\(card)-T1")
+                let statuses: [CardStatus] = [.active, .blocked, .closed, .active, .blocked, .active]
+                let requests: [@Sendable () async throws -> APIClient.Reply] = statuses.enumerated().map { index, status in
+                    let api = index.isMultiple(of: 2) ? first : second
+                    return { try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status)) }
+                }
+                let replies = try await Self.concurrently(requests)
+                for (status, reply) in zip(statuses, replies) {
+                    #expect(reply.status == .ok || (status != .closed && reply.error?.code == "card_closed"), "\(status): \(reply.status) \(reply.text)")
+                }
+                #expect(try await second.platform.store.card(externalCardId: card)?.status == .closed)
+                #expect(try await first.tokenStatus("\(card)-T1") == .deactivated)
+                let steps = try await first.platform.store.auditEntries(subject: "card:\(card)").filter { $0.action == "card.status" }.map(\.detail)
+                let (end, illegal) = TMPStoreContractTests.replayCardStatus(steps)
+                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(steps)")
+                #expect(steps.count == replies.filter { $0.status == .ok }.count)
+            }
+        }
+    }
+}
+
 extension Array {
     /// `map` with an async transform, one element after the other.
     func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {

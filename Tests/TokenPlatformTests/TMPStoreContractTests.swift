@@ -111,15 +111,74 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// Sets card `id` to `status` with the audit entry the lifecycle service writes: `OLD -> NEW`.
+    static func setStatus(_ store: any TMPStore, _ id: String, _ status: CardStatus) async throws -> CardStatusUpdate {
+        try await store.setCardStatus(externalCardId: id, status: status, at: now) { previous in
+            AuditEntry(at: now, actor: "test", action: "card.status", subject: "card:\(id)", detail: "\(previous.rawValue) -> \(status.rawValue)")
+        }
+    }
+
+    /// Replays a card's `card.status` audit details (`OLD -> NEW`) from ACTIVE: returns the
+    /// status they end in and the steps that are not legal — not starting from the status the
+    /// step before left, or leaving CLOSED.
+    static func replayCardStatus(_ details: [String]) -> (end: String, illegal: [String]) {
+        var current = CardStatus.active.rawValue
+        var illegal: [String] = []
+        for step in details {
+            let parts = step.components(separatedBy: " -> ")
+            guard parts.count == 2, parts[0] == current, current != CardStatus.closed.rawValue || parts[1] == current else {
+                illegal.append("\(step) after \(current)")
+                continue
+            }
+            current = parts[1]
+        }
+        return (current, illegal)
+    }
+
     @Test(arguments: StoreFactory.all)
-    func setsCardStatusWithAudit(factory: StoreFactory) async throws {
+    func setsCardStatusWithAuditOfThePreviousStatus(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "create"))
-            let blocked = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now, audit: Self.audit("card:c1", "block"))
-            #expect(blocked?.status == .blocked)
-            #expect(try await store.setCardStatus(externalCardId: "nope", status: .blocked, at: Self.now, audit: Self.audit("card:nope")) == nil)
-            #expect(try await store.auditEntries(subject: "card:c1").map(\.action) == ["create", "block"])
+            let blocked = try await Self.setStatus(store, "c1", .blocked)
+            let stored = try #require(try await store.card(externalCardId: "c1"))
+            #expect(blocked == .updated(previous: .active, card: stored))
+            #expect(stored.status == .blocked)
+            #expect(try await Self.setStatus(store, "nope", .blocked) == .notFound)
+            #expect(try await store.auditEntries(subject: "card:c1").map(\.detail) == ["", "ACTIVE -> BLOCKED"])
             #expect(try await store.auditEntries(subject: "card:nope").isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func aClosedCardCanBeClosedAgainButNotReopened(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "create"))
+            guard case .updated(.active, let closed) = try await Self.setStatus(store, "c1", .closed) else {
+                Issue.record("closing an active card must succeed")
+                return
+            }
+            for status in [CardStatus.active, .blocked] {
+                #expect(try await Self.setStatus(store, "c1", status) == .refusedClosed(closed))
+            }
+            guard case .updated(.closed, let again) = try await Self.setStatus(store, "c1", .closed) else {
+                Issue.record("closing a closed card again must succeed (it retries its tokens)")
+                return
+            }
+            #expect(again.status == .closed)
+            // Refusals write nothing.
+            #expect(try await store.auditEntries(subject: "card:c1").map(\.detail) == ["", "ACTIVE -> CLOSED", "CLOSED -> CLOSED"])
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func aReplacementKeepsTheStoredStatus(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            _ = try await Self.setStatus(store, "c1", .closed)
+            // A replacement built from a read before the card was closed.
+            let previous = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            #expect(previous?.status == .closed)
+            #expect(try await store.card(externalCardId: "c1")?.status == .closed)
         }
     }
 
@@ -158,7 +217,7 @@ struct TMPStoreContractTests {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
             try await Self.insert(store, Self.token("T1"))
-            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now, audit: Self.audit("card:c1"))
+            _ = try await Self.setStatus(store, "c1", .blocked)
             let result = try await store.updateToken(reference: "T1", audit: Self.audit("token:T1")) { token, card in
                 .reject("\(token.externalCardId) \(card?.externalCardId ?? "-") \(card?.status.rawValue ?? "-")")
             }
@@ -250,6 +309,41 @@ struct TMPStoreContractTests {
             #expect(fromActive.count == flips / 2 && fromSuspended.count == flips / 2)
             #expect(try await second.token(reference: "T1")?.status == .active)
             #expect(try await first.auditEntries(subject: "token:T1").filter { $0.action == "flip" }.count == flips)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func aClosedCardStaysClosedWhenStatusChangesRace(factory: StoreFactory) async throws {
+        // Each round a fresh card gets one CLOSE and several reopening changes at once. Closing
+        // is never refused, so the card must end CLOSED; every change decided on the card as
+        // stored, so the audit trail is a chain of legal steps from ACTIVE.
+        let rounds = 20
+        let contenders: [CardStatus] = [.active, .blocked, .closed, .active, .blocked, .active]
+        try await factory.withTwoHandles { first, second in
+            for round in 0..<rounds {
+                let id = "race-\(round)"
+                _ = try await first.putCard(try Self.card(id), audit: Self.audit("card:\(id)", "create"))
+                let results = try await withThrowingTaskGroup(of: (CardStatus, CardStatusUpdate).self) { group in
+                    for (index, status) in contenders.enumerated() {
+                        let store = index.isMultiple(of: 2) ? first : second
+                        group.addTask { (status, try await Self.setStatus(store, id, status)) }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                let stored = try await second.card(externalCardId: id)
+                #expect(stored?.status == .closed, "round \(round): \(results)")
+                for (status, result) in results {
+                    switch result {
+                    case .updated(_, let card): #expect(card.status == status)
+                    case .refusedClosed(let card): #expect(status != .closed && card.status == .closed)
+                    case .notFound: Issue.record("round \(round): the card vanished")
+                    }
+                }
+                let steps = try await first.auditEntries(subject: "card:\(id)").filter { $0.action == "card.status" }.map(\.detail)
+                let (end, illegal) = Self.replayCardStatus(steps)
+                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "round \(round): \(steps)")
+                #expect(steps.count == results.filter { if case .updated = $0.1 { true } else { false } }.count)
+            }
         }
     }
 

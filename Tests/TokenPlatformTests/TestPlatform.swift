@@ -87,15 +87,33 @@ struct TestPlatform {
     let environment: PlatformEnvironment
     let counter = Locked(0)
 
-    init(policy: ActivationPolicy = .inApp, databasePath: String? = nil) async throws {
+    /// An instance on a fresh SQLite database (in memory unless `databasePath` is given).
+    ///
+    /// `tokenService` replaces ``connector`` as the token service (which then sees nothing);
+    /// `connectorTimeout` and `connectorClock` time its commands.
+    init(
+        policy: ActivationPolicy = .inApp,
+        databasePath: String? = nil,
+        tokenService: (any TokenServiceConnector)? = nil,
+        connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
+        connectorClock: any Clock<Duration> = ContinuousClock()
+    ) async throws {
         let store = try databasePath.map { try SQLiteStore(path: $0) } ?? SQLiteStore.inMemory()
         try await store.migrate()
-        try self.init(policy: policy, store: store, secrets: Secrets())
+        try self.init(policy: policy, store: store, secrets: Secrets(), tokenService: tokenService, connectorTimeout: connectorTimeout, connectorClock: connectorClock)
     }
 
     /// An instance on `store` (migrated by the caller) with `secrets`; `instance` prefixes the
     /// identifiers it makes, so instances sharing a database do not collide.
-    init(policy: ActivationPolicy = .inApp, store: any TMPStore, secrets: Secrets, instance: String = "") throws {
+    init(
+        policy: ActivationPolicy = .inApp,
+        store: any TMPStore,
+        secrets: Secrets,
+        instance: String = "",
+        tokenService: (any TokenServiceConnector)? = nil,
+        connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
+        connectorClock: any Clock<Duration> = ContinuousClock()
+    ) throws {
         self.store = store
         self.secrets = secrets
         let clock = clock
@@ -106,7 +124,9 @@ struct TestPlatform {
             chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([secrets.pki.root]))),
             activationKeys: [secrets.activationKey],
             activationPolicy: policy,
-            connector: connector,
+            connector: tokenService ?? connector,
+            connectorTimeout: connectorTimeout,
+            clock: connectorClock,
             now: { clock.current },
             makeIdentifier: { instance + counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
             logger: Logger(label: "test") { [logs] _ in CapturingLogHandler(lines: logs) }

@@ -108,4 +108,14 @@ struct ServeCommandTests {
         #expect(policy.stderr.contains("activation policy must be in-app or immediate"))
         #expect(policy.stderr.split(separator: "\n").count == 1)
     }
+
+    @Test func aBadConnectorTimeoutIsOneClearLine() throws {
+        let flag = try CLI.run(["serve", "--connector-timeout", "0", "--data-dir", "/tmp/pushprov-unused"])
+        #expect(flag.status != 0)
+        #expect(flag.stderr.contains("connector timeout must be a number of seconds greater than 0 and at most 300 (got 0)"))
+        #expect(flag.stderr.split(separator: "\n").count == 1)
+        let env = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_CONNECTOR_TIMEOUT": "soon"])
+        #expect(env.status != 0)
+        #expect(env.stderr.contains("(got soon)"))
+    }
 }

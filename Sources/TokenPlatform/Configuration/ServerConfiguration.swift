@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable {
     public var developmentTokenKey: SigningKey?
     /// Green or yellow for valid activation data.
     public var activationPolicy: ActivationPolicy
+    /// The most one token service command may take (default 10 s).
+    public var connectorTimeout: Duration
     /// Lines to print once at start-up (generated secrets and where they live).
     public var notices: [String]
 
@@ -61,6 +63,8 @@ public struct ServerSettings: Sendable {
     public var production = false
     /// `--activation-policy` / `PUSHPROV_ACTIVATION_POLICY`.
     public var activationPolicy: String?
+    /// `--connector-timeout` / `PUSHPROV_CONNECTOR_TIMEOUT`: seconds, as text (checked when resolving).
+    public var connectorTimeout: String?
 
     /// Empty settings (all defaults).
     public init() {}
@@ -83,6 +87,7 @@ public struct ServerSettings: Sendable {
         guard let policy = ActivationPolicy(rawValue: policyText) else {
             throw ConfigurationError("activation policy must be in-app or immediate (got \(policyText))")
         }
+        let connectorTimeout = try resolveConnectorTimeout(environment: environment)
         let anchorFiles = trustAnchorFiles + (env("PUSHPROV_TRUST_ANCHORS")?.split(separator: ":").map(String.init) ?? [])
         if production, !anchorFiles.isEmpty {
             throw ConfigurationError("--production trusts only Apple Root CA - G3; remove --trust-anchor / PUSHPROV_TRUST_ANCHORS")
@@ -108,7 +113,8 @@ public struct ServerSettings: Sendable {
             return ServerConfiguration(
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
-                cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy, notices: []
+                cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy,
+                connectorTimeout: connectorTimeout, notices: []
             )
         }
 
@@ -143,7 +149,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, activationPolicy: policy, notices: notices
+            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, notices: notices
         )
     }
 
@@ -159,6 +165,23 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("database pool size must be a number from \(range.lowerBound) to \(range.upperBound) (got \(poolText))")
         }
         return try DatabaseConfiguration(parsing: setting, poolSize: poolSize)
+    }
+
+    /// The longest `--connector-timeout` / `PUSHPROV_CONNECTOR_TIMEOUT` accepted, in seconds.
+    public static let maximumConnectorTimeoutSeconds = 300.0
+
+    /// Resolves only the token service time limit: `--connector-timeout` or
+    /// `PUSHPROV_CONNECTOR_TIMEOUT`, seconds greater than 0 and at most
+    /// ``maximumConnectorTimeoutSeconds`` (decimals allowed), default 10.
+    public func resolveConnectorTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration {
+        guard let text = connectorTimeout ?? environment["PUSHPROV_CONNECTOR_TIMEOUT"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            return TimeLimitedTokenServiceConnector.defaultLimit
+        }
+        let maximum = Self.maximumConnectorTimeoutSeconds
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds > 0, seconds <= maximum else {
+            throw ConfigurationError("connector timeout must be a number of seconds greater than 0 and at most \(Int(maximum)) (got \(text))")
+        }
+        return .seconds(seconds)
     }
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {

@@ -61,7 +61,7 @@ public struct LifecycleService: Sendable {
             // The old PAN's tokens must die at the token service before TMP forgets them.
             for token in try await environment.store.tokens(externalCardId: externalCardId) where token.status != .deactivated {
                 do {
-                    try await environment.connector.deactivate(token)
+                    try await environment.tokenService.deactivate(token)
                 } catch {
                     throw TMPError(.unavailable, "token_service_unavailable", "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its tokens, and it did not answer; nothing was changed, try again")
                 }
@@ -88,12 +88,16 @@ public struct LifecycleService: Sendable {
             updatedAt: now
         )
         let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)")
+        var stored = card
         do {
-            _ = try await environment.store.putCard(card, audit: audit)
+            // A replacement keeps the status as stored, which may have changed since `existing` was read.
+            if let previous = try await environment.store.putCard(card, audit: audit) {
+                stored.status = previous.status
+            }
         } catch StoreError.duplicatePAN(let other) {
             throw TMPError.conflict("duplicate_pan", "card \(other) already has this primaryAccountNumber")
         }
-        return (card.resource, existing == nil)
+        return (stored.resource, existing == nil)
     }
 
     /// `GET cards/{id}`.
@@ -107,35 +111,56 @@ public struct LifecycleService: Sendable {
         return TokenListResponse(tokens: try await environment.store.tokens(externalCardId: card.externalCardId).map(\.resource))
     }
 
+    /// The most token service commands one card status change runs at once.
+    static let maximumConcurrentCommands = 8
+
     /// `PATCH cards/{id}`: BLOCKED suspends the active tokens, ACTIVE resumes those the block
-    /// suspended, CLOSED deactivates all. A CLOSED card stays closed.
+    /// suspended, CLOSED deactivates all. A CLOSED card stays closed, even when requests to
+    /// close and to reopen it race: the store decides on the card as stored.
+    ///
+    /// The token commands run concurrently (at most ``maximumConcurrentCommands`` at a time),
+    /// each within the connector's time limit, so the change takes about one time limit at
+    /// most; the outcomes keep the order of the card's tokens.
     public func setStatus(externalCardId: String, status: CardStatus) async throws -> StatusChange {
-        let card = try await existingCard(externalCardId)
-        if card.status == .closed, status != .closed {
-            throw TMPError.conflict("card_closed", "card \(externalCardId) is CLOSED; a closed card cannot change status")
-        }
+        try InputRules.identifier(externalCardId, field: "externalCardId")
         let now = environment.now()
-        let audit = AuditEntry(at: now, actor: "issuer", action: "card.status", subject: "card:\(externalCardId)", detail: "\(card.status.rawValue) -> \(status.rawValue)")
-        guard let updated = try await environment.store.setCardStatus(externalCardId: externalCardId, status: status, at: now, audit: audit) else {
-            throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+        let update = try await environment.store.setCardStatus(externalCardId: externalCardId, status: status, at: now) { previous in
+            AuditEntry(at: now, actor: "issuer", action: "card.status", subject: "card:\(externalCardId)", detail: "\(previous.rawValue) -> \(status.rawValue)")
         }
-        var outcomes: [StatusChange.TokenOutcome] = []
-        for token in try await environment.store.tokens(externalCardId: externalCardId) {
-            let command: (target: TokenStatus, source: SuspensionSource?, result: String, call: @Sendable (TokenRecord) async throws -> Void)?
-            switch status {
+        let card: CardRecord
+        switch update {
+        case .updated(_, let updated): card = updated
+        case .refusedClosed: throw TMPError.conflict("card_closed", "card \(externalCardId) is CLOSED; a closed card cannot change status")
+        case .notFound: throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+        }
+        // What the tokens need follows from the status this change committed.
+        let tokenService = environment.tokenService
+        let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { token -> TokenCommand? in
+            switch card.status {
             case .blocked where token.status == .active:
-                command = (.suspended, .cardBlocked, "SUSPENDED", environment.connector.suspend)
+                TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
             case .active where token.status == .suspended && token.suspendedBy == .cardBlocked:
-                command = (.active, nil, "RESUMED", environment.connector.resume)
+                TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume)
             case .closed where token.status != .deactivated:
-                command = (.deactivated, nil, "DEACTIVATED", environment.connector.deactivate)
+                TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
             default:
-                command = nil
+                nil
             }
-            guard let command else { continue }
-            outcomes.append(await apply(command.target, source: command.source, result: command.result, to: token, actor: "issuer", reason: "card \(status.rawValue)", call: command.call))
         }
-        return StatusChange(card: updated.resource, tokens: outcomes)
+        let reason = "card \(card.status.rawValue)"
+        let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
+            await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: reason, call: command.call)
+        }
+        return StatusChange(card: card.resource, tokens: outcomes)
+    }
+
+    /// One token service command a card status change gives.
+    private struct TokenCommand: Sendable {
+        var token: TokenRecord
+        var target: TokenStatus
+        var source: SuspensionSource?
+        var result: String
+        var call: @Sendable (TokenRecord) async throws -> Void
     }
 
     /// `POST tokens/{ref}/{action}`: a customer-service command for one token.
@@ -149,11 +174,11 @@ public struct LifecycleService: Sendable {
         switch action {
         case .suspend:
             target = .suspended
-            call = environment.connector.suspend
+            call = environment.tokenService.suspend
             guard token.status == .active else { throw illegal(token, to: target) }
         case .resume:
             target = .active
-            call = environment.connector.resume
+            call = environment.tokenService.resume
             guard token.status == .suspended else { throw illegal(token, to: target) }
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
@@ -161,7 +186,7 @@ public struct LifecycleService: Sendable {
             }
         case .deactivate:
             target = .deactivated
-            call = environment.connector.deactivate
+            call = environment.tokenService.deactivate
             guard token.status != .deactivated else { throw illegal(token, to: target) }
         }
         let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)

@@ -28,8 +28,14 @@ public struct PlatformEnvironment: Sendable {
     public var activationKeys: [SigningKey]
     /// Green or yellow for valid activation data.
     public var activationPolicy: ActivationPolicy
-    /// The token service provider.
+    /// The token service provider. Services call it through ``tokenService``, which limits
+    /// each command to ``connectorTimeout``.
     public var connector: any TokenServiceConnector
+    /// The most one token service command may take; a command still running then is cancelled
+    /// and counts as failed.
+    public var connectorTimeout: Duration
+    /// Measures time limits (``connectorTimeout``); tests pass a clock they move themselves.
+    public var clock: any Clock<Duration>
     /// The current time.
     public var now: @Sendable () -> Date
     /// Random identifiers (pan-unique references).
@@ -38,6 +44,8 @@ public struct PlatformEnvironment: Sendable {
     public var logger: Logger
 
     /// Creates an environment.
+    ///
+    /// `connectorTimeout` must be positive.
     public init(
         store: any TMPStore,
         vault: PANVault,
@@ -45,20 +53,30 @@ public struct PlatformEnvironment: Sendable {
         activationKeys: [SigningKey],
         activationPolicy: ActivationPolicy = .inApp,
         connector: any TokenServiceConnector = UnconfiguredTokenServiceConnector(),
+        connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
+        clock: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Date = { Date() },
         makeIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.replacingOccurrences(of: "-", with: "") },
         logger: Logger = Logger(label: "pushprov.tmp")
     ) {
         precondition(!activationKeys.isEmpty, "at least one activation signing key is required")
+        precondition(connectorTimeout > .zero, "the connector timeout must be positive")
         self.store = store
         self.vault = vault
         self.chainValidator = chainValidator
         self.activationKeys = activationKeys
         self.activationPolicy = activationPolicy
         self.connector = connector
+        self.connectorTimeout = connectorTimeout
+        self.clock = clock
         self.now = now
         self.makeIdentifier = makeIdentifier
         self.logger = logger
+    }
+
+    /// ``connector`` with ``connectorTimeout`` on every command: what services call.
+    var tokenService: TimeLimitedTokenServiceConnector {
+        TimeLimitedTokenServiceConnector(connector, limit: connectorTimeout, clock: clock)
     }
 
     /// Issues activation data with the newest key.

@@ -110,7 +110,7 @@ public struct PushProvisioningService: Sendable {
         case .inactive: break
         }
         do {
-            try await environment.connector.activate(token)
+            try await environment.tokenService.activate(token)
         } catch {
             environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(error)"])
             return answer(.failed, "the token service could not be reached; try again later")

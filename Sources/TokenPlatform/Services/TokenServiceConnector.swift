@@ -2,7 +2,9 @@
 ///
 /// Implementations: the Wallet simulator's in-process TSP, a real network connector, or a
 /// test double. A thrown error means the command did not take effect; TMP then leaves the
-/// token's state unchanged.
+/// token's state unchanged. TMP gives every command a time limit
+/// (``PlatformEnvironment/connectorTimeout``) and cancels a command that exceeds it: an
+/// implementation stops waiting for the network when its task is cancelled.
 public protocol TokenServiceConnector: Sendable {
     /// Activates an inactive (yellow-path) token.
     func activate(_ token: TokenRecord) async throws

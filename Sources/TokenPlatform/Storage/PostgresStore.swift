@@ -102,7 +102,7 @@ public struct PostgresStore: TMPStore {
                     user_id = excluded.user_id, encrypted_pan = excluded.encrypted_pan, pan_lookup_hash = excluded.pan_lookup_hash,
                     pan_last4 = excluded.pan_last4, pan_unique_reference = excluded.pan_unique_reference, expiration = excluded.expiration,
                     cardholder_name = excluded.cardholder_name, network = excluded.network, product_title = excluded.product_title,
-                    art_id = excluded.art_id, status = excluded.status, updated_at = excluded.updated_at
+                    art_id = excluded.art_id, updated_at = excluded.updated_at
                 """,
                 logger: logger
             )
@@ -126,15 +126,24 @@ public struct PostgresStore: TMPStore {
         }
     }
 
-    public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: AuditEntry) async throws -> CardRecord? {
+    public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         try await transaction { connection in
-            let updated = try await connection.all(
-                "UPDATE card SET status = \(status.rawValue), updated_at = \(at) WHERE external_card_id = \(externalCardId) RETURNING \(unescaped: Self.cardColumns)",
+            // The row lock makes a concurrent status change (or putCard) wait until this one
+            // commits, and then read what it committed: the decision is on the card as stored.
+            let stored = try await connection.all(
+                "SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(externalCardId) FOR NO KEY UPDATE",
                 logger: logger
             ).first.map(CardRecord.init(postgres:))
-            guard let updated else { return nil }
-            try await insertAudit(connection, audit)
-            return updated
+            guard let stored else { return .notFound }
+            let (write, result) = CardStatusUpdate.resolve(stored, to: status, at: at)
+            guard let after = write else { return result }
+            // RETURNING: the card exactly as a later read returns it (dates at the stored precision).
+            let updated = try await connection.all(
+                "UPDATE card SET status = \(after.status.rawValue), updated_at = \(after.updatedAt) WHERE external_card_id = \(externalCardId) RETURNING \(unescaped: Self.cardColumns)",
+                logger: logger
+            ).first.map(CardRecord.init(postgres:))
+            try await insertAudit(connection, audit(stored.status))
+            return .updated(previous: stored.status, card: updated ?? after)
         }
     }
 

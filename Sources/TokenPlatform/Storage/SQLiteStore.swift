@@ -109,7 +109,7 @@ public struct SQLiteStore: TMPStore {
                         user_id = excluded.user_id, encrypted_pan = excluded.encrypted_pan, pan_lookup_hash = excluded.pan_lookup_hash,
                         pan_last4 = excluded.pan_last4, pan_unique_reference = excluded.pan_unique_reference, expiration = excluded.expiration,
                         cardholder_name = excluded.cardholder_name, network = excluded.network, product_title = excluded.product_title,
-                        art_id = excluded.art_id, status = excluded.status, updated_at = excluded.updated_at
+                        art_id = excluded.art_id, updated_at = excluded.updated_at
                     """,
                 arguments: [
                     card.externalCardId, card.userId, card.encryptedPAN, card.panLookupHash, card.panLast4, card.panUniqueReference,
@@ -134,12 +134,19 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: AuditEntry) async throws -> CardRecord? {
+    public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
+        // SQLite has one writer at a time: nothing changes the card between this read and the update.
         try await writer.write { db in
-            try db.execute(sql: "UPDATE card SET status = ?, updated_at = ? WHERE external_card_id = ?", arguments: [status.rawValue, at, externalCardId])
-            guard db.changesCount > 0 else { return nil }
-            try insertAudit(db, audit)
-            return try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:))
+            guard let stored = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:)) else {
+                return .notFound
+            }
+            let (write, result) = CardStatusUpdate.resolve(stored, to: status, at: at)
+            guard let after = write else { return result }
+            try db.execute(sql: "UPDATE card SET status = ?, updated_at = ? WHERE external_card_id = ?", arguments: [after.status.rawValue, after.updatedAt, externalCardId])
+            try insertAudit(db, audit(stored.status))
+            // Read back: the card exactly as a later read returns it (dates at the stored precision).
+            let card = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:))
+            return .updated(previous: stored.status, card: card ?? after)
         }
     }
 

@@ -9,8 +9,9 @@ import ProvisioningModels
 /// `TMPStoreContractTests`.
 ///
 /// Several processes may share one store: the read-decide-write methods
-/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``)
-/// hand `decide` the current committed row while holding it, so no change is lost.
+/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``,
+/// ``setCardStatus(externalCardId:status:at:audit:)``) decide on the current committed row
+/// while holding it, so no change is lost.
 public protocol TMPStore: Sendable {
     /// Creates or upgrades the schema (named migrations); returns the names this call applied,
     /// in order (empty when the schema was up to date). Safe to call from several processes.
@@ -33,12 +34,22 @@ public protocol TMPStore: Sendable {
     func cards(ownedBy userId: String) async throws -> [CardRecord]
     /// Creates or replaces a card; returns the version it replaced.
     ///
+    /// A replacement keeps the status as stored (only
+    /// ``setCardStatus(externalCardId:status:at:audit:)`` changes it), so replacing a card
+    /// cannot reopen one closed meanwhile.
+    ///
     /// When the replacement carries another `panUniqueReference` (the PAN changed), every
     /// token of the old card that is not yet deactivated is set to DEACTIVATED in the same
     /// transaction. Fails with ``StoreError/duplicatePAN`` when another card has the same PAN.
     func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord?
-    /// Changes a card's status; nil when the card does not exist.
-    func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: AuditEntry) async throws -> CardRecord?
+    /// Changes a card's status, deciding on the card as stored: a CLOSED card stays CLOSED.
+    ///
+    /// The card is read and written in one transaction that holds it, so a concurrent change
+    /// of its status either commits before this one reads it or waits until this one commits.
+    /// Closing a CLOSED card again is allowed (it retries the deactivation of its tokens); any
+    /// other change of a CLOSED card is refused and writes nothing. `audit` makes the audit
+    /// entry from the status the card had just before the change.
+    func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate
 
     /// A token by reference.
     func token(reference: String) async throws -> TokenRecord?
@@ -78,6 +89,30 @@ public protocol TMPStore: Sendable {
 extension TMPStore {
     /// Nothing to release.
     public func close() async {}
+}
+
+/// The result of ``TMPStore/setCardStatus(externalCardId:status:at:audit:)``.
+public enum CardStatusUpdate: Sendable, Hashable {
+    /// Changed from `previous`; the card now.
+    case updated(previous: CardStatus, card: CardRecord)
+    /// Refused: the card is CLOSED, and a closed card cannot change status. Nothing was written.
+    case refusedClosed(CardRecord)
+    /// No such card.
+    case notFound
+}
+
+extension CardStatusUpdate {
+    /// Setting `stored` (the card as committed) to `status` at `date`: the card to write (nil
+    /// for none) and what ``TMPStore/setCardStatus(externalCardId:status:at:audit:)`` returns.
+    static func resolve(_ stored: CardRecord, to status: CardStatus, at date: Date) -> (write: CardRecord?, result: CardStatusUpdate) {
+        if stored.status == .closed, status != .closed {
+            return (nil, .refusedClosed(stored))
+        }
+        var after = stored
+        after.status = status
+        after.updatedAt = date
+        return (after, .updated(previous: stored.status, card: after))
+    }
 }
 
 /// What ``TMPStore/updateToken(reference:audit:_:)`` should do with a token.
