@@ -142,15 +142,23 @@ profile() { # name: records the server while wrk runs, when BENCH_PERF is set
 profiled() { [ -z "${PERF_PID:-}" ] || wait "$PERF_PID" || true; PERF_PID=; }
 # CPU time (user + system, in clock ticks) the server has used so far.
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
-# load NAME LUA: runs wrk and prints the server's CPU time per request.
+# Children's CPU time so far (user + system, seconds): wrk's share of the machine.
+# (`times` runs in this shell, not a subshell: a subshell has no children of its own.)
+children_cpu() { times >"$DATA/times"; awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$DATA/times"; }
+# load NAME LUA: runs wrk and prints requests/s, the server's CPU time per request and wrk's own CPU.
 load() {
     local before after requests
     before="$(server_ticks)"
-    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" | tee "$DATA/wrk.out"
+    children_cpu >"$DATA/wrk-before"
+    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" >"$DATA/wrk.out"
+    children_cpu >"$DATA/wrk-after"
+    cat "$DATA/wrk.out"
     after="$(server_ticks)"
     requests="$(awk '/requests in/ {print $1}' "$DATA/wrk.out")"
-    awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
-        'BEGIN { printf "server CPU: %.3f ms per request (%.1f s of CPU for %d requests)\n", t * 1000 / hz / n, t / hz, n }'
+    LAST_RATE="$(awk '/Requests\/sec/ {print $2}' "$DATA/wrk.out")"
+    LAST_CPU_MS="$(awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" 'BEGIN { printf "%.3f", t * 1000 / hz / n }')"
+    awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$requests" -v w="$(cat "$DATA/wrk-after")" -v w0="$(cat "$DATA/wrk-before")" -v d="$DURATION" \
+        'BEGIN { printf "server CPU: %.3f ms per request (%.1f s of CPU for %d requests); wrk used %.2f cores\n", t * 1000 / hz / n, t / hz, n, (w - w0) / d }'
 }
 echo; echo "== machine before the run: $(uptime)"
 echo; echo "== tokens/searches (10 references, $CONNECTIONS connections, ${DURATION}s) =="
@@ -161,8 +169,15 @@ echo "== machine: $(uptime)"
 echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
 profile signed-cards
 load signed-cards signed-cards
+SIGNED_RATE="$LAST_RATE"; SIGNED_CPU_MS="$LAST_CPU_MS"
 profiled
 echo "== machine: $(uptime)"
 echo; echo "== crypto-only baseline (same machine, same run) =="
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
-"$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem"
+"$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem" | tee "$DATA/crypto.out"
+CRYPTO_RATE="$(sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' "$DATA/crypto.out")"
+CRYPTO_CPU_MS="$(sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' "$DATA/crypto.out")"
+echo
+awk -v r="$SIGNED_RATE" -v c="$CRYPTO_RATE" -v s="$SIGNED_CPU_MS" -v k="$CRYPTO_CPU_MS" 'BEGIN {
+    printf "== signed-cards vs crypto-only: %.0f req/s / %.0f ops/s = %.0f %% of the rate (target: 50 %%)\n", r, c, 100 * r / c
+    printf "   CPU per call: crypto %.3f ms of the server'"'"'s %.3f ms = %.0f %%\n", k, s, 100 * k / s }' 
