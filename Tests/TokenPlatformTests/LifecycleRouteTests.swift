@@ -38,6 +38,34 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func aPANReplacementThatTheTokenServicePartlyRefusesReplacesNothingAndCanBeRetried() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let original = try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            for reference in ["T1", "T2", "T3"] { try await api.provision("c1", user: "alice", token: reference) }
+            let before = try await api.tokenStatus("T2")
+            #expect(before != .deactivated)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                if command == "deactivate", token.tokenUniqueReference == "T2" { throw URLError(.timedOut) }
+            } }
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("5555555555554444"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .mastercard, productTitle: "Gold")
+            let refused = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.error?.code == "token_service_unavailable")
+            #expect(refused.error?.message.contains("3 live tokens, and 1 did not answer") == true)
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+            #expect(try await api.tokenStatus("T2") == before)
+            #expect(try await api.tokenStatus("T3") == .deactivated)
+            #expect(try await platform.store.card(externalCardId: "c1")?.panUniqueReference == original.panUniqueReference)
+            // Once the token service answers, the same request goes through.
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let replaced = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(replaced.status == .ok)
+            #expect(try replaced.decode(CardResource.self).panUniqueReference != original.panUniqueReference)
+            #expect(try await api.tokenStatus("T2") == .deactivated)
+        }
+    }
+
     @Test func aPANCanBelongToOneCardOnly() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -58,17 +58,32 @@ public struct LifecycleService: Sendable {
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
         let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
         if let existing, !samePAN {
-            // The old PAN's tokens must die at the token service before TMP forgets them.
-            for token in try await environment.store.tokens(externalCardId: externalCardId) where token.status != .deactivated {
+            // The old PAN's tokens must die at the token service before TMP forgets them; the
+            // commands run concurrently, like a status change's.
+            let live = try await environment.store.tokens(externalCardId: externalCardId).filter { $0.status != .deactivated }
+            let (store, tokenService) = (environment.store, environment.tokenService)
+            let results = await live.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { token -> Result<Bool, any Error> in
                 do {
-                    try await environment.tokenService.deactivate(token)
+                    try await tokenService.deactivate(token)
                 } catch {
-                    throw TMPError(.unavailable, "token_service_unavailable", "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its tokens, and it did not answer; nothing was changed, try again")
+                    return .success(false)
                 }
                 let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
-                _ = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
-                    current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
+                do {
+                    _ = try await store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
+                        current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
+                    }
+                    return .success(true)
+                } catch {
+                    return .failure(error)
                 }
+            }
+            let failed = try results.filter { try !$0.get() }.count
+            if failed > 0 {
+                throw TMPError(
+                    .unavailable, "token_service_unavailable",
+                    "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its \(live.count) live tokens, and \(failed) did not answer; those that did are deactivated, the card was not replaced, try again"
+                )
             }
         }
         let card = CardRecord(
