@@ -121,9 +121,26 @@ let package = Package(
         .testTarget(name: "ProvisioningModelsTests", dependencies: ["ProvisioningModels", "TestSupport"]),
         // Test doubles the SDK's and the adapters' tests share: manual clock, scripted transport, fake pass library.
         .target(name: "SDKTestSupport", dependencies: ["ProvisioningSDK", "ProvisioningModels"], path: "Tests/SDKTestSupport"),
+        // The TMP server in process for the server's, the simulators' and the SDK's tests: secrets,
+        // the simulated Apple PKI as trust anchor, the application, a loopback listener, log capture.
+        .target(
+            name: "TMPTestSupport",
+            dependencies: [
+                "TokenPlatform",
+                "ProvisioningCrypto",
+                "ProvisioningModels",
+                "WalletSimulator",
+                "SDKTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TMPTestSupport"
+        ),
         .testTarget(
             name: "ProvisioningSDKTests",
             dependencies: [
+                "TMPTestSupport",
                 "ProvisioningSDK",
                 "ProvisioningModels",
                 "SDKTestSupport",
@@ -159,6 +176,7 @@ let package = Package(
         .testTarget(
             name: "TokenPlatformTests",
             dependencies: [
+                "TMPTestSupport",
                 "TokenPlatform",
                 "ProvisioningCrypto",
                 "ProvisioningModels",
@@ -177,6 +195,9 @@ let package = Package(
         .testTarget(
             name: "WalletSimulatorTests",
             dependencies: [
+                "TMPTestSupport",
+                // Its lock box, for the fixture's clock and recorders.
+                "SDKTestSupport",
                 "WalletSimulator",
                 "TokenPlatform",
                 "ProvisioningCrypto",

@@ -7,7 +7,7 @@ import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
 import ProvisioningSDK
-import Testing
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
 
@@ -15,24 +15,18 @@ import WalletSimulator
 /// talks to over real HTTP (URLSession), while the test plays the issuer back office and
 /// the token service provider through their own APIs.
 struct LiveTMPServer {
-    static let issuerKey = "issuer-live-key"
-    static let tspKey = "tsp-live-key"
-    static let now = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09
+    static let issuerKey = TestTMP.issuerKey
+    static let tspKey = TestTMP.tspKey
+    static let now = TestTMP.start  // 2026-09
 
-    let pki: SimulatedApplePKI
-    let cardholderKey = SigningKey.generate()
+    let secrets: TestTMP.Secrets
+    var pki: SimulatedApplePKI { secrets.pki }
     let environment: PlatformEnvironment
 
     init() async throws {
-        let store = try SQLiteStore.inMemory()
-        try await store.migrate()
-        pki = try SimulatedApplePKI(now: Self.now)
-        environment = PlatformEnvironment(
-            store: store,
-            vault: PANVault(keys: .generate()),
-            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([pki.root]))),
-            activationKeys: [SigningKey.generate()],
-            activationPolicy: .inApp,
+        secrets = try TestTMP.Secrets(now: Self.now)
+        environment = secrets.environment(
+            store: try await TestTMP.memoryStore(),
             connector: AcceptingConnector(),
             now: { Self.now },
             logger: Logger(label: "live-tmp") { _ in SwiftLogNoOpLogHandler() }
@@ -41,21 +35,13 @@ struct LiveTMPServer {
 
     /// A cardholder JWT for `user`, issued `age` seconds ago and valid for `lifetime`.
     func jwt(_ user: String, age: TimeInterval = 0, lifetime: TimeInterval = 600) throws -> String {
-        try DevelopmentTokenIssuer(key: cardholderKey).token(userId: user, lifetime: lifetime, now: Self.now.addingTimeInterval(-age))
+        try secrets.jwt(user, lifetime: lifetime, now: Self.now.addingTimeInterval(-age))
     }
 
     /// Runs `body` with the server listening; `Session` knows the base URL and plays the back office.
     func run(_ body: @escaping @Sendable (Session) async throws -> Void) async throws {
-        let authenticator = Authenticator(
-            cardholderTokens: CardholderTokenVerifier(keys: [cardholderKey.id: cardholderKey.privateKey.publicKey]),
-            issuerKey: APIKey(Self.issuerKey),
-            tspKey: APIKey(Self.tspKey),
-            now: { Self.now }
-        )
-        let router = TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
-        let app = Application(router: router, logger: Logger(label: "live-tmp.http") { _ in SwiftLogNoOpLogHandler() })
-        try await app.test(.live) { client in
-            let port = try #require(client.port)
+        let app = secrets.application(environment: environment, now: { Self.now }, logger: Logger(label: "live-tmp.http") { _ in SwiftLogNoOpLogHandler() })
+        try await TestTMP.runLive(app) { client, port in
             try await body(Session(server: self, client: client, baseURL: URL(string: "http://localhost:\(port)/")!))
         }
     }
@@ -76,13 +62,13 @@ struct LiveTMPServer {
         func putCard(_ id: String, user: String, pan: String = "4111111111111111", name: String = "Jane Appleseed") async throws {
             let request = CardUpsertRequest(userId: user, primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("12/29"), cardholderName: name, network: .visa, productTitle: "Everyday Debit")
             let reply = try await send(.put, "/lifecycle/cards/\(id)", key: LiveTMPServer.issuerKey, json: request)
-            guard reply.status == .created || reply.status == .ok else { throw LiveServerFailure("putCard \(id): \(reply.status)") }
+            guard reply.status == .created || reply.status == .ok else { throw TestFailure("putCard \(id): \(reply.status)") }
         }
 
         /// The back office changes a card's status.
         func setCardStatus(_ id: String, _ status: CardStatus) async throws {
             let reply = try await send(.patch, "/lifecycle/cards/\(id)", key: LiveTMPServer.issuerKey, json: CardStatusChangeRequest(status: status))
-            guard reply.status == .ok else { throw LiveServerFailure("setCardStatus \(id): \(reply.status)") }
+            guard reply.status == .ok else { throw TestFailure("setCardStatus \(id): \(reply.status)") }
         }
 
         /// The token service decides on the sealed card and reports the token it made.
@@ -95,25 +81,18 @@ struct LiveTMPServer {
             let events: [TokenEventType] = decision.decision == .approved ? [.created, .activated] : [.created]
             for event in events {
                 let reply = try await send(.post, "/tsp/token-events", key: LiveTMPServer.tspKey, json: TokenEventRequest(eventId: "evt-\(reference)-\(event.rawValue)", tokenUniqueReference: reference, panUniqueReference: pur, event: event, deviceType: device, tokenLast4: "9876"))
-                guard reply.status == .ok else { throw LiveServerFailure("token event: \(reply.status)") }
+                guard reply.status == .ok else { throw TestFailure("token event: \(reply.status)") }
             }
             return decision.decision
         }
 
-        private func send(_ method: HTTPRequest.Method, _ path: String, key: String, json: some Encodable) async throws -> Reply {
-            let response = try await client.execute(
-                uri: path, method: method,
+        private func send(_ method: HTTPRequest.Method, _ path: String, key: String, json: some Encodable) async throws -> TestReply {
+            try await client.reply(
+                method, path,
                 headers: [.authorization: "Bearer \(key)", .contentType: "application/json"],
                 body: ByteBuffer(bytes: try JSONEncoder().encode(json))
             )
-            return Reply(status: response.status, body: Data(buffer: response.body))
         }
-    }
-
-    struct Reply {
-        var status: HTTPResponse.Status
-        var body: Data
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(type, from: body) }
     }
 }
 
@@ -123,9 +102,4 @@ struct AcceptingConnector: TokenServiceConnector {
     func suspend(_ token: TokenRecord) async throws {}
     func resume(_ token: TokenRecord) async throws {}
     func deactivate(_ token: TokenRecord) async throws {}
-}
-
-struct LiveServerFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

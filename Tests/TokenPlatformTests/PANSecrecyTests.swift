@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import SDKTestSupport
 import Testing
 import TokenPlatform
 

@@ -7,33 +7,10 @@ import Logging
 import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
+import SDKTestSupport
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
-
-/// A value guarded by a lock, for test doubles shared across tasks.
-final class Locked<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withValue<T>(_ body: (inout Value) -> T) -> T { lock.withLock { body(&value) } }
-    var current: Value { withValue { $0 } }
-}
-
-/// Captures every log line (message and metadata) so tests can grep them for secrets.
-struct CapturingLogHandler: LogHandler {
-    let lines: Locked<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withValue { $0.append("\(event.level) \(event.message) \(all) \(event.error.map { "\($0)" } ?? "")") }
-    }
-}
 
 /// A token service double: records commands, fails on demand, and can run a hook (for
 /// example a token event echoed back to TMP) before a command returns.
@@ -60,21 +37,11 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
 /// The TMP server wired for tests: in-memory SQLite (or a file, or any store), a simulated
 /// Apple PKI as the extra trust anchor, a recording token service, captured logs, a movable clock.
 struct TestPlatform {
-    static let issuerKey = "issuer-test-key"
-    static let tspKey = "tsp-test-key"
+    static let issuerKey = TestTMP.issuerKey
+    static let tspKey = TestTMP.tspKey
 
-    /// What instances serving one database must share: the PAN vault and activation-data
-    /// keys, the identity provider's key and Apple's (simulated) PKI.
-    struct Secrets: Sendable {
-        var vaultKeys = PANVaultKeys.generate()
-        var activationKey = SigningKey.generate()
-        var cardholderKey = SigningKey.generate()
-        var pki: SimulatedApplePKI
-
-        init() throws {
-            pki = try SimulatedApplePKI(now: Date(timeIntervalSince1970: 1_790_000_000))
-        }
-    }
+    /// What instances serving one database must share.
+    typealias Secrets = TestTMP.Secrets
 
     let store: any TMPStore
     let connector = RecordingConnector()
@@ -82,7 +49,7 @@ struct TestPlatform {
     var pki: SimulatedApplePKI { secrets.pki }
     var activationKey: SigningKey { secrets.activationKey }
     var cardholderKey: SigningKey { secrets.cardholderKey }
-    let clock = Locked(Date(timeIntervalSince1970: 1_790_000_000))  // 2026-09
+    let clock = Locked(TestTMP.start)  // 2026-09
     let logs = Locked<[String]>([])
     let environment: PlatformEnvironment
     let counter = Locked(0)
@@ -118,37 +85,27 @@ struct TestPlatform {
         self.secrets = secrets
         let clock = clock
         let counter = counter
-        environment = PlatformEnvironment(
+        environment = secrets.environment(
             store: store,
-            vault: PANVault(keys: secrets.vaultKeys),
-            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([secrets.pki.root]))),
-            activationKeys: [secrets.activationKey],
-            activationPolicy: policy,
+            policy: policy,
             connector: tokenService ?? connector,
             connectorTimeout: connectorTimeout,
             clock: connectorClock,
             now: { clock.current },
             makeIdentifier: { instance + counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
-            logger: Logger(label: "test") { [logs] _ in CapturingLogHandler(lines: logs) }
+            logger: TestTMP.logger("test", into: logs)
         )
     }
 
-    var logger: Logger { Logger(label: "test.http") { [logs] _ in CapturingLogHandler(lines: logs) } }
+    var logger: Logger { TestTMP.logger("test.http", into: logs) }
 
     func application() -> some ApplicationProtocol {
-        let authenticator = Authenticator(
-            cardholderTokens: CardholderTokenVerifier(keys: [cardholderKey.id: cardholderKey.privateKey.publicKey]),
-            issuerKey: APIKey(Self.issuerKey),
-            tspKey: APIKey(Self.tspKey),
-            now: { [clock] in clock.current }
-        )
-        let router = TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
-        return Application(router: router, logger: logger)
+        secrets.application(environment: environment, now: { [clock] in clock.current }, logger: logger)
     }
 
     /// A cardholder JWT for `user`.
     func jwt(_ user: String, lifetime: TimeInterval = 600, key: SigningKey? = nil) -> String {
-        try! DevelopmentTokenIssuer(key: key ?? cardholderKey).token(userId: user, lifetime: lifetime, now: clock.current)
+        try! secrets.jwt(user, lifetime: lifetime, now: clock.current, key: key)
     }
 
     func advance(_ seconds: TimeInterval) { clock.withValue { $0 += seconds } }
@@ -180,8 +137,7 @@ struct APIClient: Sendable {
 
     init(client: any TestClientProtocol, platform: TestPlatform) {
         transport = { method, path, headers, body in
-            let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
-            return Reply(status: response.status, headers: response.headers, body: Data(buffer: response.body))
+            try await client.reply(method, path, headers: headers, body: body)
         }
         self.platform = platform
     }
@@ -198,14 +154,7 @@ struct APIClient: Sendable {
         self.platform = platform
     }
 
-    struct Reply: Sendable {
-        var status: HTTPResponse.Status
-        var headers: HTTPFields
-        var body: Data
-        var text: String { String(decoding: body, as: UTF8.self) }
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(T.self, from: body) }
-        var error: ErrorEnvelope.Body? { try? JSONDecoder().decode(ErrorEnvelope.self, from: body).error }
-    }
+    typealias Reply = TestReply
 
     func send(_ method: HTTPRequest.Method, _ path: String, as credential: Credential = .none, json: (any Encodable)? = nil, raw: Data? = nil, contentType: String? = "application/json") async throws -> Reply {
         var headers: HTTPFields = [:]
@@ -275,9 +224,4 @@ struct APIClient: Sendable {
     func tokenStatus(_ reference: String) async throws -> TokenStatus? {
         try await platform.store.token(reference: reference)?.status
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ProvisioningModels
 import Testing
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
 
@@ -28,7 +29,7 @@ struct FaultInjectionTests {
             await session.simulator.setFaults(TokenServiceFaults(timeOut: [.tokenizationDecision], hangDuration: .seconds(25)))
             let pass = try await session.addPaymentPass("c1")
             #expect(try await session.simulator.tokenize(pass.tokenization).decline == TokenizationDecline(reason: "issuer_timeout", source: .tokenService))
-            #expect(tmp.hangs.value == [.seconds(25)])
+            #expect(tmp.hangs.current == [.seconds(25)])
             // TMP did decide (and used the activation data) but no token exists anywhere.
             #expect(try await tmp.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)?.decision == .approved)
             #expect(await session.simulator.allTokens.isEmpty)
@@ -44,11 +45,11 @@ struct FaultInjectionTests {
             await session.simulator.setFaults(TokenServiceFaults(timeOut: [.activate], hangDuration: .seconds(30)))
             let failed = try await session.activate(reference)
             #expect(failed.issuerMobileAppAuthResponse == .failed)
-            #expect(tmp.hangs.value == [.seconds(30)])
+            #expect(tmp.hangs.current == [.seconds(30)])
             await session.simulator.drainEvents()
             #expect(await session.simulator.token(reference)?.status == .inactive)
             #expect(try await session.tmpToken(reference)?.status == .inactive)
-            #expect(tmp.observer.changes.value.isEmpty)
+            #expect(tmp.observer.changes.current.isEmpty)
 
             await session.simulator.setFaults(.none)
             #expect(try await session.activate(reference).issuerMobileAppAuthResponse == .approved)
@@ -129,7 +130,7 @@ struct FaultInjectionTests {
             await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey))
             await session.simulator.drainEvents()
             #expect(await session.simulator.pendingEvents.map(\.event) == [.created, .activated])
-            guard case .failed = await session.simulator.deliveryLog.last?.outcome else { throw Failure("expected a failed delivery") }
+            guard case .failed = await session.simulator.deliveryLog.last?.outcome else { throw TestFailure("expected a failed delivery") }
 
             await session.simulator.connect(to: LiveTMP.endpoint(port: port))
             await session.simulator.drainEvents()

@@ -68,7 +68,7 @@ struct IssuerExtensionEndToEndTests {
 
         try await tmp.run { @MainActor session in
             let base = URL(string: "http://127.0.0.1:\(try #require(session.client.port))/")!
-            let aliceToken = try DevelopmentTokenIssuer(key: tmp.cardholderKey).token(userId: "alice", lifetime: 3600, now: tmp.clock.value)
+            let aliceToken = try DevelopmentTokenIssuer(key: tmp.cardholderKey).token(userId: "alice", lifetime: 3600, now: tmp.clock.current)
             try await wallet.withInstalled {
                 var configuration = IssuerExtensionConfiguration(
                     tmpURL: base,
@@ -76,7 +76,7 @@ struct IssuerExtensionEndToEndTests {
                     secrets: FileSecretStore(directory: folder.appendingPathComponent("keychain")),
                     artLoader: .storedArt(fallback: { CGImage(passKitShimWidth: 1536, height: 969, data: Data("generic".utf8)) })
                 )
-                configuration.now = { tmp.clock.value }
+                configuration.now = { tmp.clock.current }
 
                 // The app, signed in as alice, reads the status; IssuerWallet shares it.
                 let app = IssuerWallet(

@@ -38,7 +38,7 @@ struct LifecycleCommandTests {
             #expect(response.issuerMobileAppAuthResponse == .approved)
             #expect(response.cardLast4Digits == "1111")
             #expect(await session.simulator.token(reference)?.status == .active)
-            #expect(tmp.observer.changes.value == ["\(reference) ACTIVE"])
+            #expect(tmp.observer.changes.current == ["\(reference) ACTIVE"])
             await session.simulator.drainEvents()
             #expect(try await session.tmpToken(reference)?.status == .active)
             #expect(try await session.search([reference]).first?.tokenStatus == .active)
@@ -80,8 +80,8 @@ struct LifecycleCommandTests {
             await session.simulator.drainEvents()
             #expect(try await states() == ["DEACTIVATED/DEACTIVATED", "DEACTIVATED/DEACTIVATED"])
 
-            #expect(Set(tmp.observer.changes.value) == ["\(phone) SUSPENDED", "\(watch) SUSPENDED", "\(phone) ACTIVE", "\(watch) ACTIVE", "\(phone) DEACTIVATED", "\(watch) DEACTIVATED"])
-            #expect(tmp.observer.changes.value.count == 6)
+            #expect(Set(tmp.observer.changes.current) == ["\(phone) SUSPENDED", "\(watch) SUSPENDED", "\(phone) ACTIVE", "\(watch) ACTIVE", "\(phone) DEACTIVATED", "\(watch) DEACTIVATED"])
+            #expect(tmp.observer.changes.current.count == 6)
             let echoes = await session.simulator.deliveryLog.filter { $0.event.event != .created && $0.event.event != .activated }
             #expect(echoes.map(\.event.event) == [.suspended, .suspended, .resumed, .resumed, .deactivated, .deactivated])
             #expect(echoes.allSatisfy { if case .applied = $0.outcome { true } else { false } })
@@ -157,7 +157,7 @@ struct LifecycleCommandTests {
             stranger.tokenUniqueReference = "DAPL-NOT-MINE"
             await #expect(throws: TokenServiceSimulatorError.unknownToken("DAPL-NOT-MINE")) { try await session.simulator.activate(stranger) }
             #expect(await session.simulator.token(token.tokenUniqueReference)?.status == .inactive)
-            #expect(tmp.observer.changes.value.isEmpty)
+            #expect(tmp.observer.changes.current.isEmpty)
             #expect(await session.simulator.deliveryLog.count == 1)
         }
     }

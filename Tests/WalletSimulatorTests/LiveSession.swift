@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
 
@@ -20,19 +21,14 @@ struct LiveSession: Sendable {
         case cardholder(String)
     }
 
-    struct Reply {
-        var status: HTTPResponse.Status
-        var body: Data
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(T.self, from: body) }
-        var text: String { String(decoding: body, as: UTF8.self) }
-    }
+    typealias Reply = TestReply
 
     func send(_ method: HTTPRequest.Method, _ path: String, as credential: Credential, json: (any Encodable)? = nil) async throws -> Reply {
         var headers: HTTPFields = [:]
         switch credential {
         case .issuer: headers[.authorization] = "Bearer \(LiveTMP.issuerKey)"
         case .cardholder(let user):
-            let jwt = try DevelopmentTokenIssuer(key: tmp.cardholderKey).token(userId: user, lifetime: 3600, now: tmp.clock.value)
+            let jwt = try tmp.secrets.jwt(user, lifetime: 3600, now: tmp.clock.current)
             headers[.authorization] = "Bearer \(jwt)"
         }
         var body: ByteBuffer?
@@ -40,8 +36,7 @@ struct LiveSession: Sendable {
             body = ByteBuffer(bytes: try JSONEncoder().encode(json))
             headers[.contentType] = "application/json"
         }
-        let response = try await client.execute(uri: path, method: method, headers: headers, body: body)
-        return Reply(status: response.status, body: Data(buffer: response.body))
+        return try await client.reply(method, path, headers: headers, body: body)
     }
 
     // MARK: Issuer back office
@@ -50,14 +45,14 @@ struct LiveSession: Sendable {
     func putCard(_ id: String, user: String = "alice", pan: String = "4111111111111111", expiration: String = "12/29") async throws -> CardResource {
         let request = CardUpsertRequest(userId: user, primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration(expiration), cardholderName: "Jane Appleseed", network: .visa, productTitle: "Everyday Debit")
         let reply = try await send(.put, "/lifecycle/cards/\(id)", as: .issuer, json: request)
-        guard reply.status == .created || reply.status == .ok else { throw Failure("putCard \(id): \(reply.status) \(reply.text)") }
+        guard reply.status == .created || reply.status == .ok else { throw TestFailure("putCard \(id): \(reply.status) \(reply.text)") }
         return try reply.decode(CardResource.self)
     }
 
     @discardableResult
     func setCardStatus(_ id: String, _ status: CardStatus) async throws -> LifecycleService.StatusChange {
         let reply = try await send(.patch, "/lifecycle/cards/\(id)", as: .issuer, json: CardStatusChangeRequest(status: status))
-        guard reply.status == .ok else { throw Failure("setCardStatus \(id): \(reply.status) \(reply.text)") }
+        guard reply.status == .ok else { throw TestFailure("setCardStatus \(id): \(reply.status) \(reply.text)") }
         return try reply.decode(LifecycleService.StatusChange.self)
     }
 
@@ -91,18 +86,18 @@ struct LiveSession: Sendable {
         let signature = Data("apple-nonce-signature".utf8)
         let request = SignedCardRequest(externalCardId: card, deviceType: device, certificates: tmp.pki.walletCertificates, nonce: nonce, nonceSignature: signature)
         let reply = try await send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder(user), json: request)
-        guard reply.status == .ok else { throw Failure("signed-cards \(card): \(reply.status) \(reply.text)") }
+        guard reply.status == .ok else { throw TestFailure("signed-cards \(card): \(reply.status) \(reply.text)") }
         let sealed = try reply.decode(SignedCardResponse.self)
         let opened = try ECCV2.open(SealedPassData(encryptedData: sealed.encryptedData.data, ephemeralPublicKey: sealed.ephemeralPublicKey.data), with: tmp.pki.leafPrivateKey)
         let payload = try PassDataPayload(jsonData: opened)
-        guard payload.nonce == nonce, payload.nonceSignature == signature else { throw Failure("the sealed card does not carry Wallet's nonce") }
+        guard payload.nonce == nonce, payload.nonceSignature == signature else { throw TestFailure("the sealed card does not carry Wallet's nonce") }
         return AddPaymentPass(card: payload, activationData: sealed.activationData.data, deviceType: device)
     }
 
     /// Adds `card` through Apple and the token service; fails unless a token was created.
     func provision(_ card: String, user: String = "alice", device: DeviceType = .phone) async throws -> NetworkToken {
         let outcome = try await simulator.tokenize(try await addPaymentPass(card, user: user, device: device).tokenization)
-        guard let token = outcome.token else { throw Failure("tokenization of \(card) declined: \(outcome)") }
+        guard let token = outcome.token else { throw TestFailure("tokenization of \(card) declined: \(outcome)") }
         return token
     }
 
@@ -111,9 +106,4 @@ struct LiveSession: Sendable {
     func tmpToken(_ reference: String) async throws -> TokenRecord? {
         try await tmp.store.token(reference: reference)
     }
-}
-
-struct Failure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

@@ -7,25 +7,17 @@ import Logging
 import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
-import Synchronization
-import Testing
+import SDKTestSupport
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
 
-/// A value behind a mutex, for clocks, randomness and recorders shared across tasks.
-final class Shared<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func update<T: Sendable>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
-    var value: Value { mutex.withLock { $0 } }
-}
-
 /// Randomness that never repeats and is the same in every run: a counter's bytes.
 struct CountingRandom: Sendable {
-    let counter = Shared<UInt64>(0)
+    let counter = Locked<UInt64>(0)
     var bytes: @Sendable (Int) -> [UInt8] {
         { [counter] count in
-            let value = counter.update { $0 += 1; return $0 }
+            let value = counter.withValue { $0 += 1; return $0 }
             return (0..<count).map { index in index < 8 ? UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) : 0 }.reversed()
         }
     }
@@ -33,42 +25,28 @@ struct CountingRandom: Sendable {
 
 /// Records every state change the token service reports, as the simulated device would.
 final class RecordingObserver: TokenStateObserver {
-    let changes = Shared<[String]>([])
+    let changes = Locked<[String]>([])
     func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async {
-        changes.update { $0.append("\(tokenUniqueReference) \(status.rawValue)") }
-    }
-}
-
-/// Captures log lines so tests can check that no PAN reaches them.
-struct CapturedLogs: LogHandler {
-    let lines: Shared<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.update { $0.append("\(event.level) \(event.message) \(all)") }
+        changes.withValue { $0.append("\(tokenUniqueReference) \(status.rawValue)") }
     }
 }
 
 /// TMP on a real loopback port, with the token service simulator as its connector and the
 /// simulator talking back to it over HTTP: clock, randomness and PKI shared and injected.
 struct LiveTMP {
-    static let issuerKey = "issuer-live-key"
-    static let tspKey = "tsp-live-key"
-    static let start = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09-21
+    static let issuerKey = TestTMP.issuerKey
+    static let tspKey = TestTMP.tspKey
+    static let start = TestTMP.start  // 2026-09-21
 
     let store: SQLiteStore
-    let pki: SimulatedApplePKI
-    let activationKey = SigningKey.generate()
-    let cardholderKey = SigningKey.generate()
-    let clock = Shared(LiveTMP.start)
-    let logs = Shared<[String]>([])
+    let secrets: TestTMP.Secrets
+    var pki: SimulatedApplePKI { secrets.pki }
+    var activationKey: SigningKey { secrets.activationKey }
+    var cardholderKey: SigningKey { secrets.cardholderKey }
+    let clock = Locked(LiveTMP.start)
+    let logs = Locked<[String]>([])
     /// Every hang the simulator was asked to wait (it returns at once).
-    let hangs = Shared<[Duration]>([])
+    let hangs = Locked<[Duration]>([])
     let simulator: TokenServiceSimulator
     let observer = RecordingObserver()
     let environment: PlatformEnvironment
@@ -79,45 +57,34 @@ struct LiveTMP {
         delivery: TokenEventDeliveryMode = .background,
         connector: (TokenServiceSimulator) -> any TokenServiceConnector = { $0 }
     ) async throws {
-        store = try SQLiteStore.inMemory()
-        try await store.migrate()
-        pki = try SimulatedApplePKI(now: Self.start)
+        store = try await TestTMP.memoryStore()
+        secrets = try TestTMP.Secrets(now: Self.start)
         let clock = clock
         let random = CountingRandom()
         simulator = TokenServiceSimulator(
             configuration: .init(eventDelivery: delivery),
-            now: { clock.value },
+            now: { clock.current },
             randomBytes: random.bytes,
-            sleep: { [hangs] duration in hangs.update { $0.append(duration) } },
-            logger: Logger(label: "test.tsp") { [logs] _ in CapturedLogs(lines: logs) }
+            sleep: { [hangs] duration in hangs.withValue { $0.append(duration) } },
+            logger: TestTMP.logger("test.tsp", into: logs)
         )
         await simulator.addObserver(observer)
-        let identifiers = Shared(0)
-        environment = PlatformEnvironment(
+        let identifiers = Locked(0)
+        environment = secrets.environment(
             store: store,
-            vault: PANVault(keys: .generate()),
-            chainValidator: AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([pki.root]))),
-            activationKeys: [activationKey],
-            activationPolicy: policy,
+            policy: policy,
             connector: connector(simulator),
-            now: { clock.value },
-            makeIdentifier: { identifiers.update { $0 += 1; return String(format: "%08d", $0) } },
-            logger: Logger(label: "test.tmp") { [logs] _ in CapturedLogs(lines: logs) }
+            now: { clock.current },
+            makeIdentifier: { identifiers.withValue { $0 += 1; return String(format: "%08d", $0) } },
+            logger: TestTMP.logger("test.tmp", into: logs)
         )
     }
 
-    func advance(_ seconds: TimeInterval) { clock.update { $0 += seconds } }
+    func advance(_ seconds: TimeInterval) { clock.withValue { $0 += seconds } }
 
     /// TMP's application for `environment` (this fixture's unless a test changes it).
     func application(environment: PlatformEnvironment? = nil) -> some ApplicationProtocol {
-        let authenticator = Authenticator(
-            cardholderTokens: CardholderTokenVerifier(keys: [cardholderKey.id: cardholderKey.privateKey.publicKey]),
-            issuerKey: APIKey(Self.issuerKey),
-            tspKey: APIKey(Self.tspKey),
-            now: { [clock] in clock.value }
-        )
-        let router = TokenPlatformRouter(environment: environment ?? self.environment, authenticator: authenticator).build()
-        return Application(router: router, logger: Logger(label: "test.http") { [logs] _ in CapturedLogs(lines: logs) })
+        secrets.application(environment: environment ?? self.environment, now: { [clock] in clock.current }, logger: TestTMP.logger("test.http", into: logs))
     }
 
     /// The TSP endpoint of a server listening on `port`.
@@ -127,8 +94,7 @@ struct LiveTMP {
 
     /// Starts TMP on a free loopback port, connects the simulator to it, and runs `body`.
     func run(_ body: @escaping @Sendable (LiveSession) async throws -> Void) async throws {
-        try await application().test(.live) { client in
-            let port = try #require(client.port)
+        try await TestTMP.runLive(application()) { client, port in
             await simulator.connect(to: Self.endpoint(port: port))
             try await body(LiveSession(client: client, tmp: self))
         }

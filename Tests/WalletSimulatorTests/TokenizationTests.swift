@@ -2,6 +2,7 @@ import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
 import Testing
+import TMPTestSupport
 import TokenPlatform
 import WalletSimulator
 
@@ -12,7 +13,7 @@ struct TokenizationTests {
         try await tmp.run { session in
             let card = try await session.putCard("c1")
             let outcome = try await session.simulator.tokenize(try await session.addPaymentPass("c1").tokenization)
-            guard case .approved(let token) = outcome else { throw Failure("expected green, got \(outcome)") }
+            guard case .approved(let token) = outcome else { throw TestFailure("expected green, got \(outcome)") }
             #expect(token.status == .active && token.authorizationPath == .green)
             #expect(token.panUniqueReference == card.panUniqueReference)
             #expect(token.panLast4 == "1111" && token.tokenLast4.count == 4 && token.tokenLast4.allSatisfy(\.isNumber))
@@ -37,7 +38,7 @@ struct TokenizationTests {
         try await tmp.run { session in
             try await session.putCard("c1")
             let outcome = try await session.simulator.tokenize(try await session.addPaymentPass("c1", device: .watch).tokenization)
-            guard case .requiresActivation(let token) = outcome else { throw Failure("expected yellow, got \(outcome)") }
+            guard case .requiresActivation(let token) = outcome else { throw TestFailure("expected yellow, got \(outcome)") }
             #expect(token.status == .inactive && token.authorizationPath == .yellow && token.deviceType == .watch)
             let found = try #require(try await session.search([token.tokenUniqueReference]).first)
             #expect(found.tokenStatus == .inactive && found.processStatus == "PENDING_ACTIVATION" && found.deviceType == .watch)
@@ -51,7 +52,7 @@ struct TokenizationTests {
 
     @Test func declinesUnknownBlockedAndExpiredCardsAsTMPDecides() async throws {
         let tmp = try await LiveTMP(policy: .immediate)
-        tmp.clock.update { $0 = Date(timeIntervalSince1970: 1_788_220_800 - 300) }  // 2026-08-31 23:55 UTC
+        tmp.clock.withValue { $0 = Date(timeIntervalSince1970: 1_788_220_800 - 300) }  // 2026-08-31 23:55 UTC
         try await tmp.run { session in
             try await session.putCard("c1", pan: "4111111111111111")
             try await session.putCard("c2", pan: "5555555555554444")
@@ -132,7 +133,7 @@ struct TokenizationTests {
             let swapped = TokenizationRequest(card: swappedCard, activationData: forC1.activationData, deviceType: .phone)
             #expect(try await decline(swapped)?.reason == "activation_data_wrong_card")
 
-            let forged = try ActivationDataIssuer(signingKey: SigningKey.generate()).issue(panUniqueReference: card.panUniqueReference, nonce: forC1.card.nonce, deviceType: .phone, now: tmp.clock.value).token
+            let forged = try ActivationDataIssuer(signingKey: SigningKey.generate()).issue(panUniqueReference: card.panUniqueReference, nonce: forC1.card.nonce, deviceType: .phone, now: tmp.clock.current).token
             let forgedRequest = TokenizationRequest(card: forC1.card, activationData: Data(forged.utf8), deviceType: .phone)
             #expect(try await decline(forgedRequest) == TokenizationDecline(reason: "activation_data_unknown_key_id", source: .tokenService))
 
@@ -175,7 +176,7 @@ struct TokenizationTests {
             await #expect(throws: TokenServiceSimulatorError.notConnected) { try await unconnected.tokenize(pass.tokenization) }
 
             let port = try #require(session.client.port)
-            let wrongKey = TokenServiceSimulator(endpoint: LiveTMP.endpoint(port: port, apiKey: "not-the-tsp-key"), now: { tmp.clock.value })
+            let wrongKey = TokenServiceSimulator(endpoint: LiveTMP.endpoint(port: port, apiKey: "not-the-tsp-key"), now: { tmp.clock.current })
             do throws(TokenServiceSimulatorError) {
                 _ = try await wrongKey.tokenize(pass.tokenization)
                 Issue.record("a wrong TSP API key must not pass for a decline")
@@ -185,7 +186,7 @@ struct TokenizationTests {
                 #expect(refusal.code == "unauthorized")
             }
 
-            let unreachable = TokenServiceSimulator(endpoint: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey), now: { tmp.clock.value })
+            let unreachable = TokenServiceSimulator(endpoint: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey), now: { tmp.clock.current })
             #expect(try await unreachable.tokenize(pass.tokenization).decline == TokenizationDecline(reason: "issuer_unavailable", source: .tokenService))
         }
     }
@@ -198,7 +199,7 @@ struct TokenizationTests {
             _ = try await session.activate(token.tokenUniqueReference)
             try await session.setCardStatus("c1", .blocked)
             await session.simulator.drainEvents()
-            let lines = tmp.logs.value
+            let lines = tmp.logs.current
             #expect(lines.contains { $0.contains("token created") })
             #expect(!lines.contains { $0.contains("4111111111111111") || $0.contains("411111") })
         }
