@@ -126,11 +126,7 @@ let package = Package(
         .target(
             name: "TMPTestSupport",
             dependencies: [
-                "TokenPlatform",
-                "ProvisioningCrypto",
-                "ProvisioningModels",
-                "WalletSimulator",
-                "SDKTestSupport",
+                "TokenPlatform", "ProvisioningCrypto", "ProvisioningModels", "WalletSimulator", "SDKTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
