@@ -24,6 +24,19 @@ struct PostgresTwoInstanceTests {
         }
     }
 
+    /// Runs `round` once per PAN of the four networks, each time with a fresh card of alice's
+    /// (`c0`…`c3`) created on the first instance, on two live instances of one database.
+    static func forEachRaceRound(policy: ActivationPolicy, _ round: @escaping @Sendable (APIClient, APIClient, String, String) async throws -> Void) async throws {
+        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"]
+        try await withTwoInstances(policy: policy) { first, second in
+            for (index, pan) in pans.enumerated() {
+                let card = "c\(index)"
+                try await first.putCard(card, user: "alice", pan: pan)
+                try await round(first, second, card, pan)
+            }
+        }
+    }
+
     /// Sends every request at once, alternating between the instances; returns the replies in
     /// request order.
     static func concurrently(_ requests: [@Sendable () async throws -> APIClient.Reply]) async throws -> [APIClient.Reply] {
@@ -160,37 +173,32 @@ struct PostgresTwoInstanceTests {
 
 extension PostgresTwoInstanceTests {
     @Test func blockingACardWhileItsTokensAreActivatedLeavesNoActiveTokenOnTheBlockedCard() async throws {
-        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"]
-        try await Self.withTwoInstances(policy: .inApp) { first, second in
-            for (round, pan) in pans.enumerated() {
-                let card = "c\(round)"
-                let references = (0..<3).map { "\(card)-T\($0)" }
-                try await first.putCard(card, user: "alice", pan: pan)
-                for reference in references {
-                    try await first.provision(card, user: "alice", pan: pan, token: reference)
-                }
-                var requests: [@Sendable () async throws -> APIClient.Reply] = references.enumerated().map { index, reference in
-                    let api = index.isMultiple(of: 2) ? first : second
-                    return { try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)) }
-                }
-                requests.insert({ try await second.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: .blocked)) }, at: 1)
-                let replies = try await Self.concurrently(requests)
-                #expect(replies[1].status == .ok, "\(replies[1].text)")
-                #expect(try await first.platform.store.card(externalCardId: card)?.status == .blocked)
-                for (index, reference) in references.enumerated() {
-                    let reply = replies[index == 0 ? 0 : index + 1]
-                    let outcome = try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse
-                    let token = try #require(try await second.platform.store.token(reference: reference))
-                    let actions = try await first.platform.store.auditEntries(subject: "token:\(reference)").map(\.action)
-                    // Serially: activated before the block, then suspended by it; or declined after it.
-                    if outcome == .approved {
-                        #expect(token.status == .suspended && token.suspendedBy == .cardBlocked, "\(reference): \(token.status) \(actions)")
-                        #expect(Array(actions.suffix(2)) == ["token.activate", "token.suspended"])
-                    } else {
-                        #expect(outcome == .declined)
-                        #expect(token.status == .inactive, "\(reference): \(token.status) \(actions)")
-                        #expect(!actions.contains("token.activate"))
-                    }
+        try await Self.forEachRaceRound(policy: .inApp) { first, second, card, pan in
+            let references = (0..<3).map { "\(card)-T\($0)" }
+            for reference in references {
+                try await first.provision(card, user: "alice", pan: pan, token: reference)
+            }
+            var requests: [@Sendable () async throws -> APIClient.Reply] = references.enumerated().map { index, reference in
+                let api = index.isMultiple(of: 2) ? first : second
+                return { try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)) }
+            }
+            requests.insert({ try await second.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: .blocked)) }, at: 1)
+            let replies = try await Self.concurrently(requests)
+            #expect(replies[1].status == .ok, "\(replies[1].text)")
+            #expect(try await first.platform.store.card(externalCardId: card)?.status == .blocked)
+            for (index, reference) in references.enumerated() {
+                let reply = replies[index == 0 ? 0 : index + 1]
+                let outcome = try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse
+                let token = try #require(try await second.platform.store.token(reference: reference))
+                let actions = try await first.platform.store.auditEntries(subject: "token:\(reference)").map(\.action)
+                // Serially: activated before the block, then suspended by it; or declined after it.
+                if outcome == .approved {
+                    #expect(token.status == .suspended && token.suspendedBy == .cardBlocked, "\(reference): \(token.status) \(actions)")
+                    #expect(Array(actions.suffix(2)) == ["token.activate", "token.suspended"])
+                } else {
+                    #expect(outcome == .declined)
+                    #expect(token.status == .inactive, "\(reference): \(token.status) \(actions)")
+                    #expect(!actions.contains("token.activate"))
                 }
             }
         }
@@ -199,28 +207,23 @@ extension PostgresTwoInstanceTests {
 
 extension PostgresTwoInstanceTests {
     @Test func aCloseRacingReopeningsOnTwoInstancesLeavesTheCardClosed() async throws {
-        let pans = ["4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"]
-        try await Self.withTwoInstances(policy: .immediate) { first, second in
-            for (round, pan) in pans.enumerated() {
-                let card = "c\(round)"
-                try await first.putCard(card, user: "alice", pan: pan)
-                try await first.provision(card, user: "alice", pan: pan, token: "\(card)-T1")
-                let statuses: [CardStatus] = [.active, .blocked, .closed, .active, .blocked, .active]
-                let requests: [@Sendable () async throws -> APIClient.Reply] = statuses.enumerated().map { index, status in
-                    let api = index.isMultiple(of: 2) ? first : second
-                    return { try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status)) }
-                }
-                let replies = try await Self.concurrently(requests)
-                for (status, reply) in zip(statuses, replies) {
-                    #expect(reply.status == .ok || (status != .closed && reply.error?.code == "card_closed"), "\(status): \(reply.status) \(reply.text)")
-                }
-                #expect(try await second.platform.store.card(externalCardId: card)?.status == .closed)
-                #expect(try await first.tokenStatus("\(card)-T1") == .deactivated)
-                let steps = try await first.platform.store.auditEntries(subject: "card:\(card)").filter { $0.action == "card.status" }.map(\.detail)
-                let (end, illegal) = TMPStoreContractTests.replayCardStatus(steps)
-                #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(steps)")
-                #expect(steps.count == replies.filter { $0.status == .ok }.count)
+        try await Self.forEachRaceRound(policy: .immediate) { first, second, card, pan in
+            try await first.provision(card, user: "alice", pan: pan, token: "\(card)-T1")
+            let statuses: [CardStatus] = [.active, .blocked, .closed, .active, .blocked, .active]
+            let requests: [@Sendable () async throws -> APIClient.Reply] = statuses.enumerated().map { index, status in
+                let api = index.isMultiple(of: 2) ? first : second
+                return { try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status)) }
             }
+            let replies = try await Self.concurrently(requests)
+            for (status, reply) in zip(statuses, replies) {
+                #expect(reply.status == .ok || (status != .closed && reply.error?.code == "card_closed"), "\(status): \(reply.status) \(reply.text)")
+            }
+            #expect(try await second.platform.store.card(externalCardId: card)?.status == .closed)
+            #expect(try await first.tokenStatus("\(card)-T1") == .deactivated)
+            let steps = try await first.platform.store.auditEntries(subject: "card:\(card)").filter { $0.action == "card.status" }.map(\.detail)
+            let (end, illegal) = TMPStoreContractTests.replayCardStatus(steps)
+            #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(steps)")
+            #expect(steps.count == replies.filter { $0.status == .ok }.count)
         }
     }
 }
