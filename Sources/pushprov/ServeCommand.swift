@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import TokenPlatform
 
 /// `pushprov serve`: the TMP server.
@@ -27,6 +29,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
+    @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
     func run() async throws {
@@ -40,12 +43,19 @@ struct ServeCommand: AsyncParsableCommand {
         settings.production = production
         settings.activationPolicy = activationPolicy
         settings.connectorTimeout = connectorTimeout
-        let configuration: ServerConfiguration
+        settings.executor = executor
+        var resolved: ServerConfiguration
         do {
-            configuration = try settings.resolve()
+            resolved = try settings.resolve()
         } catch let error as ConfigurationError {
             throw CLIError(error.message)
         }
+        if resolved.executor == .eventLoops, !NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() {
+            // Only this command installs it, once per process; false means the runtime has no hook.
+            resolved.notices.append("this Swift runtime cannot run concurrency on the event loops; using Swift's own pool")
+            resolved.executor = .swift
+        }
+        let configuration = resolved
         var logger = Logger(label: "pushprov")
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
         for notice in configuration.notices { print(notice) }

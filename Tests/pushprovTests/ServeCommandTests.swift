@@ -64,6 +64,8 @@ struct ServeCommandTests {
         let server = try Server()
         let port = try await server.port()
         #expect(server.text.contains("mode embedded"))
+        // By default Swift concurrency runs on the event loops; serving and SIGTERM work there.
+        #expect(server.text.contains("· executor event-loops"))
         #expect(server.text.contains("issuer API key (PUSHPROV_ISSUER_API_KEY): "))
         let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
         #expect(status == 200 && body.contains("\"ok\""))
@@ -88,6 +90,18 @@ struct ServeCommandTests {
         let (stillValid, _) = try await Self.get("http://127.0.0.1:\(secondPort)/issuer/push-provisioning/cards", bearer: jwt)
         #expect(stillValid == 200)
         #expect(restarted.stop() == 0)
+    }
+
+    @Test func swiftsOwnPoolCanBeChosenAndServesToo() async throws {
+        let server = try Server(arguments: ["--executor", "swift"])
+        let port = try await server.port()
+        #expect(server.text.contains("· executor swift"))
+        let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
+        #expect(status == 200 && body.contains("\"ok\""))
+        #expect(server.stop() == 0)
+        let refused = try CLI.run(["serve", "--executor", "threads", "--data-dir", "/tmp/pushprov-unused"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
     }
 
     @Test func productionRefusesToStartWithoutExplicitSecrets() throws {

@@ -34,13 +34,29 @@ public struct ServerConfiguration: Sendable {
     public var activationPolicy: ActivationPolicy
     /// The most one token service command may take (default 10 s).
     public var connectorTimeout: Duration
+    /// Where Swift concurrency runs the server's request handling (default: the event loops).
+    public var executor: ServerExecutor = .eventLoops
     /// Lines to print once at start-up (generated secrets and where they live).
     public var notices: [String]
 
     /// The line start-up prints.
     public var startupLine: String {
-        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue)"
+        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue) · executor \(executor.rawValue)"
     }
+}
+
+/// Where `pushprov serve` runs Swift concurrency's work.
+///
+/// With ``eventLoops`` the process's SwiftNIO event-loop threads become Swift concurrency's
+/// global executor, so a request is read, handled and answered on one thread instead of
+/// hopping between the event loop and Swift's own thread pool for every `await`. Handlers
+/// must then never block for long; the server's only blocking calls are short SQLite reads.
+/// ``swift`` keeps Swift's default pool (the choice when embedding code that blocks).
+public enum ServerExecutor: String, Sendable, CaseIterable {
+    /// SwiftNIO's event loops run all Swift concurrency work (default).
+    case eventLoops = "event-loops"
+    /// Swift's default global executor; event loops only do I/O.
+    case swift
 }
 
 /// Raw settings before resolution: flags win over environment variables.
@@ -65,6 +81,8 @@ public struct ServerSettings: Sendable {
     public var activationPolicy: String?
     /// `--connector-timeout` / `PUSHPROV_CONNECTOR_TIMEOUT`: seconds, as text (checked when resolving).
     public var connectorTimeout: String?
+    /// `--executor` / `PUSHPROV_EXECUTOR`: `event-loops` (default) or `swift`.
+    public var executor: String?
 
     /// Empty settings (all defaults).
     public init() {}
@@ -88,6 +106,10 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("activation policy must be in-app or immediate (got \(policyText))")
         }
         let connectorTimeout = try resolveConnectorTimeout(environment: environment)
+        let executorText = executor ?? env("PUSHPROV_EXECUTOR") ?? ServerExecutor.eventLoops.rawValue
+        guard let executor = ServerExecutor(rawValue: executorText) else {
+            throw ConfigurationError("executor must be event-loops or swift (got \(executorText))")
+        }
         let anchorFiles = trustAnchorFiles + (env("PUSHPROV_TRUST_ANCHORS")?.split(separator: ":").map(String.init) ?? [])
         if production, !anchorFiles.isEmpty {
             throw ConfigurationError("--production trusts only Apple Root CA - G3; remove --trust-anchor / PUSHPROV_TRUST_ANCHORS")
@@ -114,7 +136,7 @@ public struct ServerSettings: Sendable {
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy,
-                connectorTimeout: connectorTimeout, notices: []
+                connectorTimeout: connectorTimeout, executor: executor, notices: []
             )
         }
 
@@ -149,7 +171,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, notices: notices
+            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, notices: notices
         )
     }
 
