@@ -125,8 +125,9 @@ export BENCH_SEARCH_BODY="$(python3 -c 'import json; print(json.dumps({"walletTy
 export BENCH_SIGNED_CARDS_BODY="$(python3 - "$CERTS" <<'PY'
 import base64, json, ssl, sys
 certs = [base64.b64encode(ssl.PEM_cert_to_DER_cert(open(f"{sys.argv[1]}/{name}").read())).decode() for name in ("apple-encipherment-leaf-prod-2020.pem", "apple-wwdr-ca-g2.pem")]
+# "/" written as "\/", as the SDK's JSONEncoder sends base64.
 print(json.dumps({"externalCardId": "bench-card", "walletType": "APPLE_PAY", "deviceType": "PHONE", "certificates": certs,
-                  "nonce": base64.b64encode(b"bench-nonce-0123456789").decode(), "nonceSignature": base64.b64encode(b"bench-signature").decode()}))
+                  "nonce": base64.b64encode(b"bench-nonce-0123456789").decode(), "nonceSignature": base64.b64encode(b"bench-signature").decode()}).replace("/", "\\/"))
 PY
 )"
 # Sanity: both requests succeed before they are measured.

@@ -25,10 +25,25 @@ enum JSONCoding {
 
     /// Decodes a JSON body into `T`.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        try decode(T.self, json: try await jsonBody(of: request))
+    }
+
+    /// Decodes a JSON body into `T`, through its fast path when the body is in the plain form.
+    static func decode<T: FlatJSONDecodable>(_ type: T.Type, from request: Request) async throws -> T {
+        let data = try await jsonBody(of: request)
+        return try T.decodeFlat(data) ?? decode(T.self, json: data)
+    }
+
+    /// The body of a request that must be JSON.
+    private static func jsonBody(of request: Request) async throws -> Data {
         if let contentType = request.headers[.contentType], !contentType.lowercased().hasPrefix("application/json") {
             throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
         }
-        let data = try await body(of: request, limit: maximumBodySize)
+        return try await body(of: request, limit: maximumBodySize)
+    }
+
+    /// Decodes JSON bytes into `T`; a refusal names the field and the reason.
+    static func decode<T: Decodable>(_ type: T.Type, json data: Data) throws -> T {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch let error as DecodingError {

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+@testable import ProvisioningModels
+
+/// The fast path must either decline or agree with `JSONDecoder`, byte for byte of input.
+@Suite("Flat JSON fast path")
+struct FlatJSONReaderTests {
+    static let certificates = [Data((0..<700).map { UInt8(truncatingIfNeeded: $0 &* 7) }), Data((0..<1100).map { UInt8(truncatingIfNeeded: $0 &* 13) })]
+    static let signedCards = SignedCardRequest(
+        externalCardId: "card-1", deviceType: .watch, certificates: certificates,
+        nonce: Data("nonce-0123456789".utf8), nonceSignature: Data((0..<64).map { UInt8($0) })
+    )
+    static let search = TokenSearchRequest(tokenUniqueReferences: (0..<10).map { "DNITHE\($0)" })
+
+    static func json(_ value: some Encodable, _ formatting: JSONEncoder.OutputFormatting = []) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = formatting
+        return try encoder.encode(value)
+    }
+
+    /// Checks the contract on one body and says whether the fast path took it.
+    @discardableResult
+    static func agree<T: FlatJSONDecodable & Equatable>(_ type: T.Type, _ data: Data, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        let slow = try? JSONDecoder().decode(T.self, from: data)
+        guard let fast = T.decodeFlat(data) else { return false }
+        #expect(slow == fast, "fast path disagrees on \(String(decoding: data, as: UTF8.self))", sourceLocation: sourceLocation)
+        return true
+    }
+
+    @Test func takesWhatTheAppSendsInAnyLayoutAndOrder() throws {
+        for formatting: JSONEncoder.OutputFormatting in [[], [.sortedKeys], [.prettyPrinted], [.prettyPrinted, .sortedKeys]] {
+            #expect(Self.agree(SignedCardRequest.self, try Self.json(Self.signedCards, formatting)))
+            #expect(Self.agree(TokenSearchRequest.self, try Self.json(Self.search, formatting)))
+        }
+        let empty = TokenSearchRequest(tokenUniqueReferences: [])
+        #expect(Self.agree(TokenSearchRequest.self, try Self.json(empty)))
+        let spaced = Data(#" { "walletType" : "APPLE_PAY" , "tokenUniqueReferences" : [ "A" , "B" ] } "#.utf8)
+        #expect(TokenSearchRequest.decodeFlat(spaced) == TokenSearchRequest(tokenUniqueReferences: ["A", "B"]))
+        // JSONEncoder escapes "/" by default, so base64 from the app arrives with "\/".
+        let slashes = Data(#"{"walletType":"APPLE_PAY","tokenUniqueReferences":["a\/b\/\/c","\/"]}"#.utf8)
+        #expect(TokenSearchRequest.decodeFlat(slashes) == TokenSearchRequest(tokenUniqueReferences: ["a/b//c", "/"]))
+        #expect(Self.agree(TokenSearchRequest.self, slashes))
+        #expect(String(decoding: try Self.json(Self.signedCards), as: UTF8.self).contains(#"\/"#))
+    }
+
+    @Test(arguments: [
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["\u0041"]}"#,  // an escape: JSONDecoder reads it
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A\nB"]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A\\/B"]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A"],}"#,  // JSONDecoder takes a trailing comma
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A",]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["Ä"]}"#,  // non-ASCII
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A"],"extra":"x"}"#,  // unknown key: JSONDecoder ignores it
+        #"{"walletType":"APPLE_PAY","walletType":"APPLE_PAY","tokenUniqueReferences":["A"]}"#,  // duplicate
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A"],"extra":1}"#,
+    ])
+    func declinesWhatItDoesNotReadPlainlyAndLeavesItToJSONDecoder(text: String) {
+        #expect(TokenSearchRequest.decodeFlat(Data(text.utf8)) == nil)
+        // Each of these is a body JSONDecoder takes: the fallback is what serves them.
+        #expect((try? JSONDecoder().decode(TokenSearchRequest.self, from: Data(text.utf8))) != nil)
+    }
+
+    @Test(arguments: [
+        "", "null", "[]", "{", "{}", #"{"walletType":"APPLE_PAY"}"#,
+        #"{"walletType":"GOOGLE_PAY","tokenUniqueReferences":["A"]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":"A"}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":[1]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":[null]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A"]}x"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A"]}{}"#,
+        #"{"walletType":"APPLE_PAY" "tokenUniqueReferences":["A"]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A\"]}"#,
+        #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["A\/"#,
+        "{\"walletType\":\"APPLE_PAY\",\"tokenUniqueReferences\":[\"A\tB\"]}",
+    ])
+    func neverAcceptsWhatJSONDecoderRefuses(text: String) {
+        let data = Data(text.utf8)
+        #expect((try? JSONDecoder().decode(TokenSearchRequest.self, from: data)) == nil)
+        #expect(TokenSearchRequest.decodeFlat(data) == nil)
+    }
+
+    @Test func badBase64OrAnUnknownDeviceIsLeftToJSONDecoderToNameTheField() throws {
+        var object = try JSONSerialization.jsonObject(with: try Self.json(Self.signedCards)) as! [String: Any]
+        for (key, value) in [("nonce", "not base64!" as Any), ("deviceType", "TABLET"), ("certificates", ["AAA"]), ("nonceSignature", 5)] {
+            var changed = object
+            changed[key] = value
+            let data = try JSONSerialization.data(withJSONObject: changed)
+            #expect(SignedCardRequest.decodeFlat(data) == nil, "\(key)")
+            #expect((try? JSONDecoder().decode(SignedCardRequest.self, from: data)) == nil, "\(key)")
+        }
+        object.removeValue(forKey: "nonce")
+        #expect(SignedCardRequest.decodeFlat(try JSONSerialization.data(withJSONObject: object)) == nil)
+    }
+
+    /// Random edits of real bodies: wherever the fast path answers, JSONDecoder agrees.
+    @Test func randomEditsOfRealBodiesNeverMakeTheTwoDisagree() throws {
+        var generator = SplitMix(seed: 0xF1A7)
+        let alphabet = Array(#"{}[]",: "\/AZaz09+=_-."#.utf8) + [0x09, 0x0A, 0xC3, 0x00]
+        var taken = 0
+        let bodies = [try Self.json(Self.signedCards), try Self.json(Self.search), try Self.json(Self.search, .prettyPrinted)]
+        for round in 0..<6_000 {
+            var bytes = [UInt8](bodies[round % bodies.count])
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[at] = alphabet.randomElement(using: &generator)!
+                case 1: bytes.insert(alphabet.randomElement(using: &generator)!, at: at)
+                default: bytes.remove(at: at)
+                }
+            }
+            let data = Data(bytes)
+            let tookIt = round % bodies.count == 0 ? Self.agree(SignedCardRequest.self, data) : Self.agree(TokenSearchRequest.self, data)
+            if tookIt { taken += 1 }
+        }
+        // Edits inside base64 text or references keep the body plain: the comparison is real.
+        #expect(taken > 500)
+    }
+}
