@@ -56,7 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
             resolved.executor = .swift
         }
         let configuration = resolved
-        var logger = Logger(label: "pushprov")
+        var logger = Logger(label: "pushprov") { ServerLogHandler(label: $0) }
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
         for notice in configuration.notices { print(notice) }
         fflush(nil)

@@ -157,6 +157,25 @@ import TokenPlatform
         #expect(outcomes == ["before": true, "halfway": false, "after": true])
         let ids = try await fixture.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM item ORDER BY id") }
         #expect(ids == [1, 2, 5])
+        // The batch ran first without savepoints, was rolled back, and committed once with them.
+        #expect(fixture.commits.rollbacks == 1)
+        #expect(fixture.commits.commits == 2)
+    }
+
+    @Test func aLoneWriteThatFailsHalfwayIsRolledBackWhole() async throws {
+        let fixture = try Fixture()
+        defer { fixture.remove() }
+        _ = try await fixture.insert(5)
+        await #expect(throws: DatabaseError.self) {
+            try await fixture.group.write { (db: Database) throws -> Void in
+                try db.execute(sql: "INSERT INTO item (id, label) VALUES (100, 'half')")
+                try db.execute(sql: "INSERT INTO item (id, label) VALUES (5, 'duplicate')")
+            }
+        }
+        let ids = try await fixture.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM item ORDER BY id") }
+        #expect(ids == [5])
+        #expect(fixture.commits.rollbacks == 1)
+        #expect(try await fixture.insert(6) == 6)
     }
 
     @Test func aFailedCommitFailsEveryWriteOfTheBatchAndStoresNothing() async throws {

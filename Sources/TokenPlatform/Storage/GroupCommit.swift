@@ -11,8 +11,11 @@ import NIOConcurrencyHelpers
 ///
 /// - a caller resumes only after the transaction holding its write has committed, so an
 ///   answer is never sent for a write that could still be lost (durability unchanged);
-/// - a write that throws rolls back its own savepoint only; its caller gets the error and the
-///   others in the batch commit;
+/// - a write that throws fails alone: its caller gets the error and the others in the batch
+///   commit. Writes rarely fail, so a batch first runs without savepoints; only when one of its
+///   writes throws is the transaction rolled back and the batch run again with a savepoint
+///   around each write. A write's body may therefore run more than once, and must do nothing
+///   but its database statements;
 /// - if the commit itself fails, every caller in the batch gets that error;
 /// - with one caller at a time nothing waits: the first write starts a transaction at once.
 ///
@@ -20,9 +23,10 @@ import NIOConcurrencyHelpers
 /// that read and decide keep their own transaction through `DatabaseWriter.write`. Both run
 /// on the same writer queue, so they are serialized with each other as before.
 package final class GroupCommit: Sendable {
-    /// One queued write: runs it inside the batch, and returns how to answer its caller once
-    /// the batch's fate is known (`nil` = committed, else the commit's error).
-    private typealias Item = @Sendable (Database) -> @Sendable ((any Error)?) -> Void
+    /// One queued write: runs it inside the batch (inside its own savepoint when the flag is
+    /// set) and returns whether it succeeded and how to answer its caller once the batch's fate
+    /// is known (`nil` = committed, else the commit's error).
+    private typealias Item = @Sendable (Database, _ isolated: Bool) -> (succeeded: Bool, answer: @Sendable ((any Error)?) -> Void)
 
     private struct State {
         var queue: [(run: Item, fail: @Sendable (any Error) -> Void)] = []
@@ -45,9 +49,10 @@ package final class GroupCommit: Sendable {
     /// Runs `body` in a transaction shared with other writes, returning once it has committed.
     package func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let run: Item = { db in
-                var value: T?
+            let run: Item = { db, isolated in
                 let result: Result<T, any Error> = Result {
+                    guard isolated else { return try body(db) }
+                    var value: T?
                     try db.inSavepoint {
                         value = try body(db)
                         return .commit
@@ -55,9 +60,10 @@ package final class GroupCommit: Sendable {
                     guard let value else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "savepoint body did not run") }
                     return value
                 }
-                return { commitError in
+                let succeeded = if case .success = result { true } else { false }
+                return (succeeded, { commitError in
                     if let commitError { continuation.resume(throwing: commitError) } else { continuation.resume(with: result) }
-                }
+                })
             }
             let startDraining = state.withLockedValue { state in
                 state.queue.append((run, { continuation.resume(throwing: $0) }))
@@ -83,9 +89,26 @@ package final class GroupCommit: Sendable {
                 var answers: [@Sendable ((any Error)?) -> Void] = []
                 answers.reserveCapacity(batch.count)
                 do {
+                    var needsSavepoints = false
                     try db.inTransaction {
-                        for item in batch { answers.append(item.run(db)) }
-                        return .commit
+                        var allSucceeded = true
+                        for item in batch {
+                            let outcome = item.run(db, false)
+                            allSucceeded = allSucceeded && outcome.succeeded
+                            answers.append(outcome.answer)
+                        }
+                        if allSucceeded { return .commit }
+                        // A lone write that failed is simply rolled back. In a batch, the failed
+                        // write may have stopped halfway: undo all and run each in a savepoint.
+                        needsSavepoints = batch.count > 1
+                        return .rollback
+                    }
+                    if needsSavepoints {
+                        answers.removeAll(keepingCapacity: true)
+                        try db.inTransaction {
+                            for item in batch { answers.append(item.run(db, true).answer) }
+                            return .commit
+                        }
                     }
                     for answer in answers { answer(nil) }
                 } catch {

@@ -1,0 +1,70 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// The server's log handler: one line per event on standard error, formatted only when an
+/// event is actually written.
+///
+/// Hummingbird gives every request its own logger with a request id in the metadata. swift-log's
+/// `StreamLogHandler` formats its metadata into text each time a value is set, so every request
+/// paid for sorting and formatting metadata that, at the default `notice` level, no line ever
+/// used. This handler keeps the metadata as values and formats it only in ``log(event:)``.
+///
+/// Lines read `2026-11-22T02:24:14Z notice pushprov: key=value … message`: keys sorted, the
+/// handler's metadata, then the metadata provider's, then the event's (later ones win).
+public struct ServerLogHandler: LogHandler {
+    /// Where finished lines go; standard error unless a test captures them.
+    public typealias Sink = @Sendable (String) -> Void
+
+    /// Writes a line to standard error, whole, even when several threads log at once.
+    public static let standardError: Sink = { line in
+        let bytes = Array(line.utf8)
+        lock.withLock {
+            bytes.withUnsafeBytes { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let written = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
+                    if written > 0 { offset += written } else if written < 0, errno == EINTR { continue } else { return }
+                }
+            }
+        }
+    }
+    private static let lock = NIOLock()
+
+    /// The logger's label.
+    public let label: String
+    /// The least severe level written.
+    public var logLevel: Logger.Level = .info
+    /// The logger's own metadata.
+    public var metadata: Logger.Metadata = [:]
+    /// Adds metadata to every event when it is written.
+    public var metadataProvider: Logger.MetadataProvider?
+    private let sink: Sink
+
+    /// A handler writing to `sink` (standard error by default).
+    public init(label: String, metadataProvider: Logger.MetadataProvider? = nil, sink: @escaping Sink = ServerLogHandler.standardError) {
+        self.label = label
+        self.metadataProvider = metadataProvider
+        self.sink = sink
+    }
+
+    /// One metadata value.
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    /// Formats and writes one event.
+    public func log(event: LogEvent) {
+        var all = metadata
+        if let provided = metadataProvider?.get() { all.merge(provided) { $1 } }
+        if let extra = event.metadata { all.merge(extra) { $1 } }
+        var line = Date().formatted(.iso8601) + " \(event.level) \(label):"
+        for (key, value) in all.sorted(by: { $0.key < $1.key }) {
+            line += " \(key)=\(value)"
+        }
+        line += " \(event.message)"
+        if let error = event.error { line += " error=\(error)" }
+        sink(line + "\n")
+    }
+}

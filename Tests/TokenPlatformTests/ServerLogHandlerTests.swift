@@ -1,0 +1,66 @@
+import Foundation
+import Logging
+import SDKTestSupport
+import Testing
+import TokenPlatform
+
+@Suite("Server log handler")
+struct ServerLogHandlerTests {
+    static func logger(level: Logger.Level = .notice, provider: Logger.MetadataProvider? = nil) -> (Logger, Locked<[String]>) {
+        let lines = Locked<[String]>([])
+        var logger = Logger(label: "pushprov") { label in
+            ServerLogHandler(label: label, metadataProvider: provider) { line in lines.withValue { $0.append(line) } }
+        }
+        logger.logLevel = level
+        return (logger, lines)
+    }
+
+    @Test func writesOneLineWithTimeLevelLabelSortedMetadataAndMessage() throws {
+        var (logger, lines) = Self.logger()
+        logger[metadataKey: "hb.request.id"] = "r-1"
+        logger[metadataKey: "b"] = "logger"
+        logger.notice("card sealed", metadata: ["b": "event", "a": "1"])
+        let line = try #require(lines.current.first)
+        #expect(lines.current.count == 1)
+        #expect(line.hasSuffix(" notice pushprov: a=1 b=event hb.request.id=r-1 card sealed\n"))
+        let stamp = String(line.prefix { $0 != " " })
+        #expect(try Date(stamp, strategy: .iso8601) <= Date())
+    }
+
+    @Test func belowTheLevelNothingIsWritten() {
+        let (logger, lines) = Self.logger(level: .notice)
+        logger.info("quiet")
+        logger.debug("quieter")
+        #expect(lines.current.isEmpty)
+        logger.error("loud")
+        #expect(lines.current.count == 1 && lines.current[0].contains(" error pushprov: loud"))
+    }
+
+    @Test func theMetadataProviderIsAskedWhenALineIsWrittenAndTheEventWins() {
+        let calls = Locked(0)
+        let provider = Logger.MetadataProvider {
+            calls.withValue { $0 += 1 }
+            return ["trace": "t-9", "a": "provider"]
+        }
+        let (logger, lines) = Self.logger(provider: provider)
+        logger.info("skipped")
+        #expect(calls.current == 0)
+        logger.warning("kept", metadata: ["a": "event"])
+        #expect(calls.current == 1)
+        #expect(lines.current.first?.hasSuffix(" warning pushprov: a=event trace=t-9 kept\n") == true)
+    }
+
+    @Test func copiesKeepTheirOwnMetadataAndLevel() {
+        var (first, lines) = Self.logger()
+        first[metadataKey: "request"] = "1"
+        var second = first
+        second[metadataKey: "request"] = "2"
+        second.logLevel = .error
+        first.notice("one")
+        second.notice("dropped")
+        second.error("two")
+        #expect(lines.current.count == 2)
+        #expect(lines.current[0].contains("request=1 one"))
+        #expect(lines.current[1].contains("request=2 two"))
+    }
+}
