@@ -84,12 +84,19 @@ public struct EncryptedPAN: Sendable, Hashable {
     public var serialized: String { "v1.\(keyID).\(sealedBox.base64EncodedString())" }
 
     /// Reads the storage form; nil when it is not one.
+    ///
+    /// The form is ASCII, so it is read as UTF-8 bytes (every `signed-cards` call reads one).
     public init?(serialized: String) {
-        let parts = serialized.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "v1", !parts[1].isEmpty, let box = Data(base64Encoded: String(parts[2])), box.count > 28 else {
-            return nil
-        }
-        self.init(keyID: String(parts[1]), sealedBox: box)
+        let dot = UInt8(ascii: ".")
+        let utf8 = serialized.utf8
+        guard utf8.starts(with: "v1.".utf8) else { return nil }
+        let keyStart = utf8.index(utf8.startIndex, offsetBy: 3)
+        guard let keyEnd = utf8[keyStart...].firstIndex(of: dot), keyEnd != keyStart else { return nil }
+        let boxStart = utf8.index(after: keyEnd)
+        guard !utf8[boxStart...].contains(dot), let keyID = String(utf8[keyStart..<keyEnd]), let boxText = String(utf8[boxStart...]),
+            let box = Data(base64Encoded: boxText), box.count > 28
+        else { return nil }
+        self.init(keyID: keyID, sealedBox: box)
     }
 }
 

@@ -34,14 +34,22 @@ public struct PassDataPayload: Sendable, Hashable {
         nonce: Data,
         nonceSignature: Data
     ) throws {
-        let trimmed = name.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty else {
+        // One pass over the scalars: blank means only what `CharacterSet.whitespaces` trims
+        // (category Zs, tab, and U+200B zero width space).
+        var blank = true
+        var control = false
+        for scalar in name.unicodeScalars {
+            let category = scalar.properties.generalCategory
+            if category != .spaceSeparator, scalar != "\t", scalar != "\u{200B}" { blank = false }
+            if category == .control { control = true }
+        }
+        guard !blank else {
             throw ValidationError(code: .invalidName, field: "name", message: "must not be empty")
         }
         guard name.count <= Self.maximumNameLength else {
             throw ValidationError(code: .invalidName, field: "name", message: "must be at most \(Self.maximumNameLength) characters (got \(name.count))")
         }
-        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !control else {
             throw ValidationError(code: .invalidName, field: "name", message: "must not contain control characters")
         }
         for (field, value) in [("nonce", nonce), ("nonceSignature", nonceSignature)] {

@@ -7,12 +7,13 @@ import ProvisioningModels
 /// baseline a server load test is compared with.
 ///
 /// Each operation is what the server does per call apart from HTTP and storage: validate the
-/// chain (cached after the first call, as in the server), build the pass-data payload, seal
-/// it with a fresh ephemeral key and issue activation data.
+/// chain (cached after the first call, as in the server), decrypt the stored card number from
+/// the PAN vault, build the pass-data payload, seal it with a fresh ephemeral key and issue
+/// activation data.
 struct CryptoThroughputCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "throughput",
-        abstract: "Measure the crypto-only rate of signed-cards (chain check, seal, activation data)."
+        abstract: "Measure the crypto-only rate of signed-cards (chain check, PAN decryption, seal, activation data)."
     )
 
     @Argument(help: ArgumentHelp("Certificate files, leaf first (PEM or DER), e.g. Apple's production chain.", valueName: "cert"))
@@ -27,7 +28,8 @@ struct CryptoThroughputCommand: AsyncParsableCommand {
         let validator = AppleChainValidator()
         guard await validator.validate(der).acceptedChain != nil else { throw CLIError("the certificates are not an accepted Apple chain") }
         let issuer = ActivationDataIssuer(signingKey: .generate())
-        let pan = try PrimaryAccountNumber("4111111111111111")
+        let vault = PANVault(keys: .generate())
+        let stored = try vault.encrypt(PrimaryAccountNumber("4111111111111111"), cardID: "card-bench").serialized
         let expiration = try CardExpiration("12/29")
         let cpuBefore = Self.processCPUSeconds()
         let deadline = ContinuousClock.now + .seconds(seconds)
@@ -41,6 +43,8 @@ struct CryptoThroughputCommand: AsyncParsableCommand {
                         // for it (byte by byte would be 32 system calls, timing the harness).
                         var random = SystemRandomNumberGenerator()
                         let nonce = withUnsafeBytes(of: (random.next(), random.next(), random.next(), random.next()) as (UInt64, UInt64, UInt64, UInt64)) { Data($0) }
+                        guard let encrypted = EncryptedPAN(serialized: stored) else { throw CLIError("stored PAN unreadable") }
+                        let pan = try vault.decrypt(encrypted, cardID: "card-bench")
                         let payload = try PassDataPayload(primaryAccountNumber: pan, expiration: expiration, name: "Jane Appleseed", nonce: nonce, nonceSignature: nonce)
                         _ = try ECCV2.seal(payload.jsonData(), for: chain.leafPublicKey)
                         _ = try issuer.issue(panUniqueReference: "PUR-bench", nonce: nonce, deviceType: .phone, now: Date())

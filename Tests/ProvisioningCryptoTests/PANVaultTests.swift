@@ -61,6 +61,34 @@ struct PANVaultTests {
         }
     }
 
+    /// The storage form as first read: split on "." into exactly three parts.
+    static func referenceParse(_ text: String) -> EncryptedPAN? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "v1", !parts[1].isEmpty, let box = Data(base64Encoded: String(parts[2])), box.count > 28 else { return nil }
+        return EncryptedPAN(keyID: String(parts[1]), sealedBox: box)
+    }
+
+    @Test func readingTheStorageFormByBytesAgreesWithSplittingIt() throws {
+        let good = try vault.encrypt(pan, cardID: "card-1").serialized
+        let box = String(good.split(separator: ".")[2])
+        var cases = [good, "v1.k.\(box)", "v1.k.\(box).", "v1.k..\(box)", "v1.\(box)", ".v1.k.\(box)", "v1.k.\(box)x", "v1.k.\(box.dropLast(4))",
+                     "v1.ké.\(box)", "v1.k\u{301}.\(box)", "V1.k.\(box)", "v1 .k.\(box)", "v1.k. \(box)", "v1...", "v1.", "v1", "v"]
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("v1.k/+=AZaz09é ")
+        for _ in 0..<2_000 {
+            var characters = Array(good)
+            for _ in 0..<Int.random(in: 1...2, using: &generator) {
+                let at = Int.random(in: 0..<characters.count, using: &generator)
+                if Bool.random(using: &generator) { characters[at] = alphabet.randomElement(using: &generator)! } else { characters.remove(at: at) }
+            }
+            cases.append(String(characters))
+        }
+        for text in cases {
+            #expect(EncryptedPAN(serialized: text) == Self.referenceParse(text), "\(text)")
+        }
+        #expect(cases.contains { EncryptedPAN(serialized: $0) != nil && $0 != good })
+    }
+
     @Test func lookupHashIsKeyedAndDeterministic() throws {
         let hash = vault.lookupHash(pan)
         #expect(hash == vault.lookupHash(pan))

@@ -91,6 +91,32 @@ struct PassDataPayloadTests {
         #expect(error.code == .invalidName)
     }
 
+    /// The name rules as first written, with Foundation's trimming, as the reference.
+    static func referenceNameError(_ name: String) -> String? {
+        if name.trimmingCharacters(in: .whitespaces).isEmpty { return "must not be empty" }
+        if name.count > PassDataPayload.maximumNameLength { return "length" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) { return "must not contain control characters" }
+        return nil
+    }
+
+    @Test func nameRulesAgreeWithTrimmingWhitespaceForEveryScalarOfTheBasicPlane() throws {
+        var checked = 0
+        for value in UInt32(0)...0xFFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let names = value < 0x3100 ? [String(scalar), "\(scalar)\(scalar)", "J\(scalar)", "\t\(scalar) ", "\(scalar)\u{3000}"] : [String(scalar), "\t\(scalar) "]
+            for name in names {
+                let expected = Self.referenceNameError(name)
+                var actual: String?
+                do { _ = try payload(name: name) } catch let error as ValidationError {
+                    actual = error.message.hasPrefix("must be at most") ? "length" : error.message
+                }
+                #expect(actual == expected, "U+\(String(value, radix: 16)) in \(name.debugDescription)")
+                checked += 1
+            }
+        }
+        #expect(checked > 160_000)
+    }
+
     @Test func acceptsANameOfTheMaximumLength() throws {
         #expect(try payload(name: String(repeating: "é", count: 64)).name.count == 64)
     }
