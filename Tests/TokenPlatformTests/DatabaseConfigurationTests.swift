@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Testing
 import TokenPlatform
@@ -87,12 +88,36 @@ struct DatabaseConfigurationTests {
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
-        #expect(refusal?.message == "database \(path) lacks migrations v1; run `pushprov migrate --database …` first, or start without --no-migrate")
+        #expect(refusal?.message == "database \(path) lacks migrations v1, v2; run `pushprov migrate --database …` first, or start without --no-migrate")
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
-        #expect(first.applied == ["v1"])
+        #expect(first.applied == ["v1", "v2"])
         await first.store.close()
         let second = try await database.openMigratedStore(migrate: false, logger: logger)
         #expect(second.applied.isEmpty)
         #expect(try await second.store.migrate().isEmpty)
+    }
+}
+
+@Suite("SQLite migration v2")
+struct SQLiteSealAuditMigrationTests {
+    @Test func sealAuditRowsWrittenBeforeV2AppearOnceInTheTrailAfterIt() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-v2-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        // A database at v1 with one seal written the v1 way: attempt row plus audit row.
+        let queue = try DatabaseQueue(path: path)
+        try SQLiteStore.migrator.migrate(queue, upTo: "v1")
+        try await queue.write { db in
+            try db.execute(sql: "INSERT INTO provisioning_attempt VALUES ('jti-1', 'c1', 'alice', 'PHONE', 'nh', 'abababababababababab', '2026-01-01 10:00:00.000', '2026-01-01 10:10:00.000')")
+            try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 10:00:00.000', 'user:alice', 'card.seal', 'card:c1', 'sealed for PHONE; leaf abababababababab')")
+            try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 11:00:00.000', 'issuer', 'card.status', 'card:c1', 'ACTIVE -> BLOCKED')")
+        }
+        try queue.close()
+        let store = try SQLiteStore(path: path)
+        #expect(try await store.migrate() == ["v2"])
+        let trail = try await store.auditEntries(subject: "card:c1")
+        #expect(trail.map(\.action) == ["card.seal", "card.status"])
+        #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
+        #expect(trail.first?.actor == "user:alice")
+        await store.close()
     }
 }

@@ -254,6 +254,31 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func aCardsTrailShowsItsSealsByTimeAmongItsEvents(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "card.create"))
+            func seal(_ id: String, card: String = "c1", device: DeviceType, at offset: TimeInterval) async throws {
+                try await store.recordProvisioningAttempt(
+                    ProvisioningAttempt(activationDataId: id, externalCardId: card, userId: "alice", deviceType: device, nonceHash: "nh", leafFingerprint: String(repeating: "ab", count: 32), createdAt: Self.now + offset, expiresAt: Self.now + 600)
+                )
+            }
+            try await seal("jti-2", device: .watch, at: 3)
+            try await seal("jti-1", device: .phone, at: 1)
+            try await seal("jti-x", card: "c2", device: .phone, at: 1)
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now + 2) { previous in
+                AuditEntry(at: Self.now + 2, actor: "issuer", action: "card.status", subject: "card:c1", detail: "\(previous.rawValue) -> BLOCKED")
+            }
+            let trail = try await store.auditEntries(subject: "card:c1")
+            #expect(trail.map(\.action) == ["card.create", "card.seal", "card.status", "card.seal"])
+            #expect(trail[1] == AuditEntry(at: Self.now + 1, actor: "user:alice", action: "card.seal", subject: "card:c1", detail: "sealed for PHONE; leaf abababababababab"))
+            #expect(trail[3].detail == "sealed for WATCH; leaf abababababababab")
+            // Seals belong to cards only; another card's seal is not in this trail.
+            #expect(try await store.auditEntries(subject: "card:c2").map(\.action) == ["card.seal"])
+            #expect(try await store.auditEntries(subject: "token:jti-1").isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func latestDecisionWinsPerCardAndDevice(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             for (index, decision) in [TokenizationDecision.requireAdditionalAuthentication, .approved].enumerated() {

@@ -110,7 +110,12 @@ extension PostgresStore {
             )
             """,
             "CREATE INDEX audit_subject ON audit_event(subject, id)",
-        ])
+        ]),
+        // As SQLite's v2: a seal's audit entry is its provisioning attempt.
+        Migration(name: "v2", statements: [
+            "CREATE INDEX provisioning_attempt_card ON provisioning_attempt(external_card_id, created_at)",
+            "DELETE FROM audit_event WHERE action = 'card.seal'",
+        ]),
     ]
 
     /// Applies the pending migrations in one transaction under an advisory lock.

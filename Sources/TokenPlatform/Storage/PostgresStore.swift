@@ -233,16 +233,13 @@ public struct PostgresStore: TMPStore {
     // MARK: Provisioning attempts and decisions
 
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
-        try await transaction { connection in
-            try await connection.query(
-                """
-                INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
-                VALUES (\(attempt.activationDataId), \(attempt.externalCardId), \(attempt.userId), \(attempt.deviceType.rawValue), \(attempt.nonceHash), \(attempt.leafFingerprint), \(attempt.createdAt), \(attempt.expiresAt))
-                """,
-                logger: logger
-            )
-            try await insertAudit(connection, AuditEntry(at: attempt.createdAt, actor: "user:\(attempt.userId)", action: "card.seal", subject: "card:\(attempt.externalCardId)", detail: "sealed for \(attempt.deviceType.rawValue); leaf \(attempt.leafFingerprint.prefix(16))"))
-        }
+        // One row, one statement: its own transaction.
+        _ = try await rows(
+            """
+            INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
+            VALUES (\(attempt.activationDataId), \(attempt.externalCardId), \(attempt.userId), \(attempt.deviceType.rawValue), \(attempt.nonceHash), \(attempt.leafFingerprint), \(attempt.createdAt), \(attempt.expiresAt))
+            """
+        )
     }
 
     public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
@@ -298,7 +295,22 @@ public struct PostgresStore: TMPStore {
     }
 
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
-        try await rows("SELECT at, actor, action, subject, detail FROM audit_event WHERE subject = \(subject) ORDER BY id").map(AuditEntry.init(postgres:))
+        // One snapshot for both reads, so the trail is of one moment.
+        try await transaction { connection in
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            let events = try await connection.all("SELECT at, actor, action, subject, detail FROM audit_event WHERE subject = \(subject) ORDER BY id", logger: logger)
+                .map(AuditEntry.init(postgres:))
+            guard subject.hasPrefix("card:") else { return events }
+            let card = String(subject.dropFirst("card:".count))
+            let seals = try await connection.all(
+                """
+                SELECT activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at
+                FROM provisioning_attempt WHERE external_card_id = \(card) ORDER BY created_at, activation_data_id
+                """,
+                logger: logger
+            ).map(ProvisioningAttempt.init(postgres:))
+            return AuditEntry.trail(events: events, seals: seals)
+        }
     }
 
     // MARK: Plumbing

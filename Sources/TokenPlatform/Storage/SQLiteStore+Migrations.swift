@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStore {
     /// The schema, as named migrations applied in order.
-    static var migrator: DatabaseMigrator {
+    package static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.execute(sql: """
@@ -89,6 +89,15 @@ extension SQLiteStore {
                     detail TEXT NOT NULL
                 );
                 CREATE INDEX audit_subject ON audit_event(subject, id);
+                """)
+        }
+        // A seal's audit entry is its provisioning attempt (signed-cards stores that one row):
+        // index attempts by card for the trail, and drop the audit rows that repeated them. Each
+        // was written in the same transaction as its attempt, so nothing is lost.
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: """
+                CREATE INDEX provisioning_attempt_card ON provisioning_attempt(external_card_id, created_at);
+                DELETE FROM audit_event WHERE action = 'card.seal';
                 """)
         }
         return migrator

@@ -239,19 +239,12 @@ public struct SQLiteStore: TMPStore {
             ).execute(
                 arguments: [attempt.activationDataId, attempt.externalCardId, attempt.userId, attempt.deviceType.rawValue, attempt.nonceHash, attempt.leafFingerprint, SQLiteTimestamp(attempt.createdAt), SQLiteTimestamp(attempt.expiresAt)]
             )
-            try insertAudit(db, AuditEntry(at: attempt.createdAt, actor: "user:\(attempt.userId)", action: "card.seal", subject: "card:\(attempt.externalCardId)", detail: "sealed for \(attempt.deviceType.rawValue); leaf \(attempt.leafFingerprint.prefix(16))"))
         }
     }
 
     public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
         try read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE activation_data_id = ?"), arguments: [activationDataId]).map { row in
-                ProvisioningAttempt(
-                    activationDataId: row["activation_data_id"], externalCardId: row["external_card_id"], userId: row["user_id"],
-                    deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone, nonceHash: row["nonce_hash"], leafFingerprint: row["leaf_fingerprint"],
-                    createdAt: row["created_at"], expiresAt: row["expires_at"]
-                )
-            }
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE activation_data_id = ?"), arguments: [activationDataId]).map(ProvisioningAttempt.init(row:))
         }
     }
 
@@ -311,9 +304,15 @@ public struct SQLiteStore: TMPStore {
 
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM audit_event WHERE subject = ? ORDER BY id"), arguments: [subject]).map { row in
+            let events = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM audit_event WHERE subject = ? ORDER BY id"), arguments: [subject]).map { row in
                 AuditEntry(at: row["at"], actor: row["actor"], action: row["action"], subject: row["subject"], detail: row["detail"])
             }
+            guard subject.hasPrefix("card:") else { return events }
+            let seals = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE external_card_id = ? ORDER BY created_at, activation_data_id"),
+                arguments: [String(subject.dropFirst("card:".count))]
+            ).map(ProvisioningAttempt.init(row:))
+            return AuditEntry.trail(events: events, seals: seals)
         }
     }
 
@@ -339,6 +338,17 @@ extension CardRecord {
             cardholderName: row[7], network: CardNetwork(rawValue: row[8]) ?? .visa, productTitle: row[9],
             artId: row[10], status: CardStatus(rawValue: row[11]) ?? .blocked,
             createdAt: (row[12] as SQLiteTimestamp).date, updatedAt: (row[13] as SQLiteTimestamp).date
+        )
+    }
+}
+
+extension ProvisioningAttempt {
+    /// Reads a `SELECT *` row of `provisioning_attempt`.
+    init(row: Row) {
+        self.init(
+            activationDataId: row["activation_data_id"], externalCardId: row["external_card_id"], userId: row["user_id"],
+            deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone, nonceHash: row["nonce_hash"], leafFingerprint: row["leaf_fingerprint"],
+            createdAt: row["created_at"], expiresAt: row["expires_at"]
         )
     }
 }
