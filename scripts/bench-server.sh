@@ -6,9 +6,10 @@
 # Installs wrk from apt if missing, builds pushprov in release mode, starts `pushprov serve`
 # on a free loopback port with a throwaway data directory, seeds 100,000 tokens, and runs
 # wrk against tokens/searches (10 references) and signed-cards (Apple's real production
-# chain). It then measures the crypto-only signed-cards rate in the same run
-# (`pushprov crypto throughput`) and prints requests/s, p50 and p99, the server's CPU time per
-# request, and the machine's load. Everything stays on 127.0.0.1 and stops by itself.
+# chain). It measures the crypto-only signed-cards rate in the same run (`pushprov crypto
+# throughput`, half the duration just before and half just after signed-cards, averaged) and
+# prints requests/s, p50 and p99, the server's CPU time per request, and the machine's load.
+# Everything stays on 127.0.0.1 and stops by itself.
 #
 # Storage: SQLite in the data directory by default. --postgres starts a throwaway PostgreSQL
 # (scripts/postgres-dev.sh, with fsync on) and removes it afterwards; --database (or
@@ -167,18 +168,27 @@ profile searches
 load tokens/searches search
 profiled
 echo "== machine: $(uptime)"
+# The crypto-only baseline is measured right before and right after signed-cards (half the
+# duration each, the server idle or stopped) and averaged, so the machine's drift during the
+# run weighs on both sides of the comparison alike.
+crypto_only() { # label
+    "$BIN" crypto throughput --seconds "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem" | tee "$DATA/crypto-$1.out"
+}
+echo; echo "== crypto-only baseline, before signed-cards (server idle) =="
+crypto_only before
 echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
 profile signed-cards
 load signed-cards signed-cards
 SIGNED_RATE="$LAST_RATE"; SIGNED_CPU_MS="$LAST_CPU_MS"
 profiled
 echo "== machine: $(uptime)"
-echo; echo "== crypto-only baseline (same machine, same run) =="
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
-"$BIN" crypto throughput --seconds "$DURATION" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem" | tee "$DATA/crypto.out"
-CRYPTO_RATE="$(sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' "$DATA/crypto.out")"
-CRYPTO_CPU_MS="$(sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' "$DATA/crypto.out")"
+echo; echo "== crypto-only baseline, after signed-cards (server stopped) =="
+crypto_only after
+CRYPTO_RATE="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' | awk '{ sum += $1 } END { printf "%.0f", sum / NR }')"
+CRYPTO_CPU_MS="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' | awk '{ sum += $1 } END { printf "%.3f", sum / NR }')"
 echo
+echo "== crypto-only baseline (mean of before and after): $CRYPTO_RATE ops/s, $CRYPTO_CPU_MS ms CPU per op"
 awk -v r="$SIGNED_RATE" -v c="$CRYPTO_RATE" -v s="$SIGNED_CPU_MS" -v k="$CRYPTO_CPU_MS" 'BEGIN {
     printf "== signed-cards vs crypto-only: %.0f req/s / %.0f ops/s = %.0f %% of the rate (target: 50 %%)\n", r, c, 100 * r / c
     printf "   CPU per call: crypto %.3f ms of the server'"'"'s %.3f ms = %.0f %%\n", k, s, 100 * k / s }' 
