@@ -104,6 +104,51 @@ struct ServeCommandTests {
         #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
     }
 
+    static func send(_ method: String, _ url: String, bearer: String, json: String) async throws -> (Int, String) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(json.utf8)
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as! HTTPURLResponse).statusCode, String(decoding: data, as: UTF8.self))
+    }
+
+    /// The hot path on the event loops: concurrent seals (group commit, JSON fast path, Apple's
+    /// real chain), each answered once with its own key, then a clean SIGTERM.
+    @Test func concurrentSealsOnTheEventLoopsAllSucceedAndTheServerStopsCleanly() async throws {
+        let server = try Server()
+        let port = try await server.port()
+        #expect(server.text.contains("· executor event-loops"))
+        let base = "http://127.0.0.1:\(port)"
+        let secrets = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: server.dataDirectory + "/secrets.json"))) as! [String: Any]
+        let issuerKey = try #require(secrets["issuerApiKey"] as? String)
+        let card = #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#
+        #expect(try await Self.send("PUT", "\(base)/lifecycle/cards/card-1", bearer: issuerKey, json: card).0 == 201)
+        let jwt = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        func base64(_ name: String) throws -> String {
+            let pem = try String(contentsOfFile: CLI.cert(name), encoding: .utf8)
+            let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            // As the SDK's JSONEncoder writes it: "/" escaped.
+            return body.replacingOccurrences(of: "/", with: "\\/")
+        }
+        let certificates = [try base64("apple-encipherment-leaf-prod-2020.pem"), try base64("apple-wwdr-ca-g2.pem")]
+        let body = #"{"externalCardId":"card-1","walletType":"APPLE_PAY","deviceType":"PHONE","certificates":["\#(certificates[0])","\#(certificates[1])"],"nonce":"bm9uY2UtMDEyMzQ1Njc4OQ==","nonceSignature":"c2lnbmF0dXJl"}"#
+        let replies = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for _ in 0..<64 { group.addTask { try await Self.send("POST", "\(base)/issuer/push-provisioning/signed-cards", bearer: jwt, json: body) } }
+            var replies: [(Int, String)] = []
+            for try await reply in group { replies.append(reply) }
+            return replies
+        }
+        #expect(replies.count == 64)
+        #expect(replies.allSatisfy { $0.0 == 200 }, "\(replies.first { $0.0 != 200 }.map { "\($0)" } ?? "")")
+        let keys = Set(replies.compactMap { reply in
+            (try? JSONSerialization.jsonObject(with: Data(reply.1.utf8)) as? [String: String])?["ephemeralPublicKey"]
+        })
+        #expect(keys.count == 64)
+        #expect(server.stop() == 0)
+    }
+
     @Test func productionRefusesToStartWithoutExplicitSecrets() throws {
         let result = try CLI.run(["serve", "--production", "--port", "0", "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-prod-\(UUID().uuidString)").path])
         #expect(result.status != 0)
