@@ -48,9 +48,9 @@ public struct ServerConfiguration: Sendable {
 /// Where `pushprov serve` runs Swift concurrency's work.
 ///
 /// With ``eventLoops`` the process's SwiftNIO event-loop threads become Swift concurrency's
-/// global executor, so a request is read, handled and answered on one thread instead of
-/// hopping between the event loop and Swift's own thread pool for every `await`. Handlers
-/// must then never block for long; the server's only blocking calls are short SQLite reads.
+/// global executor, so request handlers run on the event-loop threads instead of hopping
+/// between an event loop and Swift's own thread pool at every `await`. Handlers must then
+/// never block for long; the server's only blocking calls are short SQLite reads.
 /// ``swift`` keeps Swift's default pool (the choice when embedding code that blocks).
 public enum ServerExecutor: String, Sendable, CaseIterable {
     /// SwiftNIO's event loops run all Swift concurrency work (default).
