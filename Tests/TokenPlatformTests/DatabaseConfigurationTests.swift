@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import TMPTestSupport
 import Testing
 import TokenPlatform
 
@@ -101,8 +102,9 @@ struct DatabaseConfigurationTests {
 @Suite("SQLite migration v2")
 struct SQLiteSealAuditMigrationTests {
     @Test func sealAuditRowsWrittenBeforeV2AppearOnceInTheTrailAfterIt() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-v2-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let file = TemporarySQLiteFile("pushprov-v2")
+        defer { file.remove() }
+        let path = file.path
         // A database at v1 with one seal written the v1 way: attempt row plus audit row.
         let queue = try DatabaseQueue(path: path)
         try SQLiteStore.migrator.migrate(queue, upTo: "v1")

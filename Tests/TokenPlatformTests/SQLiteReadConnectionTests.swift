@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import TMPTestSupport
 import Testing
 import TokenPlatform
 
@@ -8,8 +9,9 @@ import TokenPlatform
 @Suite("SQLite read connections")
 struct SQLiteReadConnectionTests {
     @Test func readsSeeMigrationsAndCommitsAndNeverRunOutOfConnections() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-readers-\(UUID().uuidString).sqlite").path
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let file = TemporarySQLiteFile("pushprov-readers")
+        defer { file.remove() }
+        let path = file.path
         // The read connections open before the schema exists.
         let store = try SQLiteStore(path: path)
         try await store.migrate()

@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import TMPTestSupport
 import Testing
 import TokenPlatform
 
@@ -32,8 +33,9 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
             try await body(Array(repeating: store, count: handles))
         },
         StoreFactory(name: "SQLite file (WAL)") { handles, body in
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-contract-\(UUID().uuidString).sqlite").path
-            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let file = TemporarySQLiteFile("pushprov-contract")
+            defer { file.remove() }
+            let path = file.path
             let stores = try (0..<handles).map { _ in try SQLiteStore(path: path) }
             try await stores[0].migrate()
             try await body(stores)

@@ -54,8 +54,18 @@ struct ServeCommandTests {
     }
 
     static func get(_ url: String, bearer: String? = nil) async throws -> (Int, String) {
+        try await send("GET", url, bearer: bearer)
+    }
+
+    /// One request; `json` is sent as an application/json body.
+    static func send(_ method: String, _ url: String, bearer: String?, json: String? = nil) async throws -> (Int, String) {
         var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
         if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+        if let json {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(json.utf8)
+        }
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as! HTTPURLResponse).statusCode, String(decoding: data, as: UTF8.self))
     }
@@ -102,16 +112,6 @@ struct ServeCommandTests {
         let refused = try CLI.run(["serve", "--executor", "threads", "--data-dir", "/tmp/pushprov-unused"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
-    }
-
-    static func send(_ method: String, _ url: String, bearer: String, json: String) async throws -> (Int, String) {
-        var request = URLRequest(url: URL(string: url)!)
-        request.httpMethod = method
-        request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(json.utf8)
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as! HTTPURLResponse).statusCode, String(decoding: data, as: UTF8.self))
     }
 
     /// The hot path on the event loops: concurrent seals (group commit, JSON fast path, Apple's
