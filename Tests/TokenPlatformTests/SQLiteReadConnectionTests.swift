@@ -38,4 +38,16 @@ struct SQLiteReadConnectionTests {
             #expect(try await store.card(externalCardId: "c1")?.status == status)
         }
     }
+
+    /// GRDB's WAL set-up leaves `synchronous = NORMAL`; the store raises its writer to FULL so
+    /// an answered write survives a power cut, on a new file and on reopening an existing one.
+    @Test func theWriterSyncsEveryCommit() async throws {
+        let file = TemporarySQLiteFile("pushprov-sync")
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        try await store.migrate()
+        #expect(try store.writerSynchronousLevel() == 2)
+        let reopened = try SQLiteStore(path: file.path)
+        #expect(try reopened.writerSynchronousLevel() == 2)
+    }
 }

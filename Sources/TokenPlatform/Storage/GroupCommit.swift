@@ -3,11 +3,12 @@ import NIOConcurrencyHelpers
 
 /// Group commit for small, independent SQLite writes.
 ///
-/// Every write transaction on a file database ends with a sync of the write-ahead log, and
-/// costs a BEGIN, a COMMIT and a round trip to GRDB's writer queue. Under load most of the
+/// Every write transaction on the store's file database ends with a sync of the write-ahead
+/// log (its writer runs with `synchronous = FULL`), and costs a BEGIN, a COMMIT and a round
+/// trip to GRDB's writer queue. Under load most of the
 /// writer's time went there: `signed-cards` records one attempt row per call, each in its own
 /// transaction. Here writes that arrive while a transaction is being committed wait for it,
-/// then go together into the next transaction, each inside its own savepoint:
+/// then go together into the next transaction, sharing its sync:
 ///
 /// - a caller resumes only after the transaction holding its write has committed, so an
 ///   answer is never sent for a write that could still be lost (durability unchanged);

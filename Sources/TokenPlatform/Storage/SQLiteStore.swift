@@ -23,6 +23,11 @@ public struct SQLiteStore: TMPStore {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         writer = try DatabasePool(path: path, configuration: configuration)
+        // GRDB's WAL set-up leaves `synchronous = NORMAL`, under which a commit is not synced:
+        // a power cut or OS crash could then undo writes already answered (a card block, an
+        // activation-data use). FULL syncs the log at each commit; group commit shares that
+        // sync among the writes of a batch. Only the writer connection commits.
+        try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         groupCommit = GroupCommit(writer: writer)
         readers = try ReadConnections(path: path, count: configuration.maximumReaderCount)
     }
@@ -84,6 +89,11 @@ public struct SQLiteStore: TMPStore {
         let migrator = SQLiteStore.migrator
         let applied = try await writer.read { db in try migrator.appliedIdentifiers(db) }
         return migrator.migrations.filter { !applied.contains($0) }
+    }
+
+    /// The writer connection's `PRAGMA synchronous` level (2 = FULL: every commit synced).
+    package func writerSynchronousLevel() throws -> Int {
+        try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// Runs a trivial query.
