@@ -6,7 +6,7 @@
 # Installs wrk from apt if missing, builds pushprov in release mode, starts `pushprov serve`
 # on a free loopback port with a throwaway data directory, seeds 100,000 tokens, and runs
 # wrk against tokens/searches (10 references) and signed-cards (Apple's real production
-# chain). It measures the crypto-only signed-cards rate in the same run (`pushprov crypto
+# chain; 16 connections, then 64). It measures the crypto-only signed-cards rate in the same run (`pushprov crypto
 # throughput`, half the duration just before and half just after signed-cards, averaged) and
 # prints requests/s, p50 and p99, the server's CPU time per request, and the machine's load.
 # Everything stays on 127.0.0.1 and stops by itself.
@@ -16,6 +16,10 @@
 # BENCH_DATABASE) uses an existing, empty PostgreSQL database instead (psql must be installed).
 # BENCH_POOL_SIZE sets --database-pool-size (default 10).
 # BENCH_CONNECTIONS=N   wrk connections (default 16)
+# BENCH_SATURATION_CONNECTIONS=N
+#                       signed-cards is also run with N connections (default 64; 0 skips it):
+#                       at 16 the server idles while each batch of attempts is synced, so its
+#                       capacity shows only with more requests in flight
 # BENCH_PERF=DIR        also record a `perf` profile of the server during each wrk run into DIR
 #                       (searches.perf.data, signed-cards.perf.data; read with `perf report -i`)
 set -euo pipefail
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
+SATURATION="${BENCH_SATURATION_CONNECTIONS:-64}"
 CERTS=Tests/ProvisioningCryptoTests/Resources/certs
 
 if ! command -v wrk >/dev/null 2>&1; then
@@ -147,12 +152,13 @@ server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 # Children's CPU time so far (user + system, seconds): wrk's share of the machine.
 # (`times` runs in this shell, not a subshell: a subshell has no children of its own.)
 children_cpu() { times >"$DATA/times"; awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$DATA/times"; }
-# load NAME LUA: runs wrk and prints requests/s, the server's CPU time per request and wrk's own CPU.
+# load NAME LUA [CONNECTIONS]: runs wrk and prints requests/s, the server's CPU time per request
+# and wrk's own CPU.
 load() {
     local before after requests
     before="$(server_ticks)"
     children_cpu >"$DATA/wrk-before"
-    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" >"$DATA/wrk.out"
+    wrk -t2 -c"${3:-$CONNECTIONS}" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" >"$DATA/wrk.out"
     children_cpu >"$DATA/wrk-after"
     cat "$DATA/wrk.out"
     after="$(server_ticks)"
@@ -181,6 +187,14 @@ profile signed-cards
 load signed-cards signed-cards
 SIGNED_RATE="$LAST_RATE"; SIGNED_CPU_MS="$LAST_CPU_MS"
 profiled
+if [ "$SATURATION" -gt 0 ]; then
+    echo "== machine: $(uptime)"
+    echo; echo "== signed-cards ($SATURATION connections, ${DURATION}s) =="
+    profile signed-cards-saturated
+    load signed-cards signed-cards "$SATURATION"
+    SATURATED_RATE="$LAST_RATE"; SATURATED_CPU_MS="$LAST_CPU_MS"
+    profiled
+fi
 echo "== machine: $(uptime)"
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 echo; echo "== crypto-only baseline, after signed-cards (server stopped) =="
@@ -189,6 +203,10 @@ CRYPTO_RATE="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n '
 CRYPTO_CPU_MS="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' | awk '{ sum += $1 } END { printf "%.3f", sum / NR }')"
 echo
 echo "== crypto-only baseline (mean of before and after): $CRYPTO_RATE ops/s, $CRYPTO_CPU_MS ms CPU per op"
-awk -v r="$SIGNED_RATE" -v c="$CRYPTO_RATE" -v s="$SIGNED_CPU_MS" -v k="$CRYPTO_CPU_MS" 'BEGIN {
-    printf "== signed-cards vs crypto-only: %.0f req/s / %.0f ops/s = %.0f %% of the rate (target: 50 %%)\n", r, c, 100 * r / c
-    printf "   CPU per call: crypto %.3f ms of the server'"'"'s %.3f ms = %.0f %%\n", k, s, 100 * k / s }' 
+compare() { # connections rate cpu-ms
+    awk -v n="$1" -v r="$2" -v c="$CRYPTO_RATE" -v s="$3" -v k="$CRYPTO_CPU_MS" 'BEGIN {
+        printf "== signed-cards (%d connections) vs crypto-only: %.0f req/s / %.0f ops/s = %.0f %% of the rate (target: 50 %%)\n", n, r, c, 100 * r / c
+        printf "   CPU per call: crypto %.3f ms of the server'"'"'s %.3f ms = %.0f %%\n", k, s, 100 * k / s }'
+}
+compare "$CONNECTIONS" "$SIGNED_RATE" "$SIGNED_CPU_MS"
+if [ "$SATURATION" -gt 0 ]; then compare "$SATURATION" "$SATURATED_RATE" "$SATURATED_CPU_MS"; fi 
