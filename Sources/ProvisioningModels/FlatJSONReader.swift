@@ -13,15 +13,24 @@ import Foundation
 /// every input it either returns `nil` or exactly what `JSONDecoder` would produce (tests
 /// compare the two on valid, mutated and random bodies).
 package struct FlatJSONReader {
+    /// A string member as it lies in the body: the bytes between its quotes.
+    package struct RawString: Equatable {
+        /// Where the bytes are in the body.
+        package var range: Range<Int>
+        /// Whether the bytes hold `\/` escapes (the only escape the reader takes).
+        package var escapedSlashes: Bool
+    }
+
     /// One member's value.
     package enum Value: Equatable {
         /// A string.
-        case string(String)
+        case string(RawString)
         /// An array of strings.
-        case strings([String])
+        case strings([RawString])
     }
 
-    /// The members in document order, or `nil` when the body is not in the plain form.
+    /// The members by name, or `nil` when the body is not in the plain form. Values stay in
+    /// the body until read with ``string(_:in:)`` or ``base64(_:in:)``.
     ///
     /// - Parameter keys: the member names the caller knows; any other name gives `nil`.
     package static func members(of data: Data, keys: Set<String>) -> [String: Value]? {
@@ -30,6 +39,107 @@ package struct FlatJSONReader {
             return reader.object(keys: keys)
         }
     }
+
+    /// The text of a string member of `data`.
+    package static func string(_ raw: RawString, in data: Data) -> String {
+        data.withUnsafeBytes { body in
+            let bytes = UnsafeBufferPointer(rebasing: body.bindMemory(to: UInt8.self)[raw.range])
+            guard raw.escapedSlashes else { return String(decoding: bytes, as: UTF8.self) }
+            return String(unsafeUninitializedCapacity: bytes.count) { text in
+                var length = 0
+                var at = 0
+                while at < bytes.count {
+                    if bytes[at] == UInt8(ascii: "\\") { at += 1 }
+                    text[length] = bytes[at]
+                    length += 1
+                    at += 1
+                }
+                return length
+            }
+        }
+    }
+
+    /// The bytes a string member of `data` holds in standard, padded base64, decoded straight
+    /// from the body; `nil` for anything else (the caller then leaves the whole body to
+    /// `JSONDecoder`, whose answer stands).
+    ///
+    /// Only the canonical form is taken: the alphabet `A–Z a–z 0–9 + /`, whole groups of four
+    /// with `=` padding, and zero bits after the last byte. Whatever it takes, Foundation's
+    /// `Data(base64Encoded:)` decodes to the same bytes (tests compare the two).
+    package static func base64(_ raw: RawString, in data: Data) -> Data? {
+        data.withUnsafeBytes { body in
+            decodeBase64(UnsafeBufferPointer(rebasing: body.bindMemory(to: UInt8.self)[raw.range]))
+        }
+    }
+
+    /// Decodes base64 text whose only escape is `\/` (as ``Cursor/string()`` checked).
+    static func decodeBase64(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
+        // Escapes only lengthen the text, so this bounds the decoded size.
+        var decoded = Data(count: text.count / 4 * 3)
+        var length = 0
+        let valid = decoded.withUnsafeMutableBytes { (output: UnsafeMutableRawBufferPointer) -> Bool in
+            sextetValues.withUnsafeBufferPointer { values -> Bool in
+                var group: UInt32 = 0
+                var sextets = 0
+                var padding = 0
+                var at = 0
+                while at < text.count {
+                    var byte = text[at]
+                    at += 1
+                    if byte == UInt8(ascii: "\\") {
+                        guard at < text.count else { return false }
+                        byte = text[at]
+                        at += 1
+                    }
+                    if byte == UInt8(ascii: "=") {
+                        padding += 1
+                        continue
+                    }
+                    let value = values[Int(byte)]
+                    guard padding == 0, value < 64 else { return false }
+                    group = group << 6 | UInt32(value)
+                    sextets += 1
+                    if sextets == 4 {
+                        output[length] = UInt8(truncatingIfNeeded: group >> 16)
+                        output[length + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                        output[length + 2] = UInt8(truncatingIfNeeded: group)
+                        length += 3
+                        group = 0
+                        sextets = 0
+                    }
+                }
+                switch (sextets, padding) {
+                case (0, 0):
+                    return true
+                case (2, 2):
+                    guard group & 0xF == 0 else { return false }
+                    output[length] = UInt8(truncatingIfNeeded: group >> 4)
+                    length += 1
+                    return true
+                case (3, 1):
+                    guard group & 0x3 == 0 else { return false }
+                    output[length] = UInt8(truncatingIfNeeded: group >> 10)
+                    output[length + 1] = UInt8(truncatingIfNeeded: group >> 2)
+                    length += 2
+                    return true
+                default:
+                    return false
+                }
+            }
+        }
+        guard valid else { return nil }
+        decoded.count = length
+        return decoded
+    }
+
+    /// Each byte's base64 value, or 0xFF for a byte outside the standard alphabet.
+    private static let sextetValues: [UInt8] = {
+        var values = [UInt8](repeating: 0xFF, count: 256)
+        for (value, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
+            values[Int(character)] = UInt8(value)
+        }
+        return values
+    }()
 
     private struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
@@ -53,25 +163,15 @@ package struct FlatJSONReader {
 
         /// A string of printable ASCII whose only escape is `\/` (what `JSONEncoder` writes for
         /// `/` by default, so base64 from the app has it).
-        mutating func string() -> String? {
+        mutating func string() -> RawString? {
             guard consume(UInt8(ascii: "\"")) else { return nil }
             let start = index
             var escapedSlashes = false
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
                     index += 1
-                    guard escapedSlashes else { return String(decoding: raw, as: UTF8.self) }
-                    var unescaped: [UInt8] = []
-                    unescaped.reserveCapacity(raw.count)
-                    var at = 0
-                    while at < raw.count {
-                        if raw[at] == UInt8(ascii: "\\") { at += 1 }
-                        unescaped.append(raw[at])
-                        at += 1
-                    }
-                    return String(decoding: unescaped, as: UTF8.self)
+                    return RawString(range: start..<(index - 1), escapedSlashes: escapedSlashes)
                 }
                 if byte == UInt8(ascii: "\\") {
                     // Any other escape, like control characters and non-ASCII, goes to JSONDecoder.
@@ -86,12 +186,18 @@ package struct FlatJSONReader {
             return nil
         }
 
+        /// A member name: its text (names have no escapes here).
+        mutating func key() -> String? {
+            guard let raw = string(), !raw.escapedSlashes else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[raw.range]), as: UTF8.self)
+        }
+
         mutating func value() -> Value? {
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: "\"") { return string().map(Value.string) }
             guard consume(UInt8(ascii: "[")) else { return nil }
-            var items: [String] = []
+            var items: [RawString] = []
             if consume(UInt8(ascii: "]")) { return .strings(items) }
             repeat {
                 guard let item = string() else { return nil }
@@ -105,7 +211,7 @@ package struct FlatJSONReader {
             var members: [String: Value] = [:]
             if !consume(UInt8(ascii: "}")) {
                 repeat {
-                    guard let key = string(), keys.contains(key), members[key] == nil, consume(UInt8(ascii: ":")), let value = value() else { return nil }
+                    guard let key = key(), keys.contains(key), members[key] == nil, consume(UInt8(ascii: ":")), let value = value() else { return nil }
                     members[key] = value
                 } while consume(UInt8(ascii: ","))
                 guard consume(UInt8(ascii: "}")) else { return nil }
@@ -128,20 +234,20 @@ extension SignedCardRequest: FlatJSONDecodable {
     package static func decodeFlat(_ data: Data) -> SignedCardRequest? {
         guard let members = FlatJSONReader.members(of: data, keys: flatKeys), members.count == flatKeys.count,
             case .string(let externalCardId)? = members["externalCardId"],
-            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: walletText),
-            case .string(let deviceText)? = members["deviceType"], let deviceType = DeviceType(rawValue: deviceText),
+            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: FlatJSONReader.string(walletText, in: data)),
+            case .string(let deviceText)? = members["deviceType"], let deviceType = DeviceType(rawValue: FlatJSONReader.string(deviceText, in: data)),
             case .strings(let certificateTexts)? = members["certificates"],
-            case .string(let nonceText)? = members["nonce"], let nonce = Data(base64Encoded: nonceText),
-            case .string(let signatureText)? = members["nonceSignature"], let nonceSignature = Data(base64Encoded: signatureText)
+            case .string(let nonceText)? = members["nonce"], let nonce = FlatJSONReader.base64(nonceText, in: data),
+            case .string(let signatureText)? = members["nonceSignature"], let nonceSignature = FlatJSONReader.base64(signatureText, in: data)
         else { return nil }
         var certificates: [Data] = []
         certificates.reserveCapacity(certificateTexts.count)
         for text in certificateTexts {
-            guard let certificate = Data(base64Encoded: text) else { return nil }
+            guard let certificate = FlatJSONReader.base64(text, in: data) else { return nil }
             certificates.append(certificate)
         }
         return SignedCardRequest(
-            externalCardId: externalCardId, walletType: walletType, deviceType: deviceType,
+            externalCardId: FlatJSONReader.string(externalCardId, in: data), walletType: walletType, deviceType: deviceType,
             certificates: certificates, nonce: nonce, nonceSignature: nonceSignature
         )
     }
@@ -152,9 +258,9 @@ extension TokenSearchRequest: FlatJSONDecodable {
 
     package static func decodeFlat(_ data: Data) -> TokenSearchRequest? {
         guard let members = FlatJSONReader.members(of: data, keys: flatKeys), members.count == flatKeys.count,
-            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: walletText),
+            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: FlatJSONReader.string(walletText, in: data)),
             case .strings(let references)? = members["tokenUniqueReferences"]
         else { return nil }
-        return TokenSearchRequest(walletType: walletType, tokenUniqueReferences: references)
+        return TokenSearchRequest(walletType: walletType, tokenUniqueReferences: references.map { FlatJSONReader.string($0, in: data) })
     }
 }

@@ -15,6 +15,24 @@ struct ActivationDataIdentifierTests {
         #expect(zeros == "017F22E2-79B0-7000-8000-000000000000")
     }
 
+    @Test func writtenExactlyAsFoundationWritesTheSameBits() {
+        // The id is formatted by hand; Foundation's `UUID.uuidString` of the same 128 bits is
+        // the reference, over random times and random bits.
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let milliseconds = random.next() & 0xFFFF_FFFF_FFFF
+            let bits = (random.next(), random.next())
+            let id = ActivationDataIssuer.identifier(milliseconds: milliseconds, random: bits)
+            let high = ((milliseconds << 16) | 0x7000 | (bits.0 & 0x0FFF)).bigEndian
+            let low = (0x8000_0000_0000_0000 | (bits.1 & 0x3FFF_FFFF_FFFF_FFFF)).bigEndian
+            let expected = withUnsafeBytes(of: (high, low)) { bytes in
+                UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString
+            }
+            #expect(id == expected)
+            if id != expected { return }
+        }
+    }
+
     @Test func versionVariantAndTimeOfARealId() throws {
         let date = Date(timeIntervalSince1970: 1_800_000_000.123)
         let id = ActivationDataIssuer.identifier(at: date)

@@ -115,4 +115,39 @@ struct FlatJSONReaderTests {
         // Edits inside base64 text or references keep the body plain: the comparison is real.
         #expect(taken > 500)
     }
+
+    /// The base64 read straight from the body takes only what Foundation decodes, to the same
+    /// bytes, and takes all canonical base64 (with or without `\/` escapes).
+    @Test func base64FromTheBodyAgreesWithFoundation() {
+        var generator = SplitMix(seed: 0xBA5E64)
+        let alphabet = Array("ABZaz09+/=\\-_ .!".utf8) + [0x00, 0x80, 0xFF]
+        func decode(_ text: [UInt8]) -> Data? { text.withUnsafeBufferPointer { FlatJSONReader.decodeBase64($0) } }
+        var edited = 0
+        for round in 0..<20_000 {
+            let original = (0..<Int.random(in: 0...70, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let canonical = Array(Data(original).base64EncodedString().utf8)
+            let escaped = canonical.flatMap { $0 == UInt8(ascii: "/") ? [UInt8(ascii: "\\"), $0] : [$0] }
+            #expect(decode(canonical) == Data(original))
+            #expect(decode(escaped) == Data(original))
+            guard round % 2 == 0, !canonical.isEmpty else { continue }
+            var text = canonical
+            let at = Int.random(in: 0..<text.count, using: &generator)
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0: text[at] = alphabet.randomElement(using: &generator)!
+            case 1: text.insert(alphabet.randomElement(using: &generator)!, at: at)
+            default: text.remove(at: at)
+            }
+            // Escapes are checked by the cursor before this decoder runs; give it only what
+            // the cursor passes (every backslash followed by a slash).
+            if text.enumerated().contains(where: { $0.element == UInt8(ascii: "\\") && ($0.offset + 1 == text.count || text[$0.offset + 1] != UInt8(ascii: "/")) }) { continue }
+            let unescaped = Data(text).filter { $0 != UInt8(ascii: "\\") }
+            let foundation = Data(base64Encoded: String(decoding: unescaped, as: UTF8.self))
+            if let fast = decode(text) {
+                #expect(fast == foundation, "\(String(decoding: text, as: UTF8.self))")
+                if fast != foundation { return }
+            }
+            edited += 1
+        }
+        #expect(edited > 5_000)
+    }
 }

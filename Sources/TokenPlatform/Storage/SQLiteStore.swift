@@ -104,20 +104,20 @@ public struct SQLiteStore: TMPStore {
     // MARK: Cards
 
     public func card(externalCardId: String) async throws -> CardRecord? {
-        try read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:)) }
+        try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:)) }
     }
 
     public func card(panLookupHash: String) async throws -> CardRecord? {
-        try read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE pan_lookup_hash = ?"), arguments: [panLookupHash]).map(CardRecord.init(row:)) }
+        try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByLookupHash), [panLookupHash], CardRecord.init(row:)) }
     }
 
     public func card(panUniqueReference: String) async throws -> CardRecord? {
-        try read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE pan_unique_reference = ?"), arguments: [panUniqueReference]).map(CardRecord.init(row:)) }
+        try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByUniqueReference), [panUniqueReference], CardRecord.init(row:)) }
     }
 
     public func cards(ownedBy userId: String) async throws -> [CardRecord] {
         try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE user_id = ? ORDER BY external_card_id"), arguments: [userId]).map(CardRecord.init(row:))
+            try allRows(db.cachedStatement(sql: SQL.cardsByUser), [userId], CardRecord.init(row:))
         }
     }
 
@@ -126,7 +126,7 @@ public struct SQLiteStore: TMPStore {
             if let other = try String.fetchOne(db, sql: "SELECT external_card_id FROM card WHERE pan_lookup_hash = ? AND external_card_id != ?", arguments: [card.panLookupHash, card.externalCardId]) {
                 throw StoreError.duplicatePAN(existingCardId: other)
             }
-            let previous = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [card.externalCardId]).map(CardRecord.init(row:))
+            let previous = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [card.externalCardId], CardRecord.init(row:))
             try db.execute(
                 sql: """
                     INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference,
@@ -164,7 +164,7 @@ public struct SQLiteStore: TMPStore {
     public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         // SQLite has one writer at a time: nothing changes the card between this read and the update.
         try await writer.write { db in
-            guard let stored = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:)) else {
+            guard let stored = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:)) else {
                 return .notFound
             }
             let (write, result) = CardStatusUpdate.resolve(stored, to: status, at: at)
@@ -172,7 +172,7 @@ public struct SQLiteStore: TMPStore {
             try db.execute(sql: "UPDATE card SET status = ?, updated_at = ? WHERE external_card_id = ?", arguments: [after.status.rawValue, after.updatedAt, externalCardId])
             try insertAudit(db, audit(stored.status))
             // Read back: the card exactly as a later read returns it (dates at the stored precision).
-            let card = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"), arguments: [externalCardId]).map(CardRecord.init(row:))
+            let card = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:))
             return .updated(previous: stored.status, card: card ?? after)
         }
     }
@@ -180,29 +180,24 @@ public struct SQLiteStore: TMPStore {
     // MARK: Tokens
 
     public func token(reference: String) async throws -> TokenRecord? {
-        try read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"), arguments: [reference]).map(TokenRecord.init(row:)) }
+        try read { db in try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [reference], TokenRecord.init(row:)) }
     }
 
     public func tokens(externalCardId: String) async throws -> [TokenRecord] {
         try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE external_card_id = ? ORDER BY created_at, token_unique_reference"), arguments: [externalCardId]).map(TokenRecord.init(row:))
+            try allRows(db.cachedStatement(sql: SQL.tokensByCard), [externalCardId], TokenRecord.init(row:))
         }
     }
 
     public func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] {
         guard !references.isEmpty else { return [] }
-        return try read { db in
-            let placeholders = databaseQuestionMarks(count: references.count)
-            return try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE user_id = ? AND token_unique_reference IN (\(placeholders)) ORDER BY token_unique_reference"),
-                arguments: StatementArguments([userId] + references)
-            ).map(TokenRecord.init(row:))
+        return try read { db in try allRows(db.cachedStatement(sql: SQL.tokensOwned(count: references.count)), StatementArguments([userId] + references), TokenRecord.init(row:))
         }
     }
 
     public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         try await writer.write { db in
-            guard let before = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"), arguments: [reference]).map(TokenRecord.init(row:)) else {
+            guard let before = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [reference], TokenRecord.init(row:)) else {
                 return .notFound
             }
             let card = try Row.fetchOne(db, sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?", arguments: [before.externalCardId]).map(CardRecord.init(row:))
@@ -220,7 +215,7 @@ public struct SQLiteStore: TMPStore {
 
     public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await writer.write { db in
-            let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"), arguments: [tokenReference]).map(TokenRecord.init(row:))
+            let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM token_event WHERE event_id = ?", arguments: [eventId]) != nil {
                 return .duplicate(current)
             }
@@ -271,7 +266,7 @@ public struct SQLiteStore: TMPStore {
 
     public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
         try read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE activation_data_id = ?"), arguments: [activationDataId]).map(ProvisioningAttempt.init(row:))
+            try firstRow(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE activation_data_id = ?"), [activationDataId], ProvisioningAttempt.init(row:))
         }
     }
 
@@ -336,10 +331,7 @@ public struct SQLiteStore: TMPStore {
                 AuditEntry(at: row["at"], actor: row["actor"], action: row["action"], subject: row["subject"], detail: row["detail"])
             }
             guard subject.hasPrefix("card:") else { return events }
-            let seals = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE external_card_id = ? ORDER BY created_at, activation_data_id"),
-                arguments: [String(subject.dropFirst("card:".count))]
-            ).map(ProvisioningAttempt.init(row:))
+            let seals = try allRows(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE external_card_id = ? ORDER BY created_at, activation_data_id"), [String(subject.dropFirst("card:".count))], ProvisioningAttempt.init(row:))
             return AuditEntry.trail(events: events, seals: seals)
         }
     }
@@ -348,6 +340,47 @@ public struct SQLiteStore: TMPStore {
         try db.cachedStatement(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES (?, ?, ?, ?, ?)").execute(
             arguments: [SQLiteTimestamp(entry.at), entry.actor, entry.action, entry.subject, entry.detail]
         )
+    }
+}
+
+/// The first row of `statement`, decoded where it lies.
+///
+/// GRDB's `Row.fetchOne` copies the row into a new `Row` (every column boxed) before the
+/// caller reads it; a cursor's row reads straight from the statement, so decoding it in place
+/// saves that copy on every hot read.
+private func firstRow<T>(_ statement: Statement, _ arguments: StatementArguments, _ decode: (Row) throws -> T) throws -> T? {
+    let rows = try Row.fetchCursor(statement, arguments: arguments)
+    return try rows.next().map(decode)
+}
+
+/// Every row of `statement`, each decoded where it lies (see ``firstRow(_:_:_:)``).
+private func allRows<T>(_ statement: Statement, _ arguments: StatementArguments, _ decode: (Row) throws -> T) throws -> [T] {
+    let rows = try Row.fetchCursor(statement, arguments: arguments)
+    var decoded: [T] = []
+    while let row = try rows.next() { decoded.append(try decode(row)) }
+    return decoded
+}
+
+/// The store's frequent statements, built once: interpolating the column lists on every call
+/// made a new string to hash for GRDB's statement cache each time.
+private enum SQL {
+    static let cardByExternalId = "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"
+    static let cardByLookupHash = "SELECT \(CardRecord.columns) FROM card WHERE pan_lookup_hash = ?"
+    static let cardByUniqueReference = "SELECT \(CardRecord.columns) FROM card WHERE pan_unique_reference = ?"
+    static let cardsByUser = "SELECT \(CardRecord.columns) FROM card WHERE user_id = ? ORDER BY external_card_id"
+    static let tokenByReference = "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"
+    static let tokensByCard = "SELECT \(TokenRecord.columns) FROM token WHERE external_card_id = ? ORDER BY created_at, token_unique_reference"
+
+    /// A caller's tokens among `count` references (statements for up to
+    /// `TokenSearchRequest.maximumReferences` are built once; more are built on demand).
+    static func tokensOwned(count: Int) -> String {
+        count < tokensOwnedByCount.count ? tokensOwnedByCount[count] : tokensOwnedSQL(count: count)
+    }
+
+    private static let tokensOwnedByCount = (0...TokenSearchRequest.maximumReferences).map(tokensOwnedSQL(count:))
+
+    private static func tokensOwnedSQL(count: Int) -> String {
+        "SELECT \(TokenRecord.columns) FROM token WHERE user_id = ? AND token_unique_reference IN (\(databaseQuestionMarks(count: count))) ORDER BY token_unique_reference"
     }
 }
 
