@@ -61,7 +61,7 @@ public final class DemoPlatform: Sendable {
         let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink), now: tokenServiceNow, logger: logger)
         let environment = try await TMPServer.makeEnvironment(configuration: configuration, connector: tokenService, logger: logger)
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let app = TMPServer.makeApplication(configuration: configuration, environment: environment, logger: logger) { port in
+        let app = TMPServer.makeServer(configuration: configuration, environment: environment, logger: logger) { port in
             portContinuation.yield(port)
             portContinuation.finish()
         }

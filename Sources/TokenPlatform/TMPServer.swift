@@ -43,20 +43,21 @@ public enum TMPServer {
         )
     }
 
-    /// The Hummingbird application: bind address from `configuration`, graceful shutdown on
-    /// SIGINT/SIGTERM when run with `runService()`.
-    public static func makeApplication(
+    /// The HTTP server: bind address from `configuration`, graceful shutdown on SIGINT/SIGTERM
+    /// when run with `runService()` (see ``TMPHTTPServer``).
+    public static func makeServer(
         configuration: ServerConfiguration,
         environment: PlatformEnvironment,
         logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
-        let router = TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration)).build()
-        return Application(
-            router: router,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "pushprov"),
-            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
-            logger: logger
+    ) -> TMPHTTPServer {
+        TMPHTTPServer(
+            router: TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration)).build(),
+            host: configuration.host,
+            port: configuration.port,
+            serverName: "pushprov",
+            logger: logger,
+            onServerRunning: onServerRunning
         )
     }
 }

@@ -66,7 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             throw CLIError(error.message)
         }
-        let app = TMPServer.makeApplication(configuration: configuration, environment: environment, logger: logger) { port in
+        let app = TMPServer.makeServer(configuration: configuration, environment: environment, logger: logger) { port in
             var running = configuration
             running.port = port
             print(running.startupLine)

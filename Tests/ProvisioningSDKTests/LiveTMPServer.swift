@@ -40,8 +40,8 @@ struct LiveTMPServer {
 
     /// Runs `body` with the server listening; `Session` knows the base URL and plays the back office.
     func run(_ body: @escaping @Sendable (Session) async throws -> Void) async throws {
-        let app = secrets.application(environment: environment, now: { Self.now }, logger: Logger(label: "live-tmp.http") { _ in SwiftLogNoOpLogHandler() })
-        try await TestTMP.runLive(app) { client, port in
+        let router = secrets.router(environment: environment, now: { Self.now })
+        try await TestTMP.runLive(router: router, logger: Logger(label: "live-tmp.http") { _ in SwiftLogNoOpLogHandler() }) { client, port in
             try await body(Session(server: self, client: client, baseURL: URL(string: "http://localhost:\(port)/")!))
         }
     }
@@ -49,7 +49,7 @@ struct LiveTMPServer {
     /// One running server.
     struct Session: Sendable {
         let server: LiveTMPServer
-        let client: any TestClientProtocol
+        let client: TestTMP.LiveClient
         let baseURL: URL
 
         /// The SDK's client, over URLSession, as `user`.

@@ -7,6 +7,7 @@ import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
 import SDKTestSupport
+import ServiceLifecycle
 import TokenPlatform
 import WalletSimulator
 
@@ -69,16 +70,21 @@ public enum TestTMP {
             try DevelopmentTokenIssuer(key: key ?? cardholderKey).token(userId: user, lifetime: lifetime, now: now)
         }
 
-        /// TMP's application serving `environment`, trusting these secrets' JWTs and the fixture API keys.
-        public func application(environment: PlatformEnvironment, now: @escaping @Sendable () -> Date, logger: Logger) -> some ApplicationProtocol {
+        /// TMP's router serving `environment`, trusting these secrets' JWTs and the fixture API keys.
+        public func router(environment: PlatformEnvironment, now: @escaping @Sendable () -> Date) -> Router<BasicRequestContext> {
             let authenticator = Authenticator(
                 cardholderTokens: CardholderTokenVerifier(keys: [cardholderKey.id: cardholderKey.privateKey.publicKey]),
                 issuerKey: APIKey(TestTMP.issuerKey),
                 tspKey: APIKey(TestTMP.tspKey),
                 now: now
             )
-            let router = TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
-            return Application(router: router, logger: logger)
+            return TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
+        }
+
+        /// TMP's application serving `environment` (for Hummingbird's in-process router tests;
+        /// live tests serve the same router through ``TestTMP/runLive(router:logger:_:)``).
+        public func application(environment: PlatformEnvironment, now: @escaping @Sendable () -> Date, logger: Logger) -> some ApplicationProtocol {
+            Application(router: router(environment: environment, now: now), logger: logger)
         }
     }
 
@@ -89,14 +95,71 @@ public enum TestTMP {
         return store
     }
 
-    /// Starts `application` on a free loopback port, runs `body` with a client and the port, and stops it.
-    public static func runLive(
-        _ application: some ApplicationProtocol,
-        _ body: @escaping @Sendable (any TestClientProtocol, Int) async throws -> Void
-    ) async throws {
-        try await application.test(.live) { client in
-            guard let port = client.port else { throw TestFailure("the live test server has no port") }
-            try await body(client, port)
+    /// Serves `router` through the server's real HTTP front (``TMPHTTPServer``) on a free
+    /// loopback port, runs `body` with a client and the port, and stops the server gracefully.
+    @discardableResult
+    public static func runLive<T: Sendable>(
+        router: Router<BasicRequestContext>,
+        logger: Logger,
+        _ body: @escaping @Sendable (LiveClient, Int) async throws -> T
+    ) async throws -> T {
+        try await runLive({ onRunning in TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, onServerRunning: onRunning) }, body)
+    }
+
+    /// Runs the server `makeServer` builds (given the callback that learns its port) and
+    /// `body` with a keep-alive client on that port; then shuts the server down gracefully.
+    @discardableResult
+    public static func runLive<T: Sendable>(
+        _ makeServer: (@escaping @Sendable (Int) async -> Void) -> TMPHTTPServer,
+        _ body: @escaping @Sendable (LiveClient, Int) async throws -> T
+    ) async throws -> T {
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let server = makeServer { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        }
+        let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test.live") { _ in SwiftLogNoOpLogHandler() }))
+        return try await withThrowingTaskGroup(of: T?.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                return nil
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw TestFailure("the live server did not start") }
+            let client = TestClient(host: "127.0.0.1", port: port)
+            client.connect()
+            let result: T
+            do {
+                result = try await body(LiveClient(client: client, port: port), port)
+            } catch {
+                try? await client.shutdown()
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            try await client.shutdown()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        }
+    }
+
+    /// A keep-alive HTTP/1.1 client of a live server.
+    public struct LiveClient: Sendable {
+        let client: TestClient
+        /// The server's port.
+        public let port: Int?
+
+        /// Sends one request on the client's connection.
+        public func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> TestReply {
+            var headers = headers
+            headers[.connection] = "keep-alive"
+            let response = try await client.execute(TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body))
+            return TestReply(status: response.status, headers: response.head.headerFields, body: response.body.map { Data(buffer: $0) } ?? Data())
+        }
+
+        /// Sends one request on the client's connection (as ``TestClientProtocol/reply(_:_:headers:body:)``).
+        public func reply(_ method: HTTPRequest.Method, _ path: String, headers: HTTPFields, body: ByteBuffer?) async throws -> TestReply {
+            try await execute(uri: path, method: method, headers: headers, body: body)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdTesting
 import ProvisioningModels
+import TMPTestSupport
 import Testing
 import TokenPlatform
 
@@ -16,9 +17,9 @@ struct PostgresTwoInstanceTests {
             let secrets = try TestPlatform.Secrets()
             let first = try TestPlatform(policy: policy, store: stores[0], secrets: secrets, instance: "A")
             let second = try TestPlatform(policy: policy, store: stores[1], secrets: secrets, instance: "B")
-            try await first.application().test(.live) { liveFirst in
-                try await second.application().test(.live) { liveSecond in
-                    try await body(APIClient(port: try #require(liveFirst.port), platform: first), APIClient(port: try #require(liveSecond.port), platform: second))
+            try await TestTMP.runLive(router: first.router(), logger: first.logger) { _, firstPort in
+                try await TestTMP.runLive(router: second.router(), logger: second.logger) { _, secondPort in
+                    try await body(APIClient(port: firstPort, platform: first), APIClient(port: secondPort, platform: second))
                 }
             }
         }

@@ -103,6 +103,11 @@ struct TestPlatform {
         secrets.application(environment: environment, now: { [clock] in clock.current }, logger: logger)
     }
 
+    /// The router `application()` serves, for a live server (``TestTMP/runLive(router:logger:_:)``).
+    func router() -> Router<BasicRequestContext> {
+        secrets.router(environment: environment, now: { [clock] in clock.current })
+    }
+
     /// A cardholder JWT for `user`.
     func jwt(_ user: String, lifetime: TimeInterval = 600, key: SigningKey? = nil) -> String {
         try! secrets.jwt(user, lifetime: lifetime, now: clock.current, key: key)

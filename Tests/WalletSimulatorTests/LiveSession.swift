@@ -11,7 +11,7 @@ import WalletSimulator
 
 /// The issuer back office, the issuer app and Apple's side, as HTTP callers of a live TMP.
 struct LiveSession: Sendable {
-    let client: any TestClientProtocol
+    let client: TestTMP.LiveClient
     let tmp: LiveTMP
 
     var simulator: TokenServiceSimulator { tmp.simulator }

@@ -82,10 +82,13 @@ struct LiveTMP {
 
     func advance(_ seconds: TimeInterval) { clock.withValue { $0 += seconds } }
 
-    /// TMP's application for `environment` (this fixture's unless a test changes it).
-    func application(environment: PlatformEnvironment? = nil) -> some ApplicationProtocol {
-        secrets.application(environment: environment ?? self.environment, now: { [clock] in clock.current }, logger: TestTMP.logger("test.http", into: logs))
+    /// TMP's router for `environment` (this fixture's unless a test changes it).
+    func router(environment: PlatformEnvironment? = nil) -> Router<BasicRequestContext> {
+        secrets.router(environment: environment ?? self.environment, now: { [clock] in clock.current })
     }
+
+    /// The HTTP front's logger: its lines join the fixture's captured logs.
+    var httpLogger: Logger { TestTMP.logger("test.http", into: logs) }
 
     /// The TSP endpoint of a server listening on `port`.
     static func endpoint(port: Int, apiKey: String = tspKey) -> TSPAPIEndpoint {
@@ -94,7 +97,7 @@ struct LiveTMP {
 
     /// Starts TMP on a free loopback port, connects the simulator to it, and runs `body`.
     func run(_ body: @escaping @Sendable (LiveSession) async throws -> Void) async throws {
-        try await TestTMP.runLive(application()) { client, port in
+        try await TestTMP.runLive(router: router(), logger: httpLogger) { client, port in
             await simulator.connect(to: Self.endpoint(port: port))
             try await body(LiveSession(client: client, tmp: self))
         }

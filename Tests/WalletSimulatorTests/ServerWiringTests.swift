@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
+import TMPTestSupport
 import Testing
 import TokenPlatform
 import WalletSimulator
@@ -23,10 +24,12 @@ struct ServerWiringTests {
 
         let tsp = TokenServiceSimulator(logger: logger)
         let environment = try await TMPServer.makeEnvironment(configuration: config, connector: tsp, logger: logger)
-        let app = TMPServer.makeApplication(configuration: config, environment: environment, logger: logger) { port in
-            await tsp.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:\(port)")!, apiKey: config.tspAPIKey))
-        }
-        try await app.test(.live) { client in
+        try await TestTMP.runLive({ onRunning in
+            TMPServer.makeServer(configuration: config, environment: environment, logger: logger) { port in
+                await tsp.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:\(port)")!, apiKey: config.tspAPIKey))
+                await onRunning(port)
+            }
+        }) { client, _ in
             let card = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Debit")
             let put = try await client.execute(uri: "/lifecycle/cards/c1", method: .put, headers: [.authorization: "Bearer \(config.issuerAPIKey)", .contentType: "application/json"], body: ByteBuffer(bytes: try JSONEncoder().encode(card)))
             #expect(put.status == .created)

@@ -153,8 +153,8 @@ struct TokenizationTests {
             var rotated = tmp.environment
             let newKey = SigningKey.generate()
             rotated.activationKeys = [newKey, tmp.activationKey]
-            try await tmp.application(environment: rotated).test(.live) { client in
-                await session.simulator.connect(to: LiveTMP.endpoint(port: try #require(client.port)))
+            try await TestTMP.runLive(router: tmp.router(environment: rotated), logger: tmp.httpLogger) { client, port in
+                await session.simulator.connect(to: LiveTMP.endpoint(port: port))
                 let next = LiveSession(client: client, tmp: tmp)
                 let tooSoon = try await next.addPaymentPass("c1", device: .watch)
                 #expect(try await next.simulator.tokenize(tooSoon.tokenization).decline?.reason == "activation_data_unknown_key_id")

@@ -1,0 +1,245 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import ProvisioningModels
+import SDKTestSupport
+import TMPTestSupport
+import Testing
+@testable import TokenPlatform
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The server's HTTP/1.1 front (``TMPHTTPServer``) over real sockets: what Hummingbird's own
+/// connection handling did, it must still do.
+@Suite("HTTP front")
+struct HTTPFrontTests {
+    /// Serves a fresh platform and runs `body` with the port.
+    static func serve(_ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void) async throws {
+        let platform = try await TestPlatform()
+        try await TestTMP.runLive(router: platform.router(), logger: platform.logger) { _, port in
+            try await body(platform, port)
+        }
+    }
+
+    @Test func datesAreIMFFixdates() {
+        // RFC 9110's example instant.
+        #expect(HTTPDateCache.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDateCache.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDateCache.format(1_795_000_000) == "Wed, 18 Nov 2026 11:06:40 GMT")
+    }
+
+    @Test func answersWithDateServerAndLengthOnAKeptAliveConnection() async throws {
+        try await Self.serve { _, port in
+            let responses = try await blocking {
+                let connection = try RawConnection(port: port)
+                return try (0..<3).map { _ in
+                    try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    return try connection.readResponse()
+                }
+            }
+            for response in responses {
+                #expect(response.status == 200)
+                #expect(response.headers["server"] == "pushprov")
+                #expect(response.headers["date"].map { $0.hasSuffix(" GMT") && $0.count == 29 } == true)
+                #expect(response.headers["content-length"] == String(response.body.count))
+            }
+        }
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await Self.serve { platform, port in
+            _ = try await APIClient(port: port, platform: platform).putCard("c1", user: "alice")
+            let responses = try await blocking {
+                let connection = try RawConnection(port: port)
+                // Three requests in one write: an unknown route, a card (issuer key), health.
+                try connection.send(
+                    "GET /nowhere HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                        + "GET /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\n\r\n"
+                        + "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                )
+                return try (0..<3).map { _ in try connection.readResponse() }
+            }
+            #expect(responses.map(\.status) == [404, 200, 200])
+            #expect(String(decoding: responses[1].body, as: UTF8.self).contains(#""externalCardId":"c1""#))
+            #expect(String(decoding: responses[2].body, as: UTF8.self).contains("database"))
+        }
+    }
+
+    @Test func connectionCloseIsHonouredAfterTheResponse() async throws {
+        try await Self.serve { _, port in
+            let (status, rest) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                return (try connection.readResponse().status, try connection.readToEnd())
+            }
+            #expect(status == 200)
+            #expect(rest.isEmpty, "the server closes the connection")
+        }
+    }
+
+    @Test func aRequestNIOCannotParseGets400AndTheConnectionCloses() async throws {
+        try await Self.serve { _, port in
+            let (status, rest) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GARBAGE\r\n\r\n")
+                return (try connection.readResponse().status, try connection.readToEnd())
+            }
+            #expect(status == 400)
+            #expect(rest.isEmpty)
+        }
+    }
+
+    @Test func aBodyOverEveryRoutesLimitIsRefusedWith413AndNothingIsStored() async throws {
+        try await Self.serve { platform, port in
+            // Chunked, so no Content-Length lets a route refuse it before reading: the front
+            // keeps only the first maximumBodySize + 1 bytes and the route refuses those.
+            let (refused, next) = try await blocking {
+                let connection = try RawConnection(port: port)
+                let chunk = [UInt8](repeating: 0x41, count: 256 * 1024)
+                try connection.send("PUT /lifecycle/card-art/big HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for _ in 0..<(TMPHTTPServer.maximumBodySize / chunk.count + 2) {
+                    try connection.send(String(chunk.count, radix: 16) + "\r\n")
+                    try connection.send(bytes: chunk)
+                    try connection.send("\r\n")
+                }
+                try connection.send("0\r\n\r\n")
+                let refused = try connection.readResponse()
+                // The connection is still usable for the next request.
+                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                return (refused, try connection.readResponse())
+            }
+            #expect(refused.status == 413)
+            #expect(String(decoding: refused.body, as: UTF8.self).contains(#""code":"payload_too_large""#))
+            #expect(next.status == 200)
+            #expect(try await platform.store.cardArt(id: "big") == nil)
+        }
+    }
+
+    @Test func aJSONBodyJustOverItsLimitIsRefusedEvenWithoutALength() async throws {
+        try await Self.serve { platform, port in
+            let status = try await blocking {
+                let connection = try RawConnection(port: port)
+                let body = #"{"userId":"alice","padding":""# + String(repeating: "x", count: JSONCoding.maximumBodySize) + #""}"#
+                try connection.send("PUT /lifecycle/cards/c9 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try connection.send(String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n")
+                return try connection.readResponse().status
+            }
+            #expect(status == 413)
+            #expect(try await platform.store.card(externalCardId: "c9") == nil)
+        }
+    }
+
+    @Test func gracefulShutdownClosesIdleConnectionsAndReturns() async throws {
+        let platform = try await TestPlatform()
+        // runLive returns only once the server has shut down; an idle kept-alive connection
+        // must not hold it open.
+        let connection = try await TestTMP.runLive(router: platform.router(), logger: platform.logger) { _, port in
+            try await blocking {
+                let open = try RawConnection(port: port)
+                try open.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                guard try open.readResponse().status == 200 else { throw TestFailure("health did not answer") }
+                return open
+            }
+        }
+        let rest = try await blocking { try connection.readToEnd() }
+        #expect(rest.isEmpty, "the idle connection was closed by the shutdown")
+    }
+}
+
+/// Runs blocking socket work on a thread of its own, never on Swift's cooperative pool (whose
+/// few threads the server under test needs).
+func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// A blocking HTTP/1.1 client on one TCP connection, for what a high-level client hides:
+/// pipelining, raw bytes, the server closing. Call it through ``blocking(_:)``.
+final class RawConnection: @unchecked Sendable {
+    struct Response {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+    }
+
+    private let socket: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: Int) throws {
+        #if canImport(Glibc)
+        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard socket >= 0 else { throw TestFailure("socket() failed") }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("connect() failed: \(errno)") }
+    }
+
+    deinit { close(socket) }
+
+    func send(_ text: String) throws { try send(bytes: Array(text.utf8)) }
+
+    func send(bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
+            guard written > 0 else { throw TestFailure("write() failed: \(errno)") }
+            offset += written
+        }
+    }
+
+    /// Reads more bytes; false at the end of the stream.
+    private func fill() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let count = chunk.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+        guard count >= 0 else { throw TestFailure("read() failed or timed out: \(errno)") }
+        buffer += chunk[0..<count]
+        return count > 0
+    }
+
+    /// One response with a Content-Length body (what this server sends).
+    func readResponse() throws -> Response {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while headEnd == nil {
+            headEnd = buffer.indices.dropLast(3).first { Array(buffer[$0..<$0 + 4]) == separator }
+            if headEnd == nil, try !fill() { throw TestFailure("connection closed before a response head") }
+        }
+        let lines = String(decoding: buffer[0..<headEnd!], as: UTF8.self).components(separatedBy: "\r\n")
+        let status = Int(lines[0].split(separator: " ")[1]) ?? 0
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let bodyStart = headEnd! + 4
+        while buffer.count < bodyStart + length {
+            if try !fill() { throw TestFailure("connection closed inside a body") }
+        }
+        let body = Array(buffer[bodyStart..<bodyStart + length])
+        buffer.removeFirst(bodyStart + length)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    /// Everything until the server closes the connection.
+    func readToEnd() throws -> [UInt8] {
+        while try fill() {}
+        defer { buffer = [] }
+        return buffer
+    }
+}
