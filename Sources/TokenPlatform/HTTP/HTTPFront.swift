@@ -19,9 +19,8 @@ import UnixSignals
 ///
 /// Hummingbird's own connection loop streams request and response parts through a
 /// `NIOAsyncChannel` and wraps every request in its application closure. For this server's
-/// small requests that bookkeeping cost about as much as the router and handler together:
-/// in the same load test a minimal route took 0.06 ms of CPU per request this way against
-/// 0.08–0.09 ms through `Application` (see the README's load figures).
+/// small requests that bookkeeping was measurable: about 0.01–0.02 ms of CPU per request
+/// (see the README's HTTP front section).
 ///
 /// What stays as Hummingbird does it: the pipeline (NIO's HTTP/1.1 codec with pipelining
 /// assistance, so requests on one connection are answered in order), the connection state
