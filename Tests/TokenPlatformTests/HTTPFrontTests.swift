@@ -88,6 +88,23 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func aClientThatExpects100ContinueGetsItBeforeSendingTheBody() async throws {
+        try await Self.serve { platform, port in
+            let body = #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Debit"}"#
+            let (interim, final) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("PUT /lifecycle/cards/c7 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nExpect: 100-continue\r\n\r\n")
+                // Nothing of the body is sent until the server says to go on.
+                let interim = try connection.readResponse()
+                try connection.send(body)
+                return (interim, try connection.readResponse())
+            }
+            #expect(interim.status == 100)
+            #expect(final.status == 201)
+            #expect(try await platform.store.card(externalCardId: "c7")?.userId == "alice")
+        }
+    }
+
     @Test func aBodyOverEveryRoutesLimitIsRefusedWith413AndNothingIsStored() async throws {
         try await Self.serve { platform, port in
             // Chunked, so no Content-Length lets a route refuse it before reading: the front

@@ -160,6 +160,11 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .head(let head):
             self.head = head
             body = context.channel.allocator.buffer(capacity: 0)
+            // The client waits for this before sending the body (curl does for large
+            // uploads); the answer comes once the whole body is in.
+            if head.headerFields[.expect]?.lowercased() == "100-continue" {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
         case .body(var part):
             // Keep one byte over the limit, so the route sees a body too large and refuses it.
             let room = maximumBodySize + 1 - body.readableBytes
