@@ -69,10 +69,13 @@ struct HTTPFrontTests {
         }
     }
 
-    /// `Connection: close` closes after the response; a request NIO cannot parse gets 400
+    /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
+    /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes.
     @Test(arguments: [
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 200),
+        ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Close\r\n\r\n", 200),
+        ("GET /health HTTP/1.0\r\n\r\n", 200),  // HTTP/1.0 keeps a connection only when asked to
         ("GARBAGE\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nBad Header\r\n\r\n", 400),
     ])

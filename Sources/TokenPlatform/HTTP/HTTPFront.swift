@@ -125,6 +125,7 @@ struct HTTP1Front: ServerChildChannel {
             // response is written; error handling answers a request NIO cannot parse with 400
             // and closes the connection.
             try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
+            try pipeline.addHandler(CloseMarker())
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
             try pipeline.addHandler(WholeRequestHandler(respond: respond, maximumBodySize: TMPHTTPServer.maximumBodySize))
@@ -136,6 +137,23 @@ struct HTTP1Front: ServerChildChannel {
         // The handler answers requests as they complete; the server keeps track of the
         // connection until it closes, so graceful shutdown waits for it.
         try? await value.channel.closeFuture.get()
+    }
+}
+
+/// Marks a request whose connection is not to be kept alive (HTTP/1.0 without `keep-alive`)
+/// with `Connection: close`: the HTTP version does not survive the conversion to HTTP types,
+/// the header does, and ``WholeRequestHandler`` closes the connection after such a request.
+final class CloseMarker: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive, !head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" }) {
+            head.headers.replaceOrAdd(name: "Connection", value: "close")
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+            return
+        }
+        context.fireChannelRead(data)
     }
 }
 
@@ -170,7 +188,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             let room = maximumBodySize + 1 - body.readableBytes
             if room > 0 {
                 if part.readableBytes > room { part = part.getSlice(at: part.readerIndex, length: room)! }
-                body.writeBuffer(&part)
+                // A body that comes in one part (most do) is kept as it came, without a copy.
+                if body.readableBytes == 0 { body = part } else { body.writeBuffer(&part) }
             }
         case .end:
             guard let head else { return }
@@ -188,7 +207,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     private func answer(_ request: Request, context: ChannelHandlerContext) {
-        let closeAfter = request.headers[.connection]?.lowercased() == "close"
+        let closeAfter = request.headers[values: .connection].contains { value in
+            value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
+        }
         let channel = context.channel
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
