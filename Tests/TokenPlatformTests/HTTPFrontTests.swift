@@ -148,6 +148,34 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func gracefulShutdownLetsARequestBeingAnsweredFinish() async throws {
+        let platform = try await TestPlatform()
+        let (started, startedContinuation) = AsyncStream.makeStream(of: Void.self)
+        // The in-app activation is with the token service when the shutdown begins.
+        platform.connector.meanwhile.withValue { $0 = { command, _ in
+            guard command == "activate" else { return }
+            startedContinuation.yield()
+            try await Task.sleep(for: .milliseconds(300))
+        } }
+        // runLive returns only once the server has stopped; the activation began before.
+        let activation = try await TestTMP.runLive(router: platform.router(), logger: platform.logger) { _, port in
+            let api = APIClient(port: port, platform: platform)
+            _ = try await api.putCard("c1", user: "alice")
+            let decision = try await api.provision("c1", user: "alice", token: "DNITHE1")
+            guard decision.decision == .requireAdditionalAuthentication else { throw TestFailure("expected a yellow token, got \(decision.decision)") }
+            let activation = Task {
+                try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "DNITHE1"))
+            }
+            var iterator = started.makeAsyncIterator()
+            await iterator.next()
+            return activation
+        }
+        let reply = try await activation.value
+        #expect(reply.status == .ok)
+        #expect(try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .approved)
+        #expect(try await platform.store.token(reference: "DNITHE1")?.status == .active)
+    }
+
     @Test func gracefulShutdownClosesIdleConnectionsAndReturns() async throws {
         let platform = try await TestPlatform()
         // runLive returns only once the server has shut down; an idle kept-alive connection
