@@ -1,5 +1,7 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
+import Logging
 import NIOCore
 import ProvisioningModels
 import SDKTestSupport
@@ -145,6 +147,74 @@ struct HTTPFrontTests {
             }
             #expect(status == 413)
             #expect(try await platform.store.card(externalCardId: "c9") == nil)
+        }
+    }
+
+    /// An error no route or middleware turned into a response.
+    struct Misbehaviour: Error {}
+
+    /// A bare router (no error middleware) whose routes fail in the ways the front must survive,
+    /// and one that reports its request id.
+    static func misbehavingRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("/throws") { _, _ -> String in throw Misbehaviour() }
+        router.get("/body-fails") { _, _ -> Response in
+            Response(status: .ok, body: ResponseBody { _ in throw Misbehaviour() })
+        }
+        router.get("/request-id") { _, context -> String in
+            context.logger[metadataKey: "hb.request.id"].map { "\($0)" } ?? ""
+        }
+        return router
+    }
+
+    @Test func anErrorNoRouteHandledIsA500AndTheConnectionServesOn() async throws {
+        let logger = Logger(label: "test.front") { _ in SwiftLogNoOpLogHandler() }
+        try await TestTMP.runLive(router: Self.misbehavingRouter(), logger: logger) { _, port in
+            let (failed, next) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /throws HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let failed = try connection.readResponse()
+                try connection.send("GET /request-id HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                return (failed, try connection.readResponse())
+            }
+            #expect(failed.status == 500)
+            #expect(failed.headers["server"] == "pushprov")
+            #expect(failed.headers["content-length"] == "0")
+            #expect(failed.body.isEmpty, "nothing about the error is sent")
+            #expect(next.status == 200)
+        }
+    }
+
+    @Test func aBodyThatFailsAfterItsHeadWasDecidedClosesTheConnectionWithoutAResponse() async throws {
+        let logger = Logger(label: "test.front") { _ in SwiftLogNoOpLogHandler() }
+        try await TestTMP.runLive(router: Self.misbehavingRouter(), logger: logger) { _, port in
+            let received = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /body-fails HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                return try connection.readToEnd()
+            }
+            // A 200 head with a body that never came would be a lie; the client sees the
+            // connection end instead.
+            #expect(received.isEmpty)
+        }
+    }
+
+    @Test func everyRequestHasARequestIdOfItsOwnInItsLogger() async throws {
+        // A handler that keeps metadata (a no-op handler drops it); it logs nothing here.
+        var logger = Logger(label: "test.front") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .critical
+        try await TestTMP.runLive(router: Self.misbehavingRouter(), logger: logger) { _, port in
+            let responses = try await blocking {
+                let connection = try RawConnection(port: port)
+                return try (0..<4).map { _ in
+                    try connection.send("GET /request-id HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    return try connection.readResponse()
+                }
+            }
+            let ids = responses.map { String(decoding: $0.body, as: UTF8.self) }
+            #expect(responses.allSatisfy { $0.status == 200 })
+            #expect(ids.allSatisfy { !$0.isEmpty })
+            #expect(Set(ids).count == ids.count, "ids are not reused: \(ids)")
         }
     }
 
