@@ -116,7 +116,7 @@ struct LifecycleRouteTests {
         }
     }
 
-    @Test func anUnblockOvertakenByANewBlockLeavesTheTokenSuspended() async throws {
+    @Test func anUnblockOvertakenByANewBlockSuspendsTheTokenAgainAtTheTokenService() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
@@ -126,14 +126,18 @@ struct LifecycleRouteTests {
             // The card is blocked again while the token service resumes the token.
             api.meanwhile("resume", setCard: "c1", to: .blocked)
             let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
-            #expect(unblock.tokens.map(\.result) == ["FAILED"])
+            #expect(unblock.tokens.map(\.result) == ["UNCHANGED"])
+            #expect(unblock.tokens.map(\.status) == [.suspended])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+            // The token service resumed it, so it is suspended there again: a blocked card
+            // keeps no token that pays.
+            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
         }
     }
 
-    @Test func aBlockOvertakenByAnUnblockLeavesTheTokenActive() async throws {
+    @Test func aBlockOvertakenByAnUnblockResumesTheTokenAgainAtTheTokenService() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
@@ -141,9 +145,56 @@ struct LifecycleRouteTests {
             // The card is unblocked while the token service suspends the token for the block.
             api.meanwhile("suspend", setCard: "c1", to: .active)
             let block = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
-            #expect(block.tokens.map(\.result) == ["FAILED"])
+            #expect(block.tokens.map(\.result) == ["UNCHANGED"])
+            #expect(block.tokens.map(\.status) == [.active])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
             #expect(try await api.tokenStatus("T1") == .active)
+            #expect(platform.connector.commands.current == ["suspend T1", "resume T1"])
+        }
+    }
+
+    @Test func anUndoTheTokenServiceMissesIsRecordedAsItHoldsTheTokenAndTheSamePATCHRepairsIt() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            // The card is blocked again while the token service resumes the token, and then
+            // the token service stops answering.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+                platform.connector.failing.withValue { $0 = true }
+            } }
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            // The token service holds the token active, and TMP says so.
+            #expect(unblock.tokens.map(\.result) == ["FAILED"])
+            #expect(unblock.tokens.map(\.status) == [.active])
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(platform.logs.current.contains { $0.contains("did not confirm undoing") })
+            platform.connector.failing.withValue { $0 = false }
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(again.tokens.map(\.result) == ["SUSPENDED"])
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
+        }
+    }
+
+    @Test func aCustomerServiceResumeOvertakenByABlockIsRefusedAndUndone() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            api.meanwhile("resume", setCard: "c1", to: .blocked)
+            let resume = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            #expect(resume.status == .conflict)
+            #expect(resume.error?.code == "card_not_active")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .customerService)
+            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
         }
     }
 

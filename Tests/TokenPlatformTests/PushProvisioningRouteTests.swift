@@ -145,6 +145,30 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func anActivationOvertakenByABlockIsDeclinedAndSuspendedAtTheTokenService() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+            // The issuer blocks the card while the token service activates the token.
+            api.meanwhile("activate", setCard: "a1", to: .blocked)
+            let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            #expect(response.issuerMobileAppAuthResponse == .declined)
+            #expect(response.comment == "the card is blocked")
+            #expect(try await platform.store.auditEntries(subject: "token:TOK-1").map(\.action) == ["token.event.created", "token.suspended"])
+            // The token service activated it, so it is suspended there for the block, and
+            // unblocking the card resumes it.
+            let token = try await platform.store.token(reference: "TOK-1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let unblock = try await api.send(.patch, "/lifecycle/cards/a1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["RESUMED"])
+            #expect(try await api.tokenStatus("TOK-1") == .active)
+            #expect(platform.connector.commands.current == ["activate TOK-1", "suspend TOK-1", "resume TOK-1"])
+        }
+    }
+
     @Test func activationFailsWithoutChangeWhenTheTokenServiceIsDown() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
@@ -170,21 +194,6 @@ struct PushProvisioningRouteTests {
             let blocked = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
             #expect(blocked.issuerMobileAppAuthResponse == .declined)
             #expect(blocked.comment.contains("blocked"))
-        }
-    }
-
-    @Test func activationDeclinesWhenTheCardIsBlockedWhileTheTokenServiceActivates() async throws {
-        let platform = try await TestPlatform()
-        try await platform.run { api in
-            try await api.putCard("a1", user: "alice")
-            try await api.provision("a1", user: "alice", token: "TOK-1")
-            // The block lands after the activation read the card, before it writes the token.
-            api.meanwhile("activate", setCard: "a1", to: .blocked)
-            let response = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
-            #expect(response.issuerMobileAppAuthResponse == .declined)
-            #expect(response.comment == "the card is blocked")
-            #expect(try await api.tokenStatus("TOK-1") == .inactive)
-            #expect(try await platform.store.auditEntries(subject: "token:TOK-1").map(\.action) == ["token.event.created"])
         }
     }
 

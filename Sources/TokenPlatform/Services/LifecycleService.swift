@@ -32,6 +32,9 @@ public struct LifecycleService: Sendable {
             public var status: TokenStatus
             /// `SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED`, or `FAILED` (the token service
             /// did not confirm; the token is unchanged — send the same PATCH again to retry).
+            /// A command the card's status overtook is undone at the token service
+            /// (``OvertakenCommand``): `UNCHANGED`, or `FAILED` with the token as the token
+            /// service holds it when the undo was not confirmed.
             public var result: String
         }
 
@@ -205,8 +208,12 @@ public struct LifecycleService: Sendable {
             guard token.status != .deactivated else { throw illegal(token, to: target) }
         }
         let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
+        if outcome.result == "UNCHANGED", outcome.status != target {
+            // The card was blocked while the token service resumed the token; the resumption was undone.
+            throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed; the token stays \(outcome.status.rawValue), unblock the card to resume its tokens")
+        }
         if outcome.result == "FAILED" {
-            throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is unchanged (\(token.status.rawValue)), try again")
+            throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is \(outcome.status.rawValue), try again")
         }
         guard let after = try await environment.store.token(reference: tokenUniqueReference) else {
             throw TMPError.notFound("token_not_found", "no token \(tokenUniqueReference)")
@@ -282,7 +289,18 @@ public struct LifecycleService: Sendable {
         switch outcome {
         case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)
         case .unchanged(let current): return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
-        case .rejected(let current, _): return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
+        case .rejected(let current, _):
+            // A command for a card status the card left meanwhile is undone at the token
+            // service; the token ends as it was.
+            let held: TokenStatus? = target == .active ? .active : source == .cardBlocked ? .suspended : nil
+            if let held {
+                switch await OvertakenCommand(environment: environment).settle(token.tokenUniqueReference, held: held, actor: actor) {
+                case .undone(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "UNCHANGED")
+                case .notConfirmed(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "FAILED")
+                case .nothingToUndo: break
+                }
+            }
+            return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
         case .notFound, nil: return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
     }
