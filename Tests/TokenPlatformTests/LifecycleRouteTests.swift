@@ -116,24 +116,44 @@ struct LifecycleRouteTests {
         }
     }
 
-    @Test func anUnblockOvertakenByANewBlockSuspendsTheTokenAgainAtTheTokenService() async throws {
+    /// An unblock overtaken by a new block: the token service resumed the token, so it is
+    /// suspended there again (a blocked card keeps no token that pays). When the token service
+    /// does not confirm that, TMP records the token as active (as the token service holds it)
+    /// and the same PATCH to BLOCKED repairs it.
+    @Test(arguments: [true, false])
+    func anUnblockOvertakenByANewBlockSuspendsTheTokenAgainAtTheTokenService(undoConfirmed: Bool) async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             try await api.provision("c1", user: "alice", token: "T1")
             _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
-            // The card is blocked again while the token service resumes the token.
-            api.meanwhile("resume", setCard: "c1", to: .blocked)
+            // The card is blocked again while the token service resumes the token (and then,
+            // in one case, the token service stops answering).
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+                if !undoConfirmed { platform.connector.failing.withValue { $0 = true } }
+            } }
             let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
-            #expect(unblock.tokens.map(\.result) == ["UNCHANGED"])
-            #expect(unblock.tokens.map(\.status) == [.suspended])
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
+            #expect(platform.connector.commands.current == ["suspend T1", "resume T1"] + (undoConfirmed ? ["suspend T1"] : []))
+            if undoConfirmed {
+                #expect(unblock.tokens.map(\.result) == ["UNCHANGED"])
+                #expect(unblock.tokens.map(\.status) == [.suspended])
+            } else {
+                #expect(unblock.tokens.map(\.result) == ["FAILED"])
+                #expect(unblock.tokens.map(\.status) == [.active])
+                #expect(try await api.tokenStatus("T1") == .active)
+                #expect(platform.logs.current.contains { $0.contains("did not confirm undoing") })
+                platform.connector.failing.withValue { $0 = false }
+                platform.connector.meanwhile.withValue { $0 = nil }
+                let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+                #expect(again.tokens.map(\.result) == ["SUSPENDED"])
+                #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
+            }
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
-            // The token service resumed it, so it is suspended there again: a blocked card
-            // keeps no token that pays.
-            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
         }
     }
 
@@ -150,35 +170,6 @@ struct LifecycleRouteTests {
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
             #expect(try await api.tokenStatus("T1") == .active)
             #expect(platform.connector.commands.current == ["suspend T1", "resume T1"])
-        }
-    }
-
-    @Test func anUndoTheTokenServiceMissesIsRecordedAsItHoldsTheTokenAndTheSamePATCHRepairsIt() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
-        try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
-            // The card is blocked again while the token service resumes the token, and then
-            // the token service stops answering.
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "resume" else { return }
-                _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
-                platform.connector.failing.withValue { $0 = true }
-            } }
-            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
-            // The token service holds the token active, and TMP says so.
-            #expect(unblock.tokens.map(\.result) == ["FAILED"])
-            #expect(unblock.tokens.map(\.status) == [.active])
-            #expect(try await api.tokenStatus("T1") == .active)
-            #expect(platform.logs.current.contains { $0.contains("did not confirm undoing") })
-            platform.connector.failing.withValue { $0 = false }
-            platform.connector.meanwhile.withValue { $0 = nil }
-            let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
-            #expect(again.tokens.map(\.result) == ["SUSPENDED"])
-            let token = try await platform.store.token(reference: "T1")
-            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
-            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
         }
     }
 
