@@ -145,7 +145,7 @@ struct LifecycleRouteTests {
                 #expect(unblock.tokens.map(\.result) == ["FAILED"])
                 #expect(unblock.tokens.map(\.status) == [.active])
                 #expect(try await api.tokenStatus("T1") == .active)
-                #expect(platform.logs.current.contains { $0.contains("did not confirm undoing") })
+                #expect(platform.logs.current.contains { $0.contains("did not confirm correcting") })
                 platform.connector.failing.withValue { $0 = false }
                 platform.connector.meanwhile.withValue { $0 = nil }
                 let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)

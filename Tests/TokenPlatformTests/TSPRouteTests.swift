@@ -118,6 +118,55 @@ struct TSPRouteTests {
         }
     }
 
+    /// The token service created or activated a token after its tokenization was approved,
+    /// and the card was closed or blocked in between: TMP corrects the token there at once.
+    @Test func aTokenTheCardsStatusForbidsIsCorrectedAtTheTokenService() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let closed = try await api.putCard("closed", user: "alice")
+            _ = try await api.send(.patch, "/lifecycle/cards/closed", as: .issuer, json: CardStatusChangeRequest(status: .closed))
+            let created = try await api.event("T-CLOSED", pur: closed.panUniqueReference, .created).decode(TokenEventResponse.self)
+            #expect(created.result == "APPLIED" && created.tokenStatus == .deactivated)
+            #expect(try await api.tokenStatus("T-CLOSED") == .deactivated)
+
+            let blocked = try await api.putCard("blocked", user: "alice", pan: "5555555555554444")
+            _ = try await api.send(.patch, "/lifecycle/cards/blocked", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            // Created inactive: nothing to correct; activated: suspended for the block.
+            #expect(try await api.event("T-BLOCKED", pur: blocked.panUniqueReference, .created).decode(TokenEventResponse.self).tokenStatus == .inactive)
+            let activated = try await api.event("T-BLOCKED", pur: blocked.panUniqueReference, .activated).decode(TokenEventResponse.self)
+            #expect(activated.tokenStatus == .suspended)
+            #expect(try await platform.store.token(reference: "T-BLOCKED")?.suspendedBy == .cardBlocked)
+            #expect(platform.connector.commands.current == ["deactivate T-CLOSED", "suspend T-BLOCKED"])
+
+            // Unblocking resumes it like any token the block suspended.
+            let unblock = try await api.send(.patch, "/lifecycle/cards/blocked", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["RESUMED"])
+            // A suspension the token service reports for an active card is its own and stays.
+            #expect(try await api.event("T-BLOCKED", pur: blocked.panUniqueReference, .suspended).decode(TokenEventResponse.self).tokenStatus == .suspended)
+            #expect(try await platform.store.token(reference: "T-BLOCKED")?.suspendedBy == .tokenService)
+            #expect(platform.connector.commands.current == ["deactivate T-CLOSED", "suspend T-BLOCKED", "resume T-BLOCKED"])
+        }
+    }
+
+    @Test func aCorrectionTheTokenServiceMissesLeavesTheTokenAsItHoldsItAndIsLogged() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            _ = try await api.event("T1", pur: card.panUniqueReference, .created)
+            platform.connector.failing.withValue { $0 = true }
+            let activated = try await api.event("T1", pur: card.panUniqueReference, .activated)
+            #expect(activated.status == .ok)
+            #expect(try activated.decode(TokenEventResponse.self).tokenStatus == .active)
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(platform.logs.current.contains { $0.contains("did not confirm correcting") })
+            // The same block again suspends it.
+            platform.connector.failing.withValue { $0 = false }
+            let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
+            #expect(again.tokens.map(\.result) == ["SUSPENDED"])
+        }
+    }
+
     @Test func publishesTheActivationKeysAsJWKS() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -1,35 +1,42 @@
 import Foundation
 import ProvisioningModels
 
-/// Settles a token command that the card's status overtook while it was with the token service.
+/// Keeps a token at the token service in line with its card's status when the two cross.
 ///
-/// A command is sent for the card's status at the time: suspend because the card is blocked,
-/// resume or activate because it is active. When the card changes status before the answer
-/// comes back (unblocked during a block's suspension, blocked again during an unblock's
-/// resumption or an in-app activation), TMP refuses to record the command, but the token
-/// service has already carried it out. Left alone, a blocked card would keep a token that pays,
-/// or an active card a token that does not.
-///
-/// ``settle(_:held:actor:)`` undoes such a command at the token service, so the token matches
-/// the card's status again, and records in TMP what the token service holds afterwards:
+/// **A command the card's status overtook** (``settle(_:held:actor:)``). A command is sent for
+/// the card's status at the time: suspend because the card is blocked, resume or activate
+/// because it is active. When the card changes status before the answer comes back (unblocked
+/// during a block's suspension, blocked again during an unblock's resumption, a customer-service
+/// resume or an in-app activation), TMP refuses to record the command, but the token service
+/// has already carried it out. Left alone, a blocked card would keep a token that pays, or an
+/// active card a token that does not. The command is undone at the token service, and TMP
+/// records what the token service holds afterwards:
 ///
 /// | the token service holds | the card now | undo | if confirmed, TMP records | if not confirmed |
 /// |---|---|---|---|---|
 /// | ACTIVE (resumed, activated) | BLOCKED | suspend | SUSPENDED by the block | ACTIVE: the same `PATCH … BLOCKED` suspends it |
 /// | SUSPENDED by a block | ACTIVE | resume | ACTIVE | SUSPENDED by the block: the same `PATCH … ACTIVE` resumes it |
 ///
-/// Nothing is undone when the card was closed (closing deactivates every token itself), when
-/// the token was deactivated, or when customer service suspended it meanwhile (only customer
-/// service resumes such a token).
+/// **A token event the card's status forbids** (``enforce(afterEvent:)``). The token service
+/// reports what it did; when that leaves a token usable that the card's status forbids — a token
+/// created or activated after its tokenization was approved and before the card was closed or
+/// blocked, or a late echo resuming a blocked card's token — TMP corrects it there: a closed
+/// card's token is deactivated, a blocked card's active token suspended (by the block, so
+/// unblocking resumes it). Only in that direction: a suspension the token service reports for
+/// an active card is its own decision and stays.
+///
+/// Nothing is undone when the card was closed while a command ran (closing deactivates every
+/// token itself), when the token was deactivated, or when customer service suspended it
+/// meanwhile (only customer service resumes such a token).
 struct OvertakenCommand {
-    /// How the overtaken command ended.
+    /// How the correction ended.
     enum Settlement: Sendable, Hashable {
-        /// Undone at the token service; the token as TMP now records it.
+        /// Corrected at the token service; the token as TMP now records it.
         case undone(TokenRecord)
-        /// The undo was not confirmed; the token as TMP now records it (what the token service
-        /// holds), ready for the same card status change to be sent again.
+        /// The token service did not confirm the correction; the token as TMP now records it
+        /// (what the token service holds), ready for the same card status change to be sent again.
         case notConfirmed(TokenRecord)
-        /// Nothing to undo.
+        /// Nothing to correct.
         case nothingToUndo
     }
 
@@ -38,59 +45,91 @@ struct OvertakenCommand {
     /// Undoes, if the card's status now wants it, a command after which the token service
     /// holds the token `held` (`.active` or `.suspended` by a block).
     func settle(_ reference: String, held: TokenStatus, actor: String) async -> Settlement {
-        let store = environment.store
-        guard let token = try? await store.token(reference: reference),
-            let card = try? await store.card(externalCardId: token.externalCardId),
-            token.status != .deactivated
-        else { return .nothingToUndo }
-        let undo: @Sendable (TokenRecord) async throws -> Void
-        let confirmed: TokenChange
-        let unconfirmed: TokenChange
+        guard let (token, card) = await current(reference) else { return .nothingToUndo }
         switch (held, card.status) {
         case (.active, .blocked):
-            undo = environment.tokenService.suspend
-            confirmed = .set(.suspended, suspendedBy: .cardBlocked)
-            unconfirmed = .set(.active, suspendedBy: nil)
+            return await correct(
+                token, card: card, with: environment.tokenService.suspend, actor: actor,
+                confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: .set(.active, suspendedBy: nil)
+            )
         case (.suspended, .active):
             guard token.suspendedBy != .customerService else { return .nothingToUndo }
-            undo = environment.tokenService.resume
-            confirmed = .set(.active, suspendedBy: nil)
-            unconfirmed = .set(.suspended, suspendedBy: .cardBlocked)
+            return await correct(
+                token, card: card, with: environment.tokenService.resume, actor: actor,
+                confirmed: .set(.active, suspendedBy: nil), unconfirmed: .set(.suspended, suspendedBy: .cardBlocked)
+            )
         default:
             return .nothingToUndo
         }
-        let undone: Bool
+    }
+
+    /// After a token event was applied: deactivates a closed card's token and suspends a
+    /// blocked card's active token at the token service.
+    func enforce(afterEvent reference: String) async -> Settlement {
+        guard let (token, card) = await current(reference) else { return .nothingToUndo }
+        switch (token.status, card.status) {
+        case (_, .closed):
+            return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "issuer", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
+        case (.active, .blocked):
+            return await correct(token, card: card, with: environment.tokenService.suspend, actor: "issuer", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
+        default:
+            return .nothingToUndo
+        }
+    }
+
+    /// The token, unless deactivated, and its card.
+    private func current(_ reference: String) async -> (TokenRecord, CardRecord)? {
+        guard let token = try? await environment.store.token(reference: reference), token.status != .deactivated,
+            let card = try? await environment.store.card(externalCardId: token.externalCardId)
+        else { return nil }
+        return (token, card)
+    }
+
+    /// Sends `command` for `token`, then records `confirmed` or, if the token service did not
+    /// confirm, `unconfirmed` (nil: TMP's record already says what the token service holds) —
+    /// both only while the card keeps the status the correction was made for.
+    private func correct(
+        _ token: TokenRecord,
+        card: CardRecord,
+        with command: @Sendable (TokenRecord) async throws -> Void,
+        actor: String,
+        confirmed: TokenChange,
+        unconfirmed: TokenChange?
+    ) async -> Settlement {
+        let reference = token.tokenUniqueReference
+        let done: Bool
         do {
-            try await undo(token)
-            undone = true
+            try await command(token)
+            done = true
         } catch {
-            undone = false
+            done = false
             environment.logger.error(
-                "token service did not confirm undoing a command the card's status overtook",
-                metadata: ["token": "\(Redaction.prefix(reference))", "card status": "\(card.status.rawValue)", "error": "\(error)"]
+                "token service did not confirm correcting a token its card's status forbids",
+                metadata: ["token": "\(Redaction.prefix(reference))", "token status": "\(token.status.rawValue)", "card status": "\(card.status.rawValue)", "error": "\(error)"]
             )
         }
-        let change = undone ? confirmed : unconfirmed
-        let detail = undone
-            ? "card became \(card.status.rawValue) while the token service carried out the command; undone"
-            : "card became \(card.status.rawValue) while the token service carried out the command; undo not confirmed, recorded as the token service holds it"
-        let target: TokenStatus = if case .set(let status, _) = change { status } else { token.status }
+        guard let change = done ? confirmed : unconfirmed else { return .notConfirmed(token) }
+        guard case .set(let target, let source) = change else { return done ? .undone(token) : .notConfirmed(token) }
+        let detail = done
+            ? "card is \(card.status.rawValue); corrected at the token service"
+            : "card is \(card.status.rawValue); correction not confirmed, recorded as the token service holds it"
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(reference)", detail: detail)
         let cardStatus = card.status
-        let result = try? await store.updateToken(reference: reference, audit: audit) { current, card in
-            // Recorded only while the card keeps the status the undo was made for; a further
-            // change is that change's to settle.
+        let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in
+            // Recorded only while the card keeps the status the correction was made for; a
+            // further change is that change's to settle.
             guard card?.status == cardStatus, current.status != .deactivated else { return .reject("card or token changed again") }
-            if current.status == .suspended, current.suspendedBy == .customerService { return .reject("customer service suspended the token") }
-            if case .set(let status, let source) = change, current.status == status, current.suspendedBy == source { return .unchanged }
+            if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated {
+                return .reject("customer service suspended the token")
+            }
+            if current.status == target, current.suspendedBy == source { return .unchanged }
             return change
         }
-        let recorded: TokenRecord? = switch result {
+        let recorded: TokenRecord = switch result {
         case .updated(_, let after): after
         case .unchanged(let current), .rejected(let current, _): current
-        case .notFound, nil: nil
+        case .notFound, nil: token
         }
-        guard let recorded else { return .notConfirmed(token) }
-        return undone ? .undone(recorded) : .notConfirmed(recorded)
+        return done ? .undone(recorded) : .notConfirmed(recorded)
     }
 }

@@ -103,7 +103,15 @@ public struct TSPService: Sendable {
         }
         switch result {
         case .applied(let token):
-            return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
+            // A token the card's status forbids (created or activated for a card closed or
+            // blocked since its tokenization was approved, a late echo resuming a blocked
+            // card's token) is corrected at the token service before TMP answers.
+            switch await OvertakenCommand(environment: environment).enforce(afterEvent: token.tokenUniqueReference) {
+            case .undone(let corrected), .notConfirmed(let corrected):
+                return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)
+            case .nothingToUndo:
+                return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
+            }
         case .duplicate(let token):
             guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
             return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
