@@ -198,8 +198,18 @@ extension PostgresTwoInstanceTests {
                     #expect(Array(actions.suffix(2)) == ["token.activate", "token.suspended"])
                 } else {
                     #expect(outcome == .declined)
-                    #expect(token.status == .inactive, "\(reference): \(token.status) \(actions)")
                     #expect(!actions.contains("token.activate"))
+                    let commands = first.platform.connector.commands.current + second.platform.connector.commands.current
+                    if commands.contains("activate \(reference)") {
+                        // The token service had activated it when the block landed: it was
+                        // suspended there for the block, and TMP records that.
+                        #expect(token.status == .suspended && token.suspendedBy == .cardBlocked, "\(reference): \(token.status) \(actions)")
+                        #expect(actions.last == "token.suspended")
+                        #expect(commands.contains("suspend \(reference)"))
+                    } else {
+                        // Declined before the token service was asked.
+                        #expect(token.status == .inactive, "\(reference): \(token.status) \(actions)")
+                    }
                 }
             }
         }
