@@ -145,6 +145,34 @@ struct LifecycleCommandTests {
         }
     }
 
+    /// The token service approved and created a token; the issuer blocks the card before TMP
+    /// hears of it. When the events arrive, TMP suspends the token at the token service (the
+    /// block never saw it), and unblocking resumes it on both sides.
+    @Test func aTokenCreatedActiveForACardBlockedMeanwhileIsSuspendedOnBothSides() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference) == nil)
+            let block = try await session.setCardStatus("c1", .blocked)
+            #expect(block.tokens.isEmpty, "TMP does not know the token yet")
+
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.token(reference)?.status == .suspended)
+            let token = try await session.tmpToken(reference)
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+            // CREATED, ACTIVATED (answered with the corrected status), then the echo of TMP's suspension.
+            #expect(await session.simulator.deliveryLog.map(\.outcome) == [.applied(.inactive), .applied(.suspended), .applied(.suspended)])
+
+            let unblock = try await session.setCardStatus("c1", .active)
+            #expect(unblock.tokens.map(\.result) == ["RESUMED"])
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+        }
+    }
+
     @Test func commandsForUnknownTokensOrIllegalTransitionsFailWithoutChange() async throws {
         let tmp = try await LiveTMP(policy: .inApp)
         try await tmp.run { session in
