@@ -33,7 +33,7 @@ public struct LifecycleService: Sendable {
             /// `SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED`, or `FAILED` (the token service
             /// did not confirm; the token is unchanged — send the same PATCH again to retry).
             /// A command the card's status overtook is undone at the token service
-            /// (``OvertakenCommand``): `UNCHANGED`, or `FAILED` with the token as the token
+            /// (``TokenCorrection``): `UNCHANGED`, or `FAILED` with the token as the token
             /// service holds it when the undo was not confirmed.
             public var result: String
         }
@@ -294,7 +294,7 @@ public struct LifecycleService: Sendable {
             // service; the token ends as it was.
             let held: TokenStatus? = target == .active ? .active : source == .cardBlocked ? .suspended : nil
             if let held {
-                switch await OvertakenCommand(environment: environment).settle(token.tokenUniqueReference, held: held, actor: actor) {
+                switch await TokenCorrection(environment: environment).settle(token.tokenUniqueReference, held: held, actor: actor) {
                 case .undone(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "UNCHANGED")
                 case .notConfirmed(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "FAILED")
                 case .nothingToUndo: break

@@ -133,7 +133,7 @@ public struct PushProvisioningService: Sendable {
         case .rejected(_, let message):
             // The token service has activated the token; if the card was blocked meanwhile, the
             // activation is undone there so a blocked card has no token that pays.
-            _ = await OvertakenCommand(environment: environment).settle(token.tokenUniqueReference, held: .active, actor: "user:\(userId)")
+            _ = await TokenCorrection(environment: environment).settle(token.tokenUniqueReference, held: .active, actor: "user:\(userId)")
             return answer(.declined, message)
         case .notFound: throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
         }

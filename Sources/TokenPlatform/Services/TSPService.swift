@@ -106,7 +106,7 @@ public struct TSPService: Sendable {
             // A token the card's status forbids (created or activated for a card closed or
             // blocked since its tokenization was approved, a late echo resuming a blocked
             // card's token) is corrected at the token service before TMP answers.
-            switch await OvertakenCommand(environment: environment).enforce(afterEvent: token.tokenUniqueReference) {
+            switch await TokenCorrection(environment: environment).enforce(afterEvent: token.tokenUniqueReference) {
             case .undone(let corrected), .notConfirmed(let corrected):
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)
             case .nothingToUndo:

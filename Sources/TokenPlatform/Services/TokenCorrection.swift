@@ -28,7 +28,7 @@ import ProvisioningModels
 /// Nothing is undone when the card was closed while a command ran (closing deactivates every
 /// token itself), when the token was deactivated, or when customer service suspended it
 /// meanwhile (only customer service resumes such a token).
-struct OvertakenCommand {
+struct TokenCorrection {
     /// How the correction ended.
     enum Settlement: Sendable, Hashable {
         /// Corrected at the token service; the token as TMP now records it.
