@@ -173,6 +173,22 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func aCustomerServiceSuspendOvertakenByACloseIsAConflictNotAnOutage() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            // The card is closed while the token service suspends the token.
+            api.meanwhile("suspend", setCard: "c1", to: .closed)
+            let suspend = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspend.status == .conflict)
+            #expect(suspend.error?.code == "illegal_token_transition")
+            #expect(suspend.error?.message.contains("DEACTIVATED") == true)
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+            #expect(platform.connector.commands.current == ["suspend T1", "deactivate T1"])
+        }
+    }
+
     @Test func aCustomerServiceResumeOvertakenByABlockIsRefusedAndUndone() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

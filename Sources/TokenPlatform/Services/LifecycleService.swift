@@ -193,19 +193,19 @@ public struct LifecycleService: Sendable {
         case .suspend:
             target = .suspended
             call = environment.tokenService.suspend
-            guard token.status == .active else { throw illegal(token, to: target) }
         case .resume:
             target = .active
             call = environment.tokenService.resume
-            guard token.status == .suspended else { throw illegal(token, to: target) }
+        case .deactivate:
+            target = .deactivated
+            call = environment.tokenService.deactivate
+        }
+        guard Self.allows(action, token.status) else { throw illegal(token, to: target) }
+        if action == .resume {
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
                 throw TMPError.conflict("card_not_active", "card \(card.externalCardId) is \(card.status.rawValue); unblock the card to resume its tokens")
             }
-        case .deactivate:
-            target = .deactivated
-            call = environment.tokenService.deactivate
-            guard token.status != .deactivated else { throw illegal(token, to: target) }
         }
         let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
         if outcome.result == "UNCHANGED", outcome.status != target {
@@ -213,6 +213,12 @@ public struct LifecycleService: Sendable {
             throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed; the token stays \(outcome.status.rawValue), unblock the card to resume its tokens")
         }
         if outcome.result == "FAILED" {
+            // Refused rather than unconfirmed when the token changed meanwhile so that the
+            // command no longer applies (closing the card deactivated it): that is a conflict,
+            // and trying again would not help.
+            if let now = try await environment.store.token(reference: tokenUniqueReference), !Self.allows(action, now.status) {
+                throw illegal(now, to: target)
+            }
             throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is \(outcome.status.rawValue), try again")
         }
         guard let after = try await environment.store.token(reference: tokenUniqueReference) else {
@@ -243,6 +249,15 @@ public struct LifecycleService: Sendable {
             throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
         }
         return card
+    }
+
+    /// Whether a customer-service `action` applies to a token in `status`.
+    private static func allows(_ action: TokenAction, _ status: TokenStatus) -> Bool {
+        switch action {
+        case .suspend: status == .active
+        case .resume: status == .suspended
+        case .deactivate: status != .deactivated
+        }
     }
 
     private func illegal(_ token: TokenRecord, to target: TokenStatus) -> TMPError {
