@@ -173,35 +173,30 @@ struct LifecycleRouteTests {
         }
     }
 
-    @Test func aCustomerServiceSuspendOvertakenByACloseIsAConflictNotAnOutage() async throws {
+    /// A customer-service command the card's status overtakes while it is with the token
+    /// service is a conflict, not an outage: a suspend outgrown by a close (the token was
+    /// deactivated meanwhile), and a resume overtaken by a block (undone at the token service,
+    /// so the token stays suspended by customer service).
+    @Test(arguments: [
+        (LifecycleService.TokenAction.suspend, CardStatus.closed, "illegal_token_transition", TokenStatus.deactivated, ["suspend T1", "deactivate T1"]),
+        (.resume, .blocked, "card_not_active", .suspended, ["suspend T1", "resume T1", "suspend T1"]),
+    ])
+    func aCustomerServiceCommandOvertakenByTheCardIsAConflict(action: LifecycleService.TokenAction, cardBecomes: CardStatus, code: String, ends: TokenStatus, commands: [String]) async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             try await api.provision("c1", user: "alice", token: "T1")
-            // The card is closed while the token service suspends the token.
-            api.meanwhile("suspend", setCard: "c1", to: .closed)
-            let suspend = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
-            #expect(suspend.status == .conflict)
-            #expect(suspend.error?.code == "illegal_token_transition")
-            #expect(suspend.error?.message.contains("DEACTIVATED") == true)
-            #expect(try await api.tokenStatus("T1") == .deactivated)
-            #expect(platform.connector.commands.current == ["suspend T1", "deactivate T1"])
-        }
-    }
-
-    @Test func aCustomerServiceResumeOvertakenByABlockIsRefusedAndUndone() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
-        try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
-            api.meanwhile("resume", setCard: "c1", to: .blocked)
-            let resume = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
-            #expect(resume.status == .conflict)
-            #expect(resume.error?.code == "card_not_active")
+            if action == .resume {
+                #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            }
+            api.meanwhile(action.rawValue, setCard: "c1", to: cardBecomes)
+            let reply = try await api.send(.post, "/lifecycle/tokens/T1/\(action.rawValue)", as: .issuer)
+            #expect(reply.status == .conflict)
+            #expect(reply.error?.code == code)
             let token = try await platform.store.token(reference: "T1")
-            #expect(token?.status == .suspended && token?.suspendedBy == .customerService)
-            #expect(platform.connector.commands.current == ["suspend T1", "resume T1", "suspend T1"])
+            #expect(token?.status == ends)
+            if ends == .suspended { #expect(token?.suspendedBy == .customerService) }
+            #expect(platform.connector.commands.current == commands)
         }
     }
 
