@@ -48,16 +48,24 @@ public enum TMPServer {
     public static func makeServer(
         configuration: ServerConfiguration,
         environment: PlatformEnvironment,
+        metrics: PlatformMetrics = PlatformMetrics(),
         logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> TMPHTTPServer {
         TMPHTTPServer(
-            router: TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration)).build(),
+            router: TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration), metrics: metrics).build(),
             host: configuration.host,
             port: configuration.port,
             serverName: "pushprov",
             logger: logger,
             onServerRunning: onServerRunning
         )
+    }
+
+    /// The token realignment for `configuration` (nil when ``ServerConfiguration/realignInterval``
+    /// is off), counting into `metrics`: run it beside the server
+    /// (``TMPHTTPServer/runService(alongside:gracefulShutdownSignals:)``).
+    public static func makeRealigner(configuration: ServerConfiguration, environment: PlatformEnvironment, metrics: PlatformMetrics) -> TokenRealigner? {
+        configuration.realignInterval.map { TokenRealigner(environment: environment, interval: $0, metrics: metrics) }
     }
 }

@@ -29,6 +29,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
+    @Option(name: .customLong("realign-interval"), help: ArgumentHelp("Seconds between two rounds that send again the token service commands a card's status still owes (PUSHPROV_REALIGN_INTERVAL; default 30, 0 turns it off, at most 3600).", valueName: "seconds")) var realignInterval: String?
     @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
@@ -44,6 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
         settings.activationPolicy = activationPolicy
         settings.connectorTimeout = connectorTimeout
         settings.executor = executor
+        settings.realignInterval = realignInterval
         var resolved: ServerConfiguration
         do {
             resolved = try settings.resolve()
@@ -66,7 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             throw CLIError(error.message)
         }
-        let app = TMPServer.makeServer(configuration: configuration, environment: environment, logger: logger) { port in
+        let metrics = PlatformMetrics()
+        let app = TMPServer.makeServer(configuration: configuration, environment: environment, metrics: metrics, logger: logger) { port in
             var running = configuration
             running.port = port
             print(running.startupLine)
@@ -74,7 +77,8 @@ struct ServeCommand: AsyncParsableCommand {
             fflush(nil)
         }
         do {
-            try await app.runService()
+            let realigner = TMPServer.makeRealigner(configuration: configuration, environment: environment, metrics: metrics)
+            try await app.runService(alongside: realigner.map { [$0] } ?? [])
         } catch {
             await environment.store.close()
             throw error

@@ -89,9 +89,9 @@ struct DatabaseConfigurationTests {
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
-        #expect(refusal?.message == "database \(path) lacks migrations v1, v2; run `pushprov migrate --database …` first, or start without --no-migrate")
+        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3; run `pushprov migrate --database …` first, or start without --no-migrate")
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
-        #expect(first.applied == ["v1", "v2"])
+        #expect(first.applied == ["v1", "v2", "v3"])
         await first.store.close()
         let second = try await database.openMigratedStore(migrate: false, logger: logger)
         #expect(second.applied.isEmpty)
@@ -115,11 +115,43 @@ struct SQLiteSealAuditMigrationTests {
         }
         try queue.close()
         let store = try SQLiteStore(path: path)
-        #expect(try await store.migrate() == ["v2"])
+        #expect(try await store.migrate() == ["v2", "v3"])
         let trail = try await store.auditEntries(subject: "card:c1")
         #expect(trail.map(\.action) == ["card.seal", "card.status"])
         #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
         #expect(trail.first?.actor == "user:alice")
+        await store.close()
+    }
+}
+
+@Suite("SQLite migration v3")
+struct SQLiteAtOddsMigrationTests {
+    @Test func tokensAlreadyAtOddsWithTheirCardStartTheirClockAtTheUpgrade() async throws {
+        let file = TemporarySQLiteFile("pushprov-v3")
+        defer { file.remove() }
+        let path = file.path
+        // A database at v2: a blocked card with an active token (its suspension was never
+        // confirmed), an inactive one, and an active card's active token.
+        let queue = try DatabaseQueue(path: path)
+        try SQLiteStore.migrator.migrate(queue, upTo: "v2")
+        try await queue.write { db in
+            for (card, status, hash) in [("c1", "BLOCKED", "h1"), ("c2", "ACTIVE", "h2")] {
+                try db.execute(sql: """
+                    INSERT INTO card VALUES (?, 'alice', 'v1.k.AAAA', ?, '1111', ?, '12/29', 'Alice', 'VISA', 'Gold', NULL, ?, '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
+                    """, arguments: [card, hash, "PUR-\(card)", status])
+            }
+            for (token, card, status) in [("T1", "c1", "ACTIVE"), ("T2", "c1", "INACTIVE"), ("T3", "c2", "ACTIVE")] {
+                try db.execute(sql: """
+                    INSERT INTO token VALUES (?, ?, ?, 'alice', 'PHONE', ?, 'YELLOW', NULL, NULL, '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
+                    """, arguments: [token, card, "PUR-\(card)", status])
+            }
+        }
+        try queue.close()
+        let store = try SQLiteStore(path: path)
+        let before = Date()
+        #expect(try await store.migrate() == ["v3"])
+        #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
+        #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
         await store.close()
     }
 }

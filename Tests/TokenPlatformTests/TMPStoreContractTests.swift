@@ -185,6 +185,69 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func everyStatusWriteKeepsSinceWhenATokenHasBeenAtOddsWithItsCard(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let t = { @Sendable (seconds: Double) in Self.now.addingTimeInterval(seconds) }
+            let audit = { @Sendable (subject: String, seconds: Double) in AuditEntry(at: t(seconds), actor: "test", action: "test", subject: subject, detail: "") }
+            let atOdds = { (since: Double, limit: Int) in try await store.tokensAtOddsWithTheirCard(since: t(since), limit: limit).map(\.tokenUniqueReference) }
+            let setStatus = { (card: String, status: CardStatus, seconds: Double) in
+                _ = try await store.setCardStatus(externalCardId: card, status: status, at: t(seconds)) { _ in audit("card:\(card)", seconds) }
+            }
+            let suspend = { (reference: String, source: SuspensionSource, seconds: Double) in
+                _ = try await store.updateToken(reference: reference, audit: audit("token:\(reference)", seconds)) { _, _ in .set(.suspended, suspendedBy: source) }
+            }
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            _ = try await store.putCard(try Self.card("c2"), audit: Self.audit("card:c2"))
+            try await Self.insert(store, Self.token("A", card: "c1", status: .active))
+            try await Self.insert(store, Self.token("B", card: "c1", status: .active))
+            try await Self.insert(store, Self.token("C", card: "c1", status: .inactive))
+            try await Self.insert(store, Self.token("D", card: "c2", status: .active))
+            try await suspend("B", .customerService, 1)
+            #expect(try await atOdds(1_000, 10).isEmpty)
+
+            // Blocking c1 owes a suspension of its active token A only (B is suspended by
+            // customer service, C is inactive).
+            try await setStatus("c1", .blocked, 10)
+            #expect(try await atOdds(9, 10).isEmpty)
+            #expect(try await atOdds(10, 10) == ["A"])
+            #expect(try await atOdds(1_000, 0).isEmpty)
+            // Recording the suspension settles it.
+            try await suspend("A", .cardBlocked, 20)
+            #expect(try await atOdds(1_000, 10).isEmpty)
+
+            // Unblocking owes a resumption of what the block suspended, not of B.
+            try await setStatus("c1", .active, 30)
+            #expect(try await atOdds(1_000, 10) == ["A"])
+            #expect(try await atOdds(29, 10).isEmpty)
+            // A command the token service did not confirm restarts the clock; a token not at
+            // odds has no clock to restart.
+            try await store.restartAtOddsClock(reference: "A", at: t(40))
+            try await store.restartAtOddsClock(reference: "D", at: t(40))
+            #expect(try await atOdds(39, 10).isEmpty)
+            #expect(try await atOdds(40, 10) == ["A"])
+
+            // A token event that leaves a token usable on a blocked card starts its clock.
+            try await setStatus("c2", .blocked, 50)
+            #expect(try await atOdds(1_000, 10) == ["A", "D"])
+            _ = try await store.applyTokenEvent(eventId: "e-E", tokenReference: "E", audit: audit("token:E", 60)) { _ in .insert(Self.token("E", card: "c2", status: .active)) }
+            #expect(try await atOdds(59, 10) == ["A", "D"])
+            #expect(try await atOdds(1_000, 10) == ["A", "D", "E"])
+            #expect(try await atOdds(1_000, 2) == ["A", "D"])
+
+            // Closing owes the deactivation of every live token; A keeps its earlier clock.
+            try await setStatus("c1", .closed, 70)
+            #expect(try await atOdds(69, 10) == ["A", "D", "E"])
+            #expect(try await atOdds(1_000, 10) == ["A", "D", "E", "B", "C"])
+            _ = try await store.updateToken(reference: "C", audit: audit("token:C", 80)) { _, _ in .set(.deactivated, suspendedBy: nil) }
+            #expect(try await atOdds(1_000, 10) == ["A", "D", "E", "B"])
+
+            // Replacing c2's PAN deactivates its tokens in the same transaction: nothing owed.
+            _ = try await store.putCard(try Self.card("c2", pur: "PUR-new", hash: "hash-new"), audit: Self.audit("card:c2"))
+            #expect(try await atOdds(1_000, 10) == ["A", "B"])
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func tokenSearchFiltersByOwner(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))

@@ -177,4 +177,14 @@ struct ServeCommandTests {
         #expect(env.status != 0)
         #expect(env.stderr.contains("(got soon)"))
     }
+
+    @Test func aBadRealignIntervalIsOneClearLine() throws {
+        let flag = try CLI.run(["serve", "--realign-interval", "7200", "--data-dir", "/tmp/pushprov-unused"])
+        #expect(flag.status != 0)
+        #expect(flag.stderr.contains("realign interval must be a number of seconds from 0 (off) to 3600 (got 7200)"))
+        #expect(flag.stderr.split(separator: "\n").count == 1)
+        let env = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_REALIGN_INTERVAL": "hourly"])
+        #expect(env.status != 0)
+        #expect(env.stderr.contains("(got hourly)"))
+    }
 }

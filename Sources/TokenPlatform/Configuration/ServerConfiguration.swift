@@ -36,6 +36,8 @@ public struct ServerConfiguration: Sendable {
     public var connectorTimeout: Duration
     /// Where Swift concurrency runs the server's request handling (default: the event loops).
     public var executor: ServerExecutor = .eventLoops
+    /// Time between two rounds of ``TokenRealigner`` (default 30 s); nil when it is off.
+    public var realignInterval: Duration? = TokenRealigner.defaultInterval
     /// Lines to print once at start-up (generated secrets and where they live).
     public var notices: [String]
 
@@ -83,6 +85,9 @@ public struct ServerSettings: Sendable {
     public var connectorTimeout: String?
     /// `--executor` / `PUSHPROV_EXECUTOR`: `event-loops` (default) or `swift`.
     public var executor: String?
+    /// `--realign-interval` / `PUSHPROV_REALIGN_INTERVAL`: seconds between two rounds of
+    /// token realignment, as text; `0` turns it off.
+    public var realignInterval: String?
 
     /// Empty settings (all defaults).
     public init() {}
@@ -106,6 +111,7 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("activation policy must be in-app or immediate (got \(policyText))")
         }
         let connectorTimeout = try resolveConnectorTimeout(environment: environment)
+        let realignInterval = try resolveRealignInterval(environment: environment)
         let executorText = executor ?? env("PUSHPROV_EXECUTOR") ?? ServerExecutor.eventLoops.rawValue
         guard let executor = ServerExecutor(rawValue: executorText) else {
             throw ConfigurationError("executor must be event-loops or swift (got \(executorText))")
@@ -136,7 +142,7 @@ public struct ServerSettings: Sendable {
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy,
-                connectorTimeout: connectorTimeout, executor: executor, notices: []
+                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: []
             )
         }
 
@@ -171,7 +177,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, notices: notices
+            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: notices
         )
     }
 
@@ -204,6 +210,23 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("connector timeout must be a number of seconds greater than 0 and at most \(Int(maximum)) (got \(text))")
         }
         return .seconds(seconds)
+    }
+
+    /// The longest `--realign-interval` / `PUSHPROV_REALIGN_INTERVAL` accepted, in seconds.
+    public static let maximumRealignIntervalSeconds = 3_600.0
+
+    /// Resolves only the token realignment interval: `--realign-interval` or
+    /// `PUSHPROV_REALIGN_INTERVAL`, seconds from 0 (off, nil) to
+    /// ``maximumRealignIntervalSeconds`` (decimals allowed), default 30.
+    public func resolveRealignInterval(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
+        guard let text = realignInterval ?? environment["PUSHPROV_REALIGN_INTERVAL"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            return TokenRealigner.defaultInterval
+        }
+        let maximum = Self.maximumRealignIntervalSeconds
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds >= 0, seconds <= maximum else {
+            throw ConfigurationError("realign interval must be a number of seconds from 0 (off) to \(Int(maximum)) (got \(text))")
+        }
+        return seconds == 0 ? nil : .seconds(seconds)
     }
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {

@@ -69,3 +69,38 @@ public struct TokenRecord: Sendable, Hashable {
         )
     }
 }
+
+extension TokenRecord {
+    /// Whether the card's status forbids this token's state, so that a token service command
+    /// is owed: any live token of a CLOSED card (deactivate), an ACTIVE token of a BLOCKED card
+    /// (suspend), a token the block suspended of an ACTIVE card (resume).
+    ///
+    /// The stores keep the same rule in SQL (`AtOddsSQL.predicate`) to know since when a
+    /// token has been at odds with its card.
+    public func isAtOdds(withCardStatus cardStatus: CardStatus) -> Bool {
+        guard status != .deactivated else { return false }
+        switch cardStatus {
+        case .closed: return true
+        case .blocked: return status == .active
+        case .active: return status == .suspended && suspendedBy == .cardBlocked
+        }
+    }
+}
+
+/// The rule of ``TokenRecord/isAtOdds(withCardStatus:)`` in SQL both stores run, and the
+/// statement that keeps `token.at_odds_since` in step with it.
+enum AtOddsSQL {
+    /// True for a `token` row whose state its card's status forbids.
+    static let predicate = """
+        token.status <> 'DEACTIVATED' AND EXISTS (SELECT 1 FROM card WHERE card.external_card_id = token.external_card_id \
+        AND (card.status = 'CLOSED' OR (card.status = 'BLOCKED' AND token.status = 'ACTIVE') \
+        OR (card.status = 'ACTIVE' AND token.status = 'SUSPENDED' AND token.suspended_by = 'CARD_BLOCKED')))
+        """
+
+    /// Sets `at_odds_since` of the rows `scope` selects: kept (or set to the time bound first)
+    /// while the row is at odds with its card, cleared once it is not. The scope's own
+    /// arguments follow the time.
+    static func recompute(scope: String, time: String = "?") -> String {
+        "UPDATE token SET at_odds_since = CASE WHEN \(predicate) THEN COALESCE(at_odds_since, \(time)) ELSE NULL END WHERE \(scope)"
+    }
+}

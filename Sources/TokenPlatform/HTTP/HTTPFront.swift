@@ -78,9 +78,10 @@ public struct TMPHTTPServer: Service {
         try await server.run()
     }
 
-    /// Runs the server in a service group that shuts it down gracefully on SIGTERM and SIGINT.
-    public func runService(gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws {
-        let group = ServiceGroup(configuration: .init(services: [self], gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
+    /// Runs the server, and `services` beside it, in a service group that shuts them down
+    /// gracefully on SIGTERM and SIGINT.
+    public func runService(alongside services: [any Service] = [], gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws {
+        let group = ServiceGroup(configuration: .init(services: [self] + services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
         try await group.run()
     }
 }

@@ -16,6 +16,7 @@ public final class PlatformMetrics: Sendable {
     private static var requests: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "requests", unitName: "total", helpText: "HTTP requests by method, route pattern and status.") }
     private static var duration: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "request_duration", unitName: "seconds", helpText: "HTTP request latency by method and route pattern.") }
     private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the refusal code.") }
+    private static var realignment: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "realignments", unitName: "total", helpText: "Token service commands sent again for tokens at odds with their card's status, by result.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
@@ -59,6 +60,12 @@ public final class PlatformMetrics: Sendable {
     /// Counts an in-app activation outcome: `APPROVED`, `DECLINED`, `FAILED`, or an error code.
     func recordActivation(outcome: String) {
         outcomeCounter(Self.activation, route: "activation", outcome: outcome).increment()
+    }
+
+    /// Counts a token realigned with its card (``TokenRealigner``): the command's result
+    /// (`SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED` or `FAILED`).
+    func recordRealignment(result: String) {
+        outcomeCounter(Self.realignment, route: "realignment", outcome: result).increment()
     }
 
     private func outcomeCounter(_ descriptor: MetricNameDescriptor, route: String, outcome: String) -> Counter {

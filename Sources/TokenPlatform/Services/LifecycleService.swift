@@ -152,19 +152,7 @@ public struct LifecycleService: Sendable {
         case .notFound: throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
         }
         // What the tokens need follows from the status this change committed.
-        let tokenService = environment.tokenService
-        let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { token -> TokenCommand? in
-            switch card.status {
-            case .blocked where token.status == .active:
-                TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
-            case .active where token.status == .suspended && token.suspendedBy == .cardBlocked:
-                TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume)
-            case .closed where token.status != .deactivated:
-                TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
-            default:
-                nil
-            }
-        }
+        let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, cardStatus: card.status) }
         let reason = "card \(card.status.rawValue)"
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
             await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: reason, call: command.call)
@@ -172,13 +160,53 @@ public struct LifecycleService: Sendable {
         return StatusChange(card: card.resource, tokens: outcomes)
     }
 
-    /// One token service command a card status change gives.
+    /// Sends again the command its card's status asks of each token that has been at odds with
+    /// it since `cutoff` or earlier (at most `limit` tokens, the longest at odds first): a
+    /// command a status change or a correction could not have confirmed (the token service
+    /// failed, or the process stopped before sending it).
+    ///
+    /// Each token is decided on as stored now, and recorded as ``setStatus(externalCardId:status:)``
+    /// records it, with `tmp` as the actor. A token the token service again does not confirm
+    /// restarts its clock, so it is tried again once `cutoff` has moved past that time.
+    /// ``TokenRealigner`` calls this periodically.
+    public func realignTokens(atOddsSince cutoff: Date, limit: Int) async throws -> [StatusChange.TokenOutcome] {
+        let candidates = try await environment.store.tokensAtOddsWithTheirCard(since: cutoff, limit: limit)
+        let store = environment.store
+        return await candidates.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] token -> StatusChange.TokenOutcome? in
+            guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, cardStatus: card.status) else {
+                return nil
+            }
+            let outcome = await apply(
+                command.target, source: command.source, result: command.result, to: command.token, actor: "tmp",
+                reason: "card \(card.status.rawValue); sent again, the token had been at odds with its card", call: command.call
+            )
+            if outcome.result == "FAILED" {
+                try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
+            }
+            return outcome
+        }.compactMap { $0 }
+    }
+
+    /// One token service command a card status asks of a token.
     private struct TokenCommand: Sendable {
         var token: TokenRecord
         var target: TokenStatus
         var source: SuspensionSource?
         var result: String
         var call: @Sendable (TokenRecord) async throws -> Void
+    }
+
+    /// The command a card in `cardStatus` asks of `token`, if any: suspend an active token of a
+    /// blocked card, resume a token the block suspended once the card is active, deactivate
+    /// every live token of a closed card.
+    private func command(for token: TokenRecord, cardStatus: CardStatus) -> TokenCommand? {
+        guard token.isAtOdds(withCardStatus: cardStatus) else { return nil }
+        let tokenService = environment.tokenService
+        return switch cardStatus {
+        case .blocked: TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
+        case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume)
+        case .closed: TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
+        }
     }
 
     /// `POST tokens/{ref}/{action}`: a customer-service command for one token.

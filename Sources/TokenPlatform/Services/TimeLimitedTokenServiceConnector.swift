@@ -61,9 +61,13 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
 }
 
 extension Duration {
+    /// The duration in seconds, with fractions.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+
     /// `10 s`, `0.25 s`: seconds as configured, for messages.
     var formattedSeconds: String {
-        let seconds = Double(components.seconds) + Double(components.attoseconds) / 1e18
         let text = seconds == seconds.rounded() ? String(Int64(seconds)) : String(seconds)
         return "\(text) s"
     }

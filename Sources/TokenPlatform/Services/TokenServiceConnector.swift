@@ -5,6 +5,9 @@
 /// token's state unchanged. TMP gives every command a time limit
 /// (``PlatformEnvironment/connectorTimeout``) and cancels a command that exceeds it: an
 /// implementation stops waiting for the network when its task is cancelled.
+///
+/// A command for the state the token already has is done, not an error: TMP sends a command
+/// again when it could not confirm it (``TokenRealigner``), possibly from two instances at once.
 public protocol TokenServiceConnector: Sendable {
     /// Activates an inactive (yellow-path) token.
     func activate(_ token: TokenRecord) async throws

@@ -116,6 +116,12 @@ extension PostgresStore {
             "CREATE INDEX provisioning_attempt_card ON provisioning_attempt(external_card_id, created_at)",
             "DELETE FROM audit_event WHERE action = 'card.seal'",
         ]),
+        // As SQLite's v3: since when each token has been at odds with its card's status.
+        Migration(name: "v3", statements: [
+            "ALTER TABLE token ADD COLUMN at_odds_since TIMESTAMPTZ",
+            "CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL",
+            "UPDATE token SET at_odds_since = now() WHERE \(AtOddsSQL.predicate)",
+        ]),
     ]
 
     /// Applies the pending migrations in one transaction under an advisory lock.

@@ -120,6 +120,7 @@ public struct PostgresStore: TMPStore {
                 for reference in live.sorted() {
                     try await insertAudit(connection, AuditEntry(at: audit.at, actor: audit.actor, action: "token.deactivate", subject: "token:\(reference)", detail: "card replaced with a different PAN"))
                 }
+                try await recomputeAtOdds(connection, externalCardId: card.externalCardId, at: audit.at)
             }
             try await insertAudit(connection, audit)
             return previous
@@ -142,6 +143,7 @@ public struct PostgresStore: TMPStore {
                 "UPDATE card SET status = \(after.status.rawValue), updated_at = \(after.updatedAt) WHERE external_card_id = \(externalCardId) RETURNING \(unescaped: Self.cardColumns)",
                 logger: logger
             ).first.map(CardRecord.init(postgres:))
+            try await recomputeAtOdds(connection, externalCardId: externalCardId, at: at)
             try await insertAudit(connection, audit(stored.status))
             return .updated(previous: stored.status, card: updated ?? after)
         }
@@ -182,6 +184,7 @@ public struct PostgresStore: TMPStore {
                     "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt) WHERE token_unique_reference = \(reference)",
                     logger: logger
                 )
+                try await recomputeAtOdds(connection, tokenReference: reference, at: audit.at)
                 try await insertAudit(connection, audit)
             }
             return result
@@ -224,10 +227,26 @@ public struct PostgresStore: TMPStore {
                 )
                 result = token
             }
+            // The card's row lock orders this against a status change of the card: whichever
+            // commits second sees the other's write when it decides whether the token is at odds.
+            // (A lock cycle with a status change is a deadlock PostgreSQL breaks; the loser retries.)
+            try await connection.query("SELECT 1 FROM card WHERE external_card_id = \(result.externalCardId) FOR SHARE", logger: logger)
+            try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
             try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
             try await insertAudit(connection, audit)
             return .applied(result)
         }
+    }
+
+    public func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] {
+        guard limit > 0 else { return [] }
+        return try await rows(
+            "SELECT \(unescaped: Self.tokenColumns) FROM token WHERE at_odds_since <= \(cutoff) ORDER BY at_odds_since, token_unique_reference LIMIT \(limit)"
+        ).map(TokenRecord.init(postgres:))
+    }
+
+    public func restartAtOddsClock(reference: String, at time: Date) async throws {
+        _ = try await rows("UPDATE token SET at_odds_since = \(time) WHERE token_unique_reference = \(reference) AND at_odds_since IS NOT NULL")
     }
 
     // MARK: Provisioning attempts and decisions
@@ -314,6 +333,22 @@ public struct PostgresStore: TMPStore {
     }
 
     // MARK: Plumbing
+
+    /// Keeps `at_odds_since` of one card's tokens in step with the rule (see ``AtOddsSQL``).
+    private func recomputeAtOdds(_ connection: PostgresConnection, externalCardId: String, at time: Date) async throws {
+        try await connection.query(
+            "UPDATE token SET at_odds_since = CASE WHEN \(unescaped: AtOddsSQL.predicate) THEN COALESCE(at_odds_since, \(time)) ELSE NULL END WHERE external_card_id = \(externalCardId)",
+            logger: logger
+        )
+    }
+
+    /// Keeps `at_odds_since` of one token in step with the rule (see ``AtOddsSQL``).
+    private func recomputeAtOdds(_ connection: PostgresConnection, tokenReference: String, at time: Date) async throws {
+        try await connection.query(
+            "UPDATE token SET at_odds_since = CASE WHEN \(unescaped: AtOddsSQL.predicate) THEN COALESCE(at_odds_since, \(time)) ELSE NULL END WHERE token_unique_reference = \(tokenReference)",
+            logger: logger
+        )
+    }
 
     private func lockToken(_ connection: PostgresConnection, _ reference: String) async throws -> TokenRecord? {
         try await connection.all("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE token_unique_reference = \(reference) FOR UPDATE", logger: logger).first.map(TokenRecord.init(postgres:))

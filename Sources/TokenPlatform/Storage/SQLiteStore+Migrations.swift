@@ -100,6 +100,16 @@ extension SQLiteStore {
                 DELETE FROM audit_event WHERE action = 'card.seal';
                 """)
         }
+        // Since when each token has been at odds with its card's status (a token service command
+        // is owed), so that commands never sent or never confirmed are found and sent again.
+        // Tokens already at odds start their clock at the upgrade.
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: """
+                ALTER TABLE token ADD COLUMN at_odds_since DATETIME;
+                CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL;
+                UPDATE token SET at_odds_since = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE \(AtOddsSQL.predicate);
+                """)
+        }
         return migrator
     }
 }

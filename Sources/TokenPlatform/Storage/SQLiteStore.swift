@@ -155,6 +155,7 @@ public struct SQLiteStore: TMPStore {
                 for reference in live {
                     try insertAudit(db, AuditEntry(at: audit.at, actor: audit.actor, action: "token.deactivate", subject: "token:\(reference)", detail: "card replaced with a different PAN"))
                 }
+                try db.execute(sql: AtOddsSQL.recompute(scope: "external_card_id = ?"), arguments: [audit.at, card.externalCardId])
             }
             try insertAudit(db, audit)
             return previous
@@ -170,6 +171,7 @@ public struct SQLiteStore: TMPStore {
             let (write, result) = CardStatusUpdate.resolve(stored, to: status, at: at)
             guard let after = write else { return result }
             try db.execute(sql: "UPDATE card SET status = ?, updated_at = ? WHERE external_card_id = ?", arguments: [after.status.rawValue, after.updatedAt, externalCardId])
+            try db.execute(sql: AtOddsSQL.recompute(scope: "external_card_id = ?"), arguments: [at, externalCardId])
             try insertAudit(db, audit(stored.status))
             // Read back: the card exactly as a later read returns it (dates at the stored precision).
             let card = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:))
@@ -207,6 +209,7 @@ public struct SQLiteStore: TMPStore {
                     sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ? WHERE token_unique_reference = ?",
                     arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, reference]
                 )
+                try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, reference])
                 try insertAudit(db, audit)
             }
             return result
@@ -243,9 +246,23 @@ public struct SQLiteStore: TMPStore {
                 )
                 result = token
             }
+            try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, tokenReference])
             try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (?, ?, ?)", arguments: [eventId, tokenReference, audit.at])
             try insertAudit(db, audit)
             return .applied(result)
+        }
+    }
+
+    public func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] {
+        guard limit > 0 else { return [] }
+        return try read { db in
+            try allRows(db.cachedStatement(sql: SQL.tokensAtOdds), [cutoff, limit], TokenRecord.init(row:))
+        }
+    }
+
+    public func restartAtOddsClock(reference: String, at time: Date) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ? AND at_odds_since IS NOT NULL", arguments: [time, reference])
         }
     }
 
@@ -369,6 +386,7 @@ private enum SQL {
     static let cardByUniqueReference = "SELECT \(CardRecord.columns) FROM card WHERE pan_unique_reference = ?"
     static let cardsByUser = "SELECT \(CardRecord.columns) FROM card WHERE user_id = ? ORDER BY external_card_id"
     static let tokenByReference = "SELECT \(TokenRecord.columns) FROM token WHERE token_unique_reference = ?"
+    static let tokensAtOdds = "SELECT \(TokenRecord.columns) FROM token WHERE at_odds_since <= ? ORDER BY at_odds_since, token_unique_reference LIMIT ?"
     static let tokensByCard = "SELECT \(TokenRecord.columns) FROM token WHERE external_card_id = ? ORDER BY created_at, token_unique_reference"
 
     /// A caller's tokens among `count` references (statements for up to

@@ -66,6 +66,17 @@ public protocol TMPStore: Sendable {
     /// Applies a TSP token event at most once per `eventId`, atomically with its effect.
     func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
+    /// Tokens whose state their card's status forbids (``TokenRecord/isAtOdds(withCardStatus:)``)
+    /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
+    ///
+    /// Every write of a card's status or a token's state keeps, in its own transaction, the
+    /// time from which the token has been at odds with its card, so a command that was never
+    /// sent or never confirmed (the token service failed, the process stopped) is found here.
+    func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord]
+    /// Restarts at `time` the clock of a token still at odds with its card (after a command to
+    /// realign it that the token service did not confirm); does nothing to a token not at odds.
+    func restartAtOddsClock(reference: String, at time: Date) async throws
+
     /// Records a successful `signed-cards` call.
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
     /// The attempt that issued the activation data `id`.

@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import ProvisioningModels
+import ServiceLifecycle
+
+/// Sends again, periodically, the token service commands a card's status still owes.
+///
+/// A card status change records the card first and then commands its tokens; a correction
+/// (``TokenCorrection``) commands one token after the fact. When the token service does not
+/// confirm such a command, or the process stops before sending it, the token stays at odds
+/// with its card: in the worst case a blocked or closed card keeps a token that pays. The
+/// stores keep, in the same transaction as every status write, since when each token has
+/// been at odds with its card (``TMPStore/tokensAtOddsWithTheirCard(since:limit:)``), and
+/// this service realigns those that have been so for longer than ``grace``
+/// (``LifecycleService/realignTokens(atOddsSince:limit:)``).
+///
+/// ``grace`` leaves a status change in progress alone: its own commands (at most
+/// ``LifecycleService/maximumConcurrentCommands`` at a time, each within the connector's time
+/// limit) normally settle the tokens first. Should the realignment still overlap one, the
+/// token service gets the same command twice (which a ``TokenServiceConnector`` takes as one),
+/// and TMP records it once. Several TMP instances on one PostgreSQL database each run this
+/// service, with the same effect.
+public struct TokenRealigner: Service {
+    /// The default time between two rounds.
+    public static let defaultInterval: Duration = .seconds(30)
+    /// The most tokens one round commands, so that a long outage of the token service is
+    /// caught up in steps.
+    public static let defaultRoundLimit = 500
+
+    /// The grace for `connectorTimeout`: six time limits (a status change of up to 48 tokens
+    /// has then sent and recorded all its commands), and at least a minute.
+    public static func grace(connectorTimeout: Duration) -> Duration {
+        max(.seconds(60), connectorTimeout * 6)
+    }
+
+    let lifecycle: LifecycleService
+    /// Time between two rounds.
+    public let interval: Duration
+    /// How long a token must have been at odds with its card before it is realigned.
+    public let grace: Duration
+    /// The most tokens one round commands.
+    public let roundLimit: Int
+    let metrics: PlatformMetrics?
+
+    /// Realigns the tokens of `environment` every `interval` (positive), those at odds for
+    /// longer than `grace`, at most `roundLimit` (positive) per round, counting outcomes in
+    /// `metrics`.
+    public init(environment: PlatformEnvironment, interval: Duration = defaultInterval, grace: Duration? = nil, roundLimit: Int = defaultRoundLimit, metrics: PlatformMetrics? = nil) {
+        precondition(interval > .zero, "the realignment interval must be positive")
+        precondition(roundLimit > 0, "a realignment round must allow at least one token")
+        self.lifecycle = LifecycleService(environment: environment)
+        self.interval = interval
+        self.grace = grace ?? Self.grace(connectorTimeout: environment.connectorTimeout)
+        self.roundLimit = roundLimit
+        self.metrics = metrics
+    }
+
+    /// Runs a round every ``interval`` until the service group shuts down gracefully or the
+    /// task is cancelled.
+    public func run() async throws {
+        let logger = lifecycle.environment.logger
+        logger.info("token realignment runs", metadata: ["interval": "\(interval.formattedSeconds)", "grace": "\(grace.formattedSeconds)"])
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+            } catch {
+                return
+            }
+            guard !Task.isShuttingDownGracefully else { return }
+            _ = await realignOnce()
+        }
+    }
+
+    /// One round: the tokens at odds with their card for longer than ``grace``, as of now.
+    /// Returns what happened to each; a failure to read the store is logged and answers none.
+    @discardableResult
+    public func realignOnce() async -> [LifecycleService.StatusChange.TokenOutcome] {
+        let environment = lifecycle.environment
+        let cutoff = environment.now().addingTimeInterval(-grace.seconds)
+        let outcomes: [LifecycleService.StatusChange.TokenOutcome]
+        do {
+            outcomes = try await lifecycle.realignTokens(atOddsSince: cutoff, limit: roundLimit)
+        } catch {
+            environment.logger.error("token realignment could not read the store", metadata: ["error": "\(error)"])
+            return []
+        }
+        for outcome in outcomes {
+            metrics?.recordRealignment(result: outcome.result)
+            let metadata: Logger.Metadata = ["token": "\(Redaction.prefix(outcome.tokenUniqueReference))", "result": "\(outcome.result)", "token status": "\(outcome.status.rawValue)"]
+            if outcome.result == "FAILED" {
+                environment.logger.error("token still at odds with its card: the token service did not confirm the command sent again", metadata: metadata)
+            } else {
+                environment.logger.notice("token realigned with its card", metadata: metadata)
+            }
+        }
+        return outcomes
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Logging
+import ProvisioningModels
+import ServiceLifecycle
+import Testing
+import TokenPlatform
+
+/// Commands a card's status still owes its tokens are sent again (``TokenRealigner``).
+@Suite("Token realignment")
+struct TokenRealignmentTests {
+    static func realigner(_ platform: TestPlatform, grace: Duration = .seconds(60), metrics: PlatformMetrics? = nil) -> TokenRealigner {
+        TokenRealigner(environment: platform.environment, interval: .seconds(30), grace: grace, metrics: metrics)
+    }
+
+    static func block(_ api: APIClient, _ card: String, _ status: CardStatus = .blocked) async throws -> LifecycleService.StatusChange {
+        try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status)).decode(LifecycleService.StatusChange.self)
+    }
+
+    @Test func aBlockTheTokenServiceMissedIsSentAgainOnceTheGraceHasPassed() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        let metrics = PlatformMetrics()
+        let realigner = Self.realigner(platform, metrics: metrics)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", device: .phone, token: "PHONE-1")
+            try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
+            platform.connector.failing.withValue { $0 = true }
+            #expect(try await Self.block(api, "c1").tokens.map(\.result) == ["FAILED", "FAILED"])
+            platform.connector.failing.withValue { $0 = false }
+
+            // Within the grace, a status change may still be sending its commands: left alone.
+            platform.advance(59)
+            #expect(await realigner.realignOnce().isEmpty)
+            #expect(platform.connector.commands.current.isEmpty)
+
+            platform.advance(1)
+            let outcomes = await realigner.realignOnce()
+            #expect(Set(outcomes.map(\.tokenUniqueReference)) == ["PHONE-1", "WATCH-1"])
+            #expect(outcomes.map(\.result) == ["SUSPENDED", "SUSPENDED"])
+            #expect(Set(platform.connector.commands.current) == ["suspend PHONE-1", "suspend WATCH-1"])
+            for reference in ["PHONE-1", "WATCH-1"] {
+                let token = try await platform.store.token(reference: reference)
+                #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+                let audit = try #require(try await platform.store.auditEntries(subject: "token:\(reference)").last)
+                #expect(audit.actor == "tmp" && audit.action == "token.suspended")
+                #expect(audit.detail.hasPrefix("card BLOCKED; sent again"))
+            }
+            #expect(metrics.render().contains(#"pushprov_lifecycle_realignments_total{outcome="SUSPENDED"} 2"#))
+            #expect(platform.logs.current.filter { $0.contains("token realigned with its card") }.count == 2)
+
+            // Nothing is owed any more, and unblocking resumes what the block suspended.
+            platform.advance(3_600)
+            #expect(await realigner.realignOnce().isEmpty)
+            #expect(try await Self.block(api, "c1", .active).tokens.map(\.result) == ["RESUMED", "RESUMED"])
+            platform.advance(3_600)
+            #expect(await realigner.realignOnce().isEmpty)
+        }
+    }
+
+    @Test func aTokenTheTokenServiceStillDoesNotConfirmIsTriedAgainAfterAnotherGrace() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        let metrics = PlatformMetrics()
+        let realigner = Self.realigner(platform, metrics: metrics)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await Self.block(api, "c1")
+            platform.advance(61)
+            #expect(await realigner.realignOnce().map(\.result) == ["FAILED"])
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(platform.logs.current.contains { $0.contains("token still at odds with its card") && $0.contains("error") })
+            #expect(metrics.render().contains(#"pushprov_lifecycle_realignments_total{outcome="FAILED"} 1"#))
+            // The failure restarted the clock: not tried again before another grace.
+            platform.connector.failing.withValue { $0 = false }
+            platform.advance(59)
+            #expect(await realigner.realignOnce().isEmpty)
+            platform.advance(1)
+            #expect(await realigner.realignOnce().map(\.result) == ["SUSPENDED"])
+            #expect(platform.connector.commands.current == ["suspend T1"])
+        }
+    }
+
+    /// The process stopped after a close committed and before it commanded the tokens: the
+    /// store's record of what is owed survives, and the next round (of any instance) sends it.
+    @Test(arguments: StoreFactory.all)
+    func aCloseThatWasNeverSentToTheTokenServiceIsSentByTheNextRound(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let platform = try TestPlatform(policy: .immediate, store: store, secrets: TestPlatform.Secrets())
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                try await api.provision("c1", user: "alice", device: .phone, token: "PHONE-1")
+                try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
+                _ = try await api.send(.post, "/lifecycle/tokens/WATCH-1/suspend", as: .issuer)
+                let at = platform.clock.current
+                _ = try await platform.store.setCardStatus(externalCardId: "c1", status: .closed, at: at) { previous in
+                    AuditEntry(at: at, actor: "issuer", action: "card.status", subject: "card:c1", detail: "\(previous.rawValue) -> CLOSED")
+                }
+                platform.advance(120)
+                let outcomes = await Self.realigner(platform).realignOnce()
+                #expect(outcomes.map(\.result) == ["DEACTIVATED", "DEACTIVATED"])
+                #expect(Set(platform.connector.commands.current) == ["suspend WATCH-1", "deactivate PHONE-1", "deactivate WATCH-1"])
+                #expect(try await api.tokenStatus("PHONE-1") == .deactivated)
+                #expect(try await api.tokenStatus("WATCH-1") == .deactivated)
+            }
+        }
+    }
+
+    /// A token the token service created active for a card blocked meanwhile, whose correction
+    /// it did not confirm, is suspended by a later round.
+    @Test func aTokenEventsCorrectionTheTokenServiceMissedIsSentAgain() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await Self.block(api, "c1")
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await api.event("T1", pur: card.panUniqueReference, .created)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated).status == .ok)
+            #expect(try await api.tokenStatus("T1") == .active)
+            platform.connector.failing.withValue { $0 = false }
+            platform.advance(61)
+            #expect(await Self.realigner(platform).realignOnce().map(\.result) == ["SUSPENDED"])
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+        }
+    }
+
+    @Test func theServiceRunsRoundsUntilTheGroupShutsDownGracefully() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await Self.block(api, "c1")
+            platform.connector.failing.withValue { $0 = false }
+        }
+        let realigner = TokenRealigner(environment: platform.environment, interval: .milliseconds(20), grace: .zero)
+        let group = ServiceGroup(configuration: .init(services: [realigner], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // Waits for a round to suspend the token (a few intervals; bounded so a broken loop fails).
+            for _ in 0..<500 where try await platform.store.token(reference: "T1")?.status != .suspended {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(try await platform.store.token(reference: "T1")?.status == .suspended)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(platform.connector.commands.current == ["suspend T1"])
+    }
+
+    @Test func theIntervalDefaultsToThirtySecondsZeroTurnsItOffAndBadValuesAreRefused() throws {
+        var settings = ServerSettings()
+        #expect(try settings.resolveRealignInterval(environment: [:]) == .seconds(30))
+        #expect(try settings.resolveRealignInterval(environment: ["PUSHPROV_REALIGN_INTERVAL": "0"]) == nil)
+        #expect(try settings.resolveRealignInterval(environment: ["PUSHPROV_REALIGN_INTERVAL": "2.5"]) == .milliseconds(2_500))
+        settings.realignInterval = "3600"
+        #expect(try settings.resolveRealignInterval(environment: ["PUSHPROV_REALIGN_INTERVAL": "0"]) == .seconds(3_600))
+        for text in ["-1", "soon", "3601", "nan", "inf"] {
+            settings.realignInterval = text
+            let error = #expect(throws: ConfigurationError.self) { try settings.resolveRealignInterval(environment: [:]) }
+            #expect(error?.message == "realign interval must be a number of seconds from 0 (off) to 3600 (got \(text))")
+        }
+    }
+
+    @Test func theGraceIsSixConnectorTimeLimitsAndAtLeastAMinute() {
+        #expect(TokenRealigner.grace(connectorTimeout: .seconds(10)) == .seconds(60))
+        #expect(TokenRealigner.grace(connectorTimeout: .seconds(2)) == .seconds(60))
+        #expect(TokenRealigner.grace(connectorTimeout: .seconds(30)) == .seconds(180))
+    }
+}
