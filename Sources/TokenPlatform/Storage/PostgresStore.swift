@@ -196,6 +196,14 @@ public struct PostgresStore: TMPStore {
         // checks below while the other's insert is uncommitted; the loser's insert then fails
         // on the primary key, and the retry finds the winner's event or token.
         try await transaction { connection in
+            // Card before token, as updateToken and setCardStatus lock them: a status change of
+            // the card and this event then wait for each other instead of deadlocking, and
+            // whichever commits second sees the other's write when it decides whether the token
+            // is at odds with its card.
+            try await connection.query(
+                "SELECT 1 FROM card WHERE external_card_id = (SELECT external_card_id FROM token WHERE token_unique_reference = \(tokenReference)) FOR SHARE",
+                logger: logger
+            )
             let current = try await lockToken(connection, tokenReference)
             if try await !connection.all("SELECT 1 FROM token_event WHERE event_id = \(eventId)", logger: logger).isEmpty {
                 // A token missing above may have been created by that event, committed between
@@ -208,6 +216,7 @@ public struct PostgresStore: TMPStore {
             case .reject(let message):
                 return .rejected(message)
             case .insert(let token):
+                try await connection.query("SELECT 1 FROM card WHERE external_card_id = \(token.externalCardId) FOR SHARE", logger: logger)
                 try await connection.query(
                     """
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
@@ -227,10 +236,6 @@ public struct PostgresStore: TMPStore {
                 )
                 result = token
             }
-            // The card's row lock orders this against a status change of the card: whichever
-            // commits second sees the other's write when it decides whether the token is at odds.
-            // (A lock cycle with a status change is a deadlock PostgreSQL breaks; the loser retries.)
-            try await connection.query("SELECT 1 FROM card WHERE external_card_id = \(result.externalCardId) FOR SHARE", logger: logger)
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
             try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
             try await insertAudit(connection, audit)
