@@ -16,17 +16,27 @@ struct TokenRealignmentTests {
         try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status)).decode(LifecycleService.StatusChange.self)
     }
 
+    /// Card c1 of alice, provisioned on the devices of `tokens`, then blocked while the token
+    /// service does not answer (it answers again afterwards unless `stillDown`): what the
+    /// block reported for each token.
+    static func blockMissedByTheTokenService(_ api: APIClient, _ platform: TestPlatform, tokens: [(String, DeviceType)], stillDown: Bool = false) async throws -> [String] {
+        try await api.putCard("c1", user: "alice")
+        for (reference, device) in tokens {
+            try await api.provision("c1", user: "alice", device: device, token: reference)
+        }
+        platform.connector.failing.withValue { $0 = true }
+        let results = try await block(api, "c1").tokens.map(\.result)
+        platform.connector.failing.withValue { $0 = stillDown }
+        return results
+    }
+
     @Test func aBlockTheTokenServiceMissedIsSentAgainOnceTheGraceHasPassed() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         let metrics = PlatformMetrics()
         let realigner = Self.realigner(platform, metrics: metrics)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", device: .phone, token: "PHONE-1")
-            try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
-            platform.connector.failing.withValue { $0 = true }
-            #expect(try await Self.block(api, "c1").tokens.map(\.result) == ["FAILED", "FAILED"])
-            platform.connector.failing.withValue { $0 = false }
+            let blocked = try await Self.blockMissedByTheTokenService(api, platform, tokens: [("PHONE-1", .phone), ("WATCH-1", .watch)])
+            #expect(blocked == ["FAILED", "FAILED"])
 
             // Within the grace, a status change may still be sending its commands: left alone.
             platform.advance(59)
@@ -62,10 +72,8 @@ struct TokenRealignmentTests {
         let metrics = PlatformMetrics()
         let realigner = Self.realigner(platform, metrics: metrics)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.failing.withValue { $0 = true }
-            _ = try await Self.block(api, "c1")
+            let blocked = try await Self.blockMissedByTheTokenService(api, platform, tokens: [("T1", .phone)], stillDown: true)
+            #expect(blocked == ["FAILED"])
             platform.advance(61)
             #expect(await realigner.realignOnce().map(\.result) == ["FAILED"])
             #expect(try await api.tokenStatus("T1") == .active)
@@ -128,11 +136,8 @@ struct TokenRealignmentTests {
     @Test func theServiceRunsRoundsUntilTheGroupShutsDownGracefully() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.failing.withValue { $0 = true }
-            _ = try await Self.block(api, "c1")
-            platform.connector.failing.withValue { $0 = false }
+            let blocked = try await Self.blockMissedByTheTokenService(api, platform, tokens: [("T1", .phone)])
+            #expect(blocked == ["FAILED"])
         }
         let realigner = TokenRealigner(environment: platform.environment, interval: .milliseconds(20), grace: .zero)
         let group = ServiceGroup(configuration: .init(services: [realigner], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))

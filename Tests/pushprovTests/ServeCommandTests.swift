@@ -168,23 +168,17 @@ struct ServeCommandTests {
         #expect(policy.stderr.split(separator: "\n").count == 1)
     }
 
-    @Test func aBadConnectorTimeoutIsOneClearLine() throws {
-        let flag = try CLI.run(["serve", "--connector-timeout", "0", "--data-dir", "/tmp/pushprov-unused"])
-        #expect(flag.status != 0)
-        #expect(flag.stderr.contains("connector timeout must be a number of seconds greater than 0 and at most 300 (got 0)"))
-        #expect(flag.stderr.split(separator: "\n").count == 1)
-        let env = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_CONNECTOR_TIMEOUT": "soon"])
-        #expect(env.status != 0)
-        #expect(env.stderr.contains("(got soon)"))
-    }
-
-    @Test func aBadRealignIntervalIsOneClearLine() throws {
-        let flag = try CLI.run(["serve", "--realign-interval", "7200", "--data-dir", "/tmp/pushprov-unused"])
-        #expect(flag.status != 0)
-        #expect(flag.stderr.contains("realign interval must be a number of seconds from 0 (off) to 3600 (got 7200)"))
-        #expect(flag.stderr.split(separator: "\n").count == 1)
-        let env = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_REALIGN_INTERVAL": "hourly"])
-        #expect(env.status != 0)
-        #expect(env.stderr.contains("(got hourly)"))
+    @Test(arguments: [
+        ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds greater than 0 and at most 300 (got 0)"),
+        ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be a number of seconds from 0 (off) to 3600 (got 7200)"),
+    ])
+    func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) throws {
+        let fromFlag = try CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])
+        #expect(fromFlag.status != 0)
+        #expect(fromFlag.stderr.contains(message))
+        #expect(fromFlag.stderr.split(separator: "\n").count == 1)
+        let fromEnvironment = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
+        #expect(fromEnvironment.status != 0)
+        #expect(fromEnvironment.stderr.contains("(got soon)"))
     }
 }
