@@ -26,7 +26,8 @@ extension TokenServiceSimulator {
             event: type,
             walletType: token.walletType,
             deviceType: token.deviceType,
-            tokenLast4: token.tokenLast4
+            tokenLast4: token.tokenLast4,
+            occurredAt: EventTime(now())
         )
         if configuration.faults.dropEvents.contains(type) {
             record(TokenEventDelivery(event: event, outcome: .dropped))

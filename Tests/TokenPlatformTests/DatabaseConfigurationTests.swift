@@ -89,9 +89,9 @@ struct DatabaseConfigurationTests {
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
-        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3; run `pushprov migrate --database …` first, or start without --no-migrate")
+        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4; run `pushprov migrate --database …` first, or start without --no-migrate")
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
-        #expect(first.applied == ["v1", "v2", "v3"])
+        #expect(first.applied == ["v1", "v2", "v3", "v4"])
         await first.store.close()
         let second = try await database.openMigratedStore(migrate: false, logger: logger)
         #expect(second.applied.isEmpty)
@@ -115,7 +115,7 @@ struct SQLiteSealAuditMigrationTests {
         }
         try queue.close()
         let store = try SQLiteStore(path: path)
-        #expect(try await store.migrate() == ["v2", "v3"])
+        #expect(try await store.migrate() == ["v2", "v3", "v4"])
         let trail = try await store.auditEntries(subject: "card:c1")
         #expect(trail.map(\.action) == ["card.seal", "card.status"])
         #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
@@ -149,7 +149,7 @@ struct SQLiteAtOddsMigrationTests {
         try queue.close()
         let store = try SQLiteStore(path: path)
         let before = Date()
-        #expect(try await store.migrate() == ["v3"])
+        #expect(try await store.migrate() == ["v3", "v4"])
         #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
         #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
         await store.close()

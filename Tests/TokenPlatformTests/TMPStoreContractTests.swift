@@ -307,6 +307,33 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func aTokensNewestEventTimeIsKeptAndAStaleEventOnlyRecordsItsId(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            var token = Self.token("T1")
+            token.lastEventAt = EventTime(millisecondsSince1970: 1_000)
+            try await Self.insert(store, token, event: "e1")
+            #expect(try await store.token(reference: "T1")?.lastEventAt == EventTime(millisecondsSince1970: 1_000))
+            let update = { (id: String, status: TokenStatus, ms: Int64?) in
+                try await store.applyTokenEvent(eventId: id, tokenReference: "T1", audit: Self.audit("token:T1")) { _ in
+                    .update(status: status, suspendedBy: nil, tokenLast4: nil, eventTime: ms.map(EventTime.init(millisecondsSince1970:)))
+                }
+            }
+            _ = try await update("e2", .active, 3_000)
+            // The newest time stays when an update says an older one, or none.
+            _ = try await update("e3", .active, 2_000)
+            _ = try await update("e4", .active, nil)
+            #expect(try await store.token(reference: "T1")?.lastEventAt == EventTime(millisecondsSince1970: 3_000))
+            let stale = try await store.applyTokenEvent(eventId: "e5", tokenReference: "T1", audit: Self.audit("token:T1", "stale")) { _ in .stale }
+            guard case .stale(let unchanged) = stale else { Issue.record("expected stale, got \(stale)"); return }
+            #expect(unchanged.status == .active)
+            let again = try await store.applyTokenEvent(eventId: "e5", tokenReference: "T1", audit: Self.audit("token:T1")) { _ in .update(status: .suspended, suspendedBy: nil, tokenLast4: nil) }
+            #expect(again == .duplicate(unchanged))
+            #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("stale") == false)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func activationDataIsConsumedOnce(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             let attempt = ProvisioningAttempt(activationDataId: "jti-1", externalCardId: "c1", userId: "alice", deviceType: .watch, nonceHash: "nh", leafFingerprint: "fp", createdAt: Self.now, expiresAt: Self.now + 600)

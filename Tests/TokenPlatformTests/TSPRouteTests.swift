@@ -118,6 +118,48 @@ struct TSPRouteTests {
         }
     }
 
+    /// Events that say when they happened are applied in that order, whatever order they
+    /// arrive in: one older than an event already applied is acknowledged as STALE.
+    @Test func aTokenEventOlderThanOneAlreadyAppliedIsStale() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let pur = card.panUniqueReference
+            let at = { (seconds: TimeInterval) in EventTime(Date(timeIntervalSince1970: 1_790_000_000 + seconds)) }
+            func result(_ reply: APIClient.Reply) throws -> (String, TokenStatus) {
+                let response = try reply.decode(TokenEventResponse.self)
+                return (response.result, response.tokenStatus)
+            }
+            #expect(try result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: at(0))) == ("APPLIED", .inactive))
+            #expect(try result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: at(1))) == ("APPLIED", .active))
+            // Suspended at 3 and resumed at 4, but the suspension arrives last.
+            #expect(try result(await api.event("T1", pur: pur, .resumed, id: "e4", occurredAt: at(4))) == ("APPLIED", .active))
+            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(3))) == ("STALE", .active))
+            #expect(try await api.tokenStatus("T1") == .active)
+            // A redelivery of the stale event is a duplicate; the same time as the newest applies.
+            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(3))) == ("DUPLICATE", .active))
+            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e5", occurredAt: at(4))) == ("APPLIED", .suspended))
+            // An event that does not say when it happened is applied as it arrives.
+            #expect(try result(await api.event("T1", pur: pur, .resumed, id: "e6")) == ("APPLIED", .active))
+            #expect(try await platform.store.token(reference: "T1")?.lastEventAt == at(4))
+            #expect(try await platform.store.auditEntries(subject: "token:T1").map(\.detail) == ["event e1", "event e2", "event e4", "event e5", "event e6"])
+            #expect(platform.logs.current.contains { $0.contains("stale token event acknowledged, not applied") })
+        }
+    }
+
+    @Test(arguments: ["yesterday", "2026-11-22", "2026-13-01T00:00:00Z", "2026-11-22T11:50:00", ""])
+    func anOccurredAtThatIsNotAnRFC3339TimeIsRefused(text: String) async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let body = #"{"eventId":"e1","tokenUniqueReference":"T1","panUniqueReference":"\#(card.panUniqueReference)","event":"CREATED","walletType":"APPLE_PAY","deviceType":"PHONE","occurredAt":"\#(text)"}"#
+            let reply = try await api.send(.post, "/tsp/token-events", as: .tsp, raw: Data(body.utf8))
+            #expect(reply.status == .badRequest)
+            #expect(reply.text.contains("occurredAt: must be an RFC 3339 time"))
+            #expect(try await platform.store.token(reference: "T1") == nil)
+        }
+    }
+
     /// The token service created or activated a token after its tokenization was approved,
     /// and the card was closed or blocked in between: TMP corrects the token there at once.
     @Test func aTokenTheCardsStatusForbidsIsCorrectedAtTheTokenService() async throws {

@@ -124,6 +124,8 @@ struct FaultInjectionTests {
             try await session.putCard("c1")
             let reference = try await session.provision("c1").tokenUniqueReference
             #expect(await session.simulator.pendingEvents.map(\.event) == [.created, .activated])
+            // Each event says when it happened (the shared clock), so TMP can order them.
+            #expect(await session.simulator.pendingEvents.map(\.occurredAt) == [EventTime(tmp.clock.current), EventTime(tmp.clock.current)])
             #expect(try await session.tmpToken(reference) == nil)
 
             let port = try #require(session.client.port)
@@ -136,6 +138,7 @@ struct FaultInjectionTests {
             await session.simulator.drainEvents()
             #expect(await session.simulator.pendingEvents.isEmpty)
             #expect(try await session.tmpToken(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference)?.lastEventAt == EventTime(tmp.clock.current))
         }
     }
 }

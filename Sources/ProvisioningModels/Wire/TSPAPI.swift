@@ -83,9 +83,13 @@ public struct TokenEventRequest: Codable, Sendable, Hashable {
     public var deviceType: DeviceType
     /// Last four digits of the token, if known.
     public var tokenLast4: String?
+    /// When it happened at the token service, if it says. TMP applies a token's events in
+    /// this order: an event older than one already applied to the token is acknowledged as
+    /// `STALE` and changes nothing. Events without it are applied in the order they arrive.
+    public var occurredAt: EventTime?
 
     /// Creates an event.
-    public init(eventId: String, tokenUniqueReference: String, panUniqueReference: String, event: TokenEventType, walletType: WalletType = .applePay, deviceType: DeviceType, tokenLast4: String? = nil) {
+    public init(eventId: String, tokenUniqueReference: String, panUniqueReference: String, event: TokenEventType, walletType: WalletType = .applePay, deviceType: DeviceType, tokenLast4: String? = nil, occurredAt: EventTime? = nil) {
         self.eventId = eventId
         self.tokenUniqueReference = tokenUniqueReference
         self.panUniqueReference = panUniqueReference
@@ -93,6 +97,7 @@ public struct TokenEventRequest: Codable, Sendable, Hashable {
         self.walletType = walletType
         self.deviceType = deviceType
         self.tokenLast4 = tokenLast4
+        self.occurredAt = occurredAt
     }
 }
 
@@ -100,7 +105,8 @@ public struct TokenEventRequest: Codable, Sendable, Hashable {
 public struct TokenEventResponse: Codable, Sendable, Hashable {
     /// The event id.
     public var eventId: String
-    /// `APPLIED`, or `DUPLICATE` for an event id seen before.
+    /// `APPLIED`; `DUPLICATE` for an event id seen before; `STALE` for an event older
+    /// (`occurredAt`) than one already applied to the token, acknowledged and not applied.
     public var result: String
     /// The token's state after the event.
     public var tokenStatus: TokenStatus

@@ -5,6 +5,8 @@ import ProvisioningModels
 ///
 /// Events repeat (TMP's own commands are echoed back), so applying an event to a token that
 /// is already in the event's target state is accepted and changes nothing but `updatedAt`.
+/// Events that carry `occurredAt` are applied in that order: one older than the newest
+/// already applied to the token is stale.
 public enum TokenEventRules {
     /// The effect of `event` on `current` (nil when the token does not exist yet).
     ///
@@ -20,6 +22,11 @@ public enum TokenEventRules {
         guard current.panUniqueReference == event.panUniqueReference else {
             return .reject("token belongs to another panUniqueReference")
         }
+        // Delivered after an event that happened later: the token service has moved on, and
+        // applying it would record a state the token no longer has.
+        if let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
+            return .stale
+        }
         let target: TokenStatus
         switch event.event {
         case .created: return .reject("token already exists (state \(current.status.rawValue))")
@@ -29,7 +36,7 @@ public enum TokenEventRules {
         case .deactivated: target = .deactivated
         }
         if current.status == target {
-            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4)
+            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: event.occurredAt)
         }
         if event.event == .resumed, current.status != .suspended {
             return .reject("RESUMED needs a SUSPENDED token; the token is \(current.status.rawValue)")
@@ -41,6 +48,6 @@ public enum TokenEventRules {
             return .reject("cannot go from \(current.status.rawValue) to \(target.rawValue)")
         }
         let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? .tokenService) : nil
-        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4)
+        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: event.occurredAt)
     }
 }

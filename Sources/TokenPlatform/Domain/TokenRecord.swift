@@ -35,9 +35,12 @@ public struct TokenRecord: Sendable, Hashable {
     public var createdAt: Date
     /// Last changed.
     public var updatedAt: Date
+    /// When the newest token event applied to it happened at the token service (its
+    /// `occurredAt`), if events said; older events are then stale.
+    public var lastEventAt: EventTime?
 
     /// Creates a record.
-    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date) {
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil) {
         self.tokenUniqueReference = tokenUniqueReference
         self.externalCardId = externalCardId
         self.panUniqueReference = panUniqueReference
@@ -49,6 +52,7 @@ public struct TokenRecord: Sendable, Hashable {
         self.tokenLast4 = tokenLast4
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.lastEventAt = lastEventAt
     }
 
     /// The Lifecycle API's view.

@@ -67,7 +67,8 @@ public struct TSPService: Sendable {
         }
     }
 
-    /// `token-events`: applies a token event once per event id.
+    /// `token-events`: applies a token event once per event id, and, among a token's events
+    /// that say when they happened, only those not older than one already applied.
     public func apply(_ event: TokenEventRequest) async throws -> TokenEventResponse {
         try InputRules.identifier(event.eventId, field: "eventId")
         try InputRules.identifier(event.tokenUniqueReference, field: "tokenUniqueReference")
@@ -93,7 +94,8 @@ public struct TSPService: Sendable {
                 suspendedBy: nil,
                 tokenLast4: event.tokenLast4,
                 createdAt: now,
-                updatedAt: now
+                updatedAt: now,
+                lastEventAt: event.occurredAt
             )
         }
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
@@ -112,6 +114,9 @@ public struct TSPService: Sendable {
             case .nothingToUndo:
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
             }
+        case .stale(let token):
+            environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
+            return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):
             guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
             return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)

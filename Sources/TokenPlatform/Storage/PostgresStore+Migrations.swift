@@ -122,6 +122,10 @@ extension PostgresStore {
             "CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL",
             "UPDATE token SET at_odds_since = now() WHERE \(AtOddsSQL.predicate)",
         ]),
+        // As SQLite's v4: when the newest applied event of each token happened.
+        Migration(name: "v4", statements: [
+            "ALTER TABLE token ADD COLUMN last_event_ms BIGINT",
+        ]),
     ]
 
     /// Applies the pending migrations in one transaction under an advisory lock.

@@ -221,7 +221,8 @@ public struct PostgresStore: TMPStore {
                     """
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
                     VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
-                        \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt))
+                        \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt),
+                        \(token.lastEventAt?.millisecondsSince1970))
                     """,
                     logger: logger
                 )
@@ -229,12 +230,16 @@ public struct PostgresStore: TMPStore {
             case .update(let token):
                 try await connection.query(
                     """
-                    UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt)
+                    UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt),
+                        last_event_ms = \(token.lastEventAt?.millisecondsSince1970)
                     WHERE token_unique_reference = \(tokenReference)
                     """,
                     logger: logger
                 )
                 result = token
+            case .stale(let stored):
+                try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
+                return .stale(stored)
             }
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
             try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)

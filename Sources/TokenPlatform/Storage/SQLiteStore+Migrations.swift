@@ -110,6 +110,11 @@ extension SQLiteStore {
                 UPDATE token SET at_odds_since = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE \(AtOddsSQL.predicate);
                 """)
         }
+        // When the newest applied event of each token happened at the token service, so that
+        // an older event delivered later is recognised as stale.
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: "ALTER TABLE token ADD COLUMN last_event_ms INTEGER")
+        }
         return migrator
     }
 }

@@ -230,21 +230,25 @@ public struct SQLiteStore: TMPStore {
                 try db.execute(
                     sql: """
                         INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status,
-                            authorization_path, suspended_by, token_last4, created_at, updated_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         token.tokenUniqueReference, token.externalCardId, token.panUniqueReference, token.userId, token.deviceType.rawValue,
                         token.status.rawValue, token.authorizationPath.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.createdAt, token.updatedAt,
+                        token.lastEventAt?.millisecondsSince1970,
                     ]
                 )
                 result = token
             case .update(let token):
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ? WHERE token_unique_reference = ?",
-                    arguments: [token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, tokenReference]
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ? WHERE token_unique_reference = ?",
+                    arguments: [token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, token.lastEventAt?.millisecondsSince1970, tokenReference]
                 )
                 result = token
+            case .stale(let stored):
+                try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (?, ?, ?)", arguments: [eventId, tokenReference, audit.at])
+                return .stale(stored)
             }
             try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, tokenReference])
             try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (?, ?, ?)", arguments: [eventId, tokenReference, audit.at])
@@ -436,7 +440,7 @@ extension TokenRecord {
     /// The selected columns, in the order ``init(row:)`` reads them by position.
     static let columns = """
         token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, \
-        authorization_path, suspended_by, token_last4, created_at, updated_at
+        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms
         """
 
     init(row: Row) {
@@ -445,7 +449,8 @@ extension TokenRecord {
             userId: row[3], deviceType: DeviceType(rawValue: row[4]) ?? .phone, status: TokenStatus(rawValue: row[5]) ?? .deactivated,
             authorizationPath: AuthorizationPath(rawValue: row[6]) ?? .yellow,
             suspendedBy: (row[7] as String?).flatMap(SuspensionSource.init(rawValue:)), tokenLast4: row[8],
-            createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date
+            createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date,
+            lastEventAt: (row[11] as Int64?).map(EventTime.init(millisecondsSince1970:))
         )
     }
 }

@@ -171,8 +171,11 @@ extension TokenChange {
 public enum TokenEventEffect: Sendable, Hashable {
     /// Insert a new token.
     case insert(TokenRecord)
-    /// Update the existing token.
-    case update(status: TokenStatus, suspendedBy: SuspensionSource?, tokenLast4: String?)
+    /// Update the existing token; `eventTime`, when given, becomes its ``TokenRecord/lastEventAt``.
+    case update(status: TokenStatus, suspendedBy: SuspensionSource?, tokenLast4: String?, eventTime: EventTime? = nil)
+    /// Acknowledge the event without applying it: it happened before one already applied.
+    /// Its id is recorded, so a redelivery is a duplicate.
+    case stale
     /// Refuse the event (not recorded, so a corrected retry can apply).
     case reject(String)
 }
@@ -184,6 +187,8 @@ extension TokenEventEffect {
         case insert(TokenRecord)
         /// Replace the stored token with this.
         case update(TokenRecord)
+        /// Record only the event id; the token as stored.
+        case stale(TokenRecord)
         /// Write nothing.
         case reject(String)
     }
@@ -195,12 +200,16 @@ extension TokenEventEffect {
             return .reject(message)
         case .insert(let token):
             return .insert(token)
-        case .update(let status, let suspendedBy, let tokenLast4):
+        case .stale:
+            guard let current else { return .reject("unknown token") }
+            return .stale(current)
+        case .update(let status, let suspendedBy, let tokenLast4, let eventTime):
             guard var token = current else { return .reject("unknown token") }
             token.status = status
             token.suspendedBy = suspendedBy
             token.tokenLast4 = tokenLast4 ?? token.tokenLast4
             token.updatedAt = date
+            if let eventTime { token.lastEventAt = max(eventTime, token.lastEventAt ?? eventTime) }
             return .update(token)
         }
     }
@@ -212,6 +221,8 @@ public enum TokenEventApplication: Sendable, Hashable {
     case applied(TokenRecord)
     /// Seen before; the token now (nil if it never existed).
     case duplicate(TokenRecord?)
+    /// Older than an event already applied: acknowledged, not applied; the token now.
+    case stale(TokenRecord)
     /// Refused.
     case rejected(String)
 }
