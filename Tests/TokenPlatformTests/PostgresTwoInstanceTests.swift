@@ -108,6 +108,29 @@ struct PostgresTwoInstanceTests {
         }
     }
 
+    /// Events that say when they happened, sent at once in shuffled order to both instances:
+    /// whatever order they are applied in, the token ends as the newest event left it.
+    @Test func timedEventsRacingOnTwoInstancesEndOnTheNewest() async throws {
+        try await Self.withTwoInstances(policy: .immediate) { first, second in
+            let card = try await first.putCard("c1", user: "alice")
+            try await first.provision("c1", user: "alice", token: "T1")
+            for round in 0..<5 {
+                let base = 1_790_000_000_000 + Int64(round) * 100_000
+                let events = (1...8).map { step in (step, step.isMultiple(of: 2) ? TokenEventType.resumed : .suspended) }.shuffled()
+                let replies = try await Self.concurrently(events.enumerated().map { index, event in
+                    let api = index.isMultiple(of: 2) ? first : second
+                    return { try await api.event("T1", pur: card.panUniqueReference, event.1, id: "r\(round)-e\(event.0)", occurredAt: EventTime(millisecondsSince1970: base + Int64(event.0))) }
+                })
+                #expect(replies.allSatisfy { $0.status == .ok }, "\(replies.map(\.status))")
+                let results = try replies.map { try $0.decode(TokenEventResponse.self).result }
+                #expect(results.allSatisfy { ["APPLIED", "STALE"].contains($0) }, "\(results)")
+                let stored = try #require(try await second.platform.store.token(reference: "T1"))
+                #expect(stored.status == .active, "the newest event (8) resumed the token; round \(round): \(events.map(\.0)) → \(results)")
+                #expect(stored.lastEventAt == EventTime(millisecondsSince1970: base + 8))
+            }
+        }
+    }
+
     @Test func duplicateEventIdsAcrossInstancesApplyOnce() async throws {
         try await Self.withTwoInstances(policy: .inApp) { first, second in
             let card = try await first.putCard("c1", user: "alice")
