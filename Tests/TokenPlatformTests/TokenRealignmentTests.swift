@@ -77,7 +77,7 @@ struct TokenRealignmentTests {
             platform.advance(61)
             #expect(await realigner.realignOnce().map(\.result) == ["FAILED"])
             #expect(try await api.tokenStatus("T1") == .active)
-            #expect(platform.logs.current.contains { $0.contains("token still at odds with its card") && $0.contains("error") })
+            #expect(platform.logs.current.filter { $0.contains("tokens still at odds with their card") && $0.contains("error") && $0.contains(#""tokens": 1"#) }.count == 1)
             #expect(metrics.render().contains(#"pushprov_lifecycle_realignments_total{outcome="FAILED"} 1"#))
             // The failure restarted the clock: not tried again before another grace.
             platform.connector.failing.withValue { $0 = false }

@@ -84,14 +84,24 @@ public struct TokenRealigner: Service {
             environment.logger.error("token realignment could not read the store", metadata: ["error": "\(error)"])
             return []
         }
+        var failed = 0
         for outcome in outcomes {
             metrics?.recordRealignment(result: outcome.result)
-            let metadata: Logger.Metadata = ["token": "\(Redaction.prefix(outcome.tokenUniqueReference))", "result": "\(outcome.result)", "token status": "\(outcome.status.rawValue)"]
             if outcome.result == "FAILED" {
-                environment.logger.error("token still at odds with its card: the token service did not confirm the command sent again", metadata: metadata)
+                // Each failed command has logged its own warning; the round says it once.
+                failed += 1
             } else {
-                environment.logger.notice("token realigned with its card", metadata: metadata)
+                environment.logger.notice(
+                    "token realigned with its card",
+                    metadata: ["token": "\(Redaction.prefix(outcome.tokenUniqueReference))", "result": "\(outcome.result)", "token status": "\(outcome.status.rawValue)"]
+                )
             }
+        }
+        if failed > 0 {
+            environment.logger.error(
+                "tokens still at odds with their card: the token service did not confirm the commands sent again",
+                metadata: ["tokens": "\(failed)", "next try in": "\(grace.formattedSeconds)"]
+            )
         }
         return outcomes
     }
