@@ -86,9 +86,9 @@ grep "listening on" "$LOG"
 echo "bench: seeding 10,000 cards and 100,000 tokens"
 if [ -n "$DATABASE" ]; then
 psql -q -v ON_ERROR_STOP=1 "$DATABASE" <<'SQL'
-INSERT INTO card SELECT 'seed-' || i, 'user-' || (i % 5000), 'v1.seed.AAAA', 'seedhash-' || i, '0000', 'PURseed' || i, '12/30', 'Seed', 'VISA', 'Seed', NULL, 'ACTIVE', now(), now()
+INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference, expiration, cardholder_name, network, product_title, art_id, status, created_at, updated_at) SELECT 'seed-' || i, 'user-' || (i % 5000), 'v1.seed.AAAA', 'seedhash-' || i, '0000', 'PURseed' || i, '12/30', 'Seed', 'VISA', 'Seed', NULL, 'ACTIVE', now(), now()
     FROM generate_series(0, 9999) AS i;
-INSERT INTO token SELECT 'SEED' || lpad(i::text, 8, '0'), 'seed-' || (i / 10), 'PURseed' || (i / 10), 'user-' || ((i / 10) % 5000),
+INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) SELECT 'SEED' || lpad(i::text, 8, '0'), 'seed-' || (i / 10), 'PURseed' || (i / 10), 'user-' || ((i / 10) % 5000),
     CASE WHEN i % 2 = 1 THEN 'PHONE' ELSE 'WATCH' END, 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
     FROM generate_series(0, 99989) AS i;
 SQL
@@ -98,9 +98,9 @@ import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], timeout=30)
 now = "2026-01-01 00:00:00.000"
 cards = [(f"seed-{i}", f"user-{i % 5000}", "v1.seed.AAAA", f"seedhash-{i}", "0000", f"PURseed{i}", "12/30", "Seed", "VISA", "Seed", None, "ACTIVE", now, now) for i in range(10_000)]
-db.executemany("INSERT INTO card VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cards)
+db.executemany("INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference, expiration, cardholder_name, network, product_title, art_id, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cards)
 tokens = [(f"SEED{i:08d}", f"seed-{i // 10}", f"PURseed{i // 10}", f"user-{(i // 10) % 5000}", "PHONE" if i % 2 else "WATCH", "ACTIVE", "GREEN", None, "1234", now, now) for i in range(99_990)]
-db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", tokens)
+db.executemany("INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)", tokens)
 db.commit()
 PY
 fi
@@ -111,7 +111,7 @@ curl -sf -X PUT "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $IS
 PUR="$(curl -sf "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
 if [ -n "$DATABASE" ]; then
 psql -q -v ON_ERROR_STOP=1 -v pur="$PUR" "$DATABASE" <<'SQL'
-INSERT INTO token SELECT 'BENCH' || lpad(i::text, 4, '0'), 'bench-card', :'pur', 'bench', 'PHONE', 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
+INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) SELECT 'BENCH' || lpad(i::text, 4, '0'), 'bench-card', :'pur', 'bench', 'PHONE', 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
     FROM generate_series(0, 9) AS i;
 ANALYZE card;
 ANALYZE token;
@@ -122,7 +122,7 @@ python3 - "$DATA/pushprov.sqlite" "$PUR" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], timeout=30)
 now = "2026-01-01 00:00:00.000"
-db.executemany("INSERT INTO token VALUES (?,?,?,?,?,?,?,?,?,?,?)", [(f"BENCH{i:04d}", "bench-card", sys.argv[2], "bench", "PHONE", "ACTIVE", "GREEN", None, "1234", now, now) for i in range(10)])
+db.executemany("INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)", [(f"BENCH{i:04d}", "bench-card", sys.argv[2], "bench", "PHONE", "ACTIVE", "GREEN", None, "1234", now, now) for i in range(10)])
 db.commit()
 print("tokens in database:", db.execute("SELECT count(*) FROM token").fetchone()[0])
 PY
