@@ -31,7 +31,8 @@ public struct LifecycleService: Sendable {
             /// Its state now.
             public var status: TokenStatus
             /// `SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED`, or `FAILED` (the token service
-            /// did not confirm; the token is unchanged — send the same PATCH again to retry).
+            /// did not confirm; the token is unchanged — the same PATCH again retries it, and
+            /// ``TokenRealigner`` sends the command again once the grace has passed).
             /// A command the card's status overtook is undone at the token service
             /// (``TokenCorrection``): `UNCHANGED`, or `FAILED` with the token as the token
             /// service holds it when the undo was not confirmed.

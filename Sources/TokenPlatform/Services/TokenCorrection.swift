@@ -14,8 +14,8 @@ import ProvisioningModels
 ///
 /// | the token service holds | the card now | undo | if confirmed, TMP records | if not confirmed |
 /// |---|---|---|---|---|
-/// | ACTIVE (resumed, activated) | BLOCKED | suspend | SUSPENDED by the block | ACTIVE: the same `PATCH … BLOCKED` suspends it |
-/// | SUSPENDED by a block | ACTIVE | resume | ACTIVE | SUSPENDED by the block: the same `PATCH … ACTIVE` resumes it |
+/// | ACTIVE (resumed, activated) | BLOCKED | suspend | SUSPENDED by the block | ACTIVE: the same `PATCH … BLOCKED`, or ``TokenRealigner``, suspends it |
+/// | SUSPENDED by a block | ACTIVE | resume | ACTIVE | SUSPENDED by the block: the same `PATCH … ACTIVE`, or ``TokenRealigner``, resumes it |
 ///
 /// **A token event the card's status forbids** (``enforce(afterEvent:)``). The token service
 /// reports what it did; when that leaves a token usable that the card's status forbids — a token
