@@ -168,6 +168,20 @@ struct ServeCommandTests {
         #expect(policy.stderr.split(separator: "\n").count == 1)
     }
 
+    @Test func tokenRealignmentRunsBesideTheServerUnlessTurnedOff() async throws {
+        let server = try Server(environment: ["PUSHPROV_CONNECTOR_TIMEOUT": "20"])
+        _ = try await server.port()
+        for _ in 0..<50 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(server.text.contains("token realignment runs"))
+        #expect(server.text.contains("interval=30 s") && server.text.contains("grace=120 s"), "\(server.text)")
+        #expect(server.stop() == 0)
+        let off = try Server(arguments: ["--realign-interval", "0"])
+        _ = try await off.port()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!off.text.contains("token realignment"))
+        #expect(off.stop() == 0)
+    }
+
     @Test(arguments: [
         ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds greater than 0 and at most 300 (got 0)"),
         ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be a number of seconds from 0 (off) to 3600 (got 7200)"),

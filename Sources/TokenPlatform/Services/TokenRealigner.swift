@@ -59,7 +59,7 @@ public struct TokenRealigner: Service {
     /// task is cancelled.
     public func run() async throws {
         let logger = lifecycle.environment.logger
-        logger.info("token realignment runs", metadata: ["interval": "\(interval.formattedSeconds)", "grace": "\(grace.formattedSeconds)"])
+        logger.notice("token realignment runs", metadata: ["interval": "\(interval.formattedSeconds)", "grace": "\(grace.formattedSeconds)"])
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
             do {
                 try await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
