@@ -99,42 +99,45 @@ struct DatabaseConfigurationTests {
     }
 }
 
+/// A SQLite file migrated up to `migration` and filled by `seed` (rows written the way that
+/// version wrote them); the body gets a store on it, closed afterwards.
+func withSQLiteDatabase(at migration: String, seed: @escaping @Sendable (Database) throws -> Void, _ body: (SQLiteStore) async throws -> Void) async throws {
+    let file = TemporarySQLiteFile("pushprov-\(migration)")
+    defer { file.remove() }
+    let queue = try DatabaseQueue(path: file.path)
+    try SQLiteStore.migrator.migrate(queue, upTo: migration)
+    try await queue.write(seed)
+    try queue.close()
+    let store = try SQLiteStore(path: file.path)
+    try await body(store)
+    await store.close()
+}
+
 @Suite("SQLite migration v2")
 struct SQLiteSealAuditMigrationTests {
     @Test func sealAuditRowsWrittenBeforeV2AppearOnceInTheTrailAfterIt() async throws {
-        let file = TemporarySQLiteFile("pushprov-v2")
-        defer { file.remove() }
-        let path = file.path
         // A database at v1 with one seal written the v1 way: attempt row plus audit row.
-        let queue = try DatabaseQueue(path: path)
-        try SQLiteStore.migrator.migrate(queue, upTo: "v1")
-        try await queue.write { db in
+        try await withSQLiteDatabase(at: "v1", seed: { db in
             try db.execute(sql: "INSERT INTO provisioning_attempt VALUES ('jti-1', 'c1', 'alice', 'PHONE', 'nh', 'abababababababababab', '2026-01-01 10:00:00.000', '2026-01-01 10:10:00.000')")
             try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 10:00:00.000', 'user:alice', 'card.seal', 'card:c1', 'sealed for PHONE; leaf abababababababab')")
             try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 11:00:00.000', 'issuer', 'card.status', 'card:c1', 'ACTIVE -> BLOCKED')")
+        }) { store in
+            let applied = try await store.migrate()
+            #expect(applied == ["v2", "v3", "v4"])
+            let trail = try await store.auditEntries(subject: "card:c1")
+            #expect(trail.map(\.action) == ["card.seal", "card.status"])
+            #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
+            #expect(trail.first?.actor == "user:alice")
         }
-        try queue.close()
-        let store = try SQLiteStore(path: path)
-        #expect(try await store.migrate() == ["v2", "v3", "v4"])
-        let trail = try await store.auditEntries(subject: "card:c1")
-        #expect(trail.map(\.action) == ["card.seal", "card.status"])
-        #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
-        #expect(trail.first?.actor == "user:alice")
-        await store.close()
     }
 }
 
 @Suite("SQLite migration v3")
 struct SQLiteAtOddsMigrationTests {
     @Test func tokensAlreadyAtOddsWithTheirCardStartTheirClockAtTheUpgrade() async throws {
-        let file = TemporarySQLiteFile("pushprov-v3")
-        defer { file.remove() }
-        let path = file.path
         // A database at v2: a blocked card with an active token (its suspension was never
         // confirmed), an inactive one, and an active card's active token.
-        let queue = try DatabaseQueue(path: path)
-        try SQLiteStore.migrator.migrate(queue, upTo: "v2")
-        try await queue.write { db in
+        try await withSQLiteDatabase(at: "v2", seed: { db in
             for (card, status, hash) in [("c1", "BLOCKED", "h1"), ("c2", "ACTIVE", "h2")] {
                 try db.execute(sql: """
                     INSERT INTO card VALUES (?, 'alice', 'v1.k.AAAA', ?, '1111', ?, '12/29', 'Alice', 'VISA', 'Gold', NULL, ?, '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
@@ -145,13 +148,12 @@ struct SQLiteAtOddsMigrationTests {
                     INSERT INTO token VALUES (?, ?, ?, 'alice', 'PHONE', ?, 'YELLOW', NULL, NULL, '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
                     """, arguments: [token, card, "PUR-\(card)", status])
             }
+        }) { store in
+            let before = Date()
+            let applied = try await store.migrate()
+            #expect(applied == ["v3", "v4"])
+            #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
+            #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
         }
-        try queue.close()
-        let store = try SQLiteStore(path: path)
-        let before = Date()
-        #expect(try await store.migrate() == ["v3", "v4"])
-        #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
-        #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
-        await store.close()
     }
 }
