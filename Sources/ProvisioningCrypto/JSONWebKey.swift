@@ -50,6 +50,18 @@ public struct JSONWebKeySet: Codable, Sendable, Hashable {
         self.keys = keys
     }
 
+    /// Reads `{"keys":[…]}`, keeping the entries that are EC keys in this type's shape and
+    /// skipping the others: an identity provider's set usually mixes in RSA keys (no `crv`,
+    /// `x`, `y`), which this server does not use but must not refuse the whole set for.
+    public init(from decoder: any Decoder) throws {
+        struct Entry: Decodable {
+            var key: JSONWebKey?
+            init(from decoder: any Decoder) throws { key = try? JSONWebKey(from: decoder) }
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        keys = try container.decode([Entry].self, forKey: .keys).compactMap(\.key)
+    }
+
     /// The usable P-256 keys by key id; keys without an id or of another type are skipped.
     public var p256KeysByID: [String: P256.Signing.PublicKey] {
         var result: [String: P256.Signing.PublicKey] = [:]

@@ -37,7 +37,11 @@ public enum TMPServer {
     /// The authenticator for `configuration`.
     public static func makeAuthenticator(configuration: ServerConfiguration) -> Authenticator {
         Authenticator(
-            cardholderTokens: CardholderTokenVerifier(keys: configuration.cardholderKeys.p256KeysByID),
+            cardholderTokens: CardholderTokenVerifier(
+                keys: configuration.cardholderKeys.p256KeysByID,
+                issuer: configuration.cardholderIssuer,
+                audience: configuration.cardholderAudience
+            ),
             issuerKey: APIKey(configuration.issuerAPIKey),
             tspKey: APIKey(configuration.tspAPIKey)
         )

@@ -15,7 +15,9 @@ struct DevTokenCommand: ParsableCommand {
 
     func run() throws {
         guard (1...86_400).contains(ttl) else { throw CLIError("--ttl must be from 1 to 86400 seconds") }
-        guard !user.isEmpty, user.utf8.count <= 128 else { throw CLIError("--user must be 1 to 128 characters") }
+        guard !user.isEmpty, user.utf8.count <= 128, !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw CLIError("--user must be 1 to 128 bytes without control characters")
+        }
         let directory = dataDirectory ?? ProcessInfo.processInfo.environment["PUSHPROV_DATA_DIR"] ?? "./.pushprov"
         let path = (directory as NSString).appendingPathComponent("secrets.json")
         guard FileManager.default.fileExists(atPath: path) else {
@@ -23,6 +25,10 @@ struct DevTokenCommand: ParsableCommand {
         }
         let secrets: EmbeddedSecrets
         do { secrets = try EmbeddedSecrets.load(at: path) } catch { throw CLIError("\(error)") }
-        print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
+        // The iss and aud `pushprov serve` checks when PUSHPROV_JWT_ISSUER / PUSHPROV_JWT_AUDIENCE are set.
+        let environment = ProcessInfo.processInfo.environment
+        let issuer = environment["PUSHPROV_JWT_ISSUER"].flatMap { $0.isEmpty ? nil : $0 } ?? DevelopmentTokenIssuer.issuer
+        let audience = environment["PUSHPROV_JWT_AUDIENCE"].flatMap { $0.isEmpty ? nil : $0 }
+        print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey, issuer: issuer, audience: audience).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
     }
 }

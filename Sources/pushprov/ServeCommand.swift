@@ -17,7 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
             --database postgres://… shares one PostgreSQL database between instances. Pending \
             schema migrations are applied on start unless --no-migrate. \
             --production creates nothing and refuses to start without PUSHPROV_ISSUER_API_KEY, \
-            PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS and PUSHPROV_KEY_FILE; it trusts only Apple's root.
+            PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS, PUSHPROV_KEY_FILE and the cardholder JWTs' issuer and \
+            audience; it trusts only Apple's root.
             """
     )
 
@@ -31,6 +32,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
     @Option(name: .customLong("realign-interval"), help: ArgumentHelp("Seconds between two rounds that send again the token service commands a card's status still owes (PUSHPROV_REALIGN_INTERVAL; default 30, 0 turns it off, at most 3600).", valueName: "seconds")) var realignInterval: String?
     @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
+    @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss cardholder JWTs must carry: the identity provider's (PUSHPROV_JWT_ISSUER; required with --production).", valueName: "issuer")) var jwtIssuer: String?
+    @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
     func run() async throws {
@@ -46,6 +49,8 @@ struct ServeCommand: AsyncParsableCommand {
         settings.connectorTimeout = connectorTimeout
         settings.executor = executor
         settings.realignInterval = realignInterval
+        settings.cardholderIssuer = jwtIssuer
+        settings.cardholderAudience = jwtAudience
         var resolved: ServerConfiguration
         do {
             resolved = try settings.resolve()

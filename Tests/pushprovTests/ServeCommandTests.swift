@@ -102,6 +102,20 @@ struct ServeCommandTests {
         #expect(restarted.stop() == 0)
     }
 
+    @Test func devTokensCarryTheIssuerAndAudienceTheServerChecks() async throws {
+        let expected = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"]
+        let server = try Server(environment: expected)
+        let port = try await server.port()
+        let matching = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory], environment: expected)
+        #expect(matching.status == 0)
+        let (accepted, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: matching.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(accepted == 200)
+        let plain = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
+        let (refused, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(refused == 401, "a token without the audience is not for this server")
+        #expect(server.stop() == 0)
+    }
+
     @Test func swiftsOwnPoolCanBeChosenAndServesToo() async throws {
         let server = try Server(arguments: ["--executor", "swift"])
         let port = try await server.port()

@@ -1,4 +1,5 @@
 import Foundation
+import ProvisioningModels
 
 /// The cardholder's session for the Wallet extensions: the cardholder token the non-UI
 /// extension sends to TMP, until when it may be used, and whose it is.
@@ -57,7 +58,7 @@ public struct ExtensionSessionStore: Sendable {
             let session = try? JSONDecoder().decode(ExtensionSession.self, from: data),
             session.isValid(at: now)
         else { return nil }
-        if let userId, session.userId != userId { return nil }
+        if let userId, !session.userId.isSameIdentifier(as: userId) { return nil }
         return session
     }
 

@@ -62,7 +62,7 @@ public actor SharedWalletStorage {
         // Another record may have run while the user id was asked for.
         guard order == lastOrder else { return }
         let directory = sharing.directory
-        if let previous = directory.readSnapshot(), previous.userId != userId {
+        if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
             try wipe()
         }
         let snapshot = ExtensionSnapshot(status, userId: userId, writtenAt: sharing.now(), artFileNames: directory.artFileNames(for: status))
@@ -117,7 +117,7 @@ public actor SharedWalletStorage {
     /// Rewrites the snapshot on disk with the art now stored, if it is still this cardholder's.
     private func addArtNames(for userId: String, generation: Int) {
         let directory = sharing.directory
-        guard generation == self.generation, var snapshot = directory.readSnapshot(), snapshot.userId == userId else { return }
+        guard generation == self.generation, var snapshot = directory.readSnapshot(), snapshot.userId.isSameIdentifier(as: userId) else { return }
         for index in snapshot.cards.indices where snapshot.cards[index].artFileName == nil {
             snapshot.cards[index].artFileName = directory.storedArtFileName(externalCardId: snapshot.cards[index].externalCardId)
         }

@@ -126,7 +126,7 @@ public final class WalletExtension: Sendable {
         if let session, let refreshed = await refresh(session) {
             snapshot = refreshed.snapshot
             artAtTMP = refreshed.cardsWithArt
-        } else if let stored = directory.readSnapshot(), session == nil || stored.userId == session?.userId {
+        } else if let stored = directory.readSnapshot(), session.map({ stored.userId.isSameIdentifier(as: $0.userId) }) ?? true {
             snapshot = stored
         }
         guard let snapshot, await configuration.passLibrary.isPassLibraryAvailable() else { return [] }

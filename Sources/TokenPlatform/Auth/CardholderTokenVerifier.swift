@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import ProvisioningCrypto
+import ProvisioningModels
 
 /// Verifies the cardholder JWTs the issuer's identity provider signs (ES256, compact JWS).
 ///
@@ -29,6 +30,7 @@ public struct CardholderTokenVerifier: Sendable {
     public enum Refusal: String, Error, Sendable {
         case malformed, unknownKey = "unknown_key", badSignature = "bad_signature", expired, notYetValid = "not_yet_valid"
         case missingSubject = "missing_subject", missingExpiry = "missing_expiry", wrongIssuer = "wrong_issuer", wrongAudience = "wrong_audience"
+        case invalidSubject = "invalid_subject"
     }
 
     private struct Claims: Decodable {
@@ -47,8 +49,8 @@ public struct CardholderTokenVerifier: Sendable {
             }
             func contains(_ value: String) -> Bool {
                 switch self {
-                case .one(let one): one == value
-                case .many(let many): many.contains(value)
+                case .one(let one): one.isSameIdentifier(as: value)
+                case .many(let many): many.contains { $0.isSameIdentifier(as: value) }
                 }
             }
         }
@@ -85,9 +87,11 @@ public struct CardholderTokenVerifier: Sendable {
         guard CompactJWS.isValidSignature(parts, key: key) else { return .failure(.badSignature) }
         guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .failure(.malformed) }
         guard let exp = claims.exp else { return .failure(.missingExpiry) }
-        if let issuer, claims.iss != issuer { return .failure(.wrongIssuer) }
+        if let issuer, claims.iss?.isSameIdentifier(as: issuer) != true { return .failure(.wrongIssuer) }
         if let audience, claims.aud?.contains(audience) != true { return .failure(.wrongAudience) }
-        guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { return .failure(.missingSubject) }
+        guard let sub = claims.sub, !sub.isEmpty else { return .failure(.missingSubject) }
+        // The shape the Lifecycle API accepts for a card's userId: at most 128 bytes, no control characters.
+        guard (try? InputRules.userId(sub)) != nil else { return .failure(.invalidSubject) }
         let notBefore = [claims.nbf, claims.iat].compactMap { $0 }.max()
         return .success(VerifiedClaims(subject: sub, expiresAt: exp, notBefore: notBefore))
     }
@@ -95,14 +99,21 @@ public struct CardholderTokenVerifier: Sendable {
 
 /// Signs cardholder JWTs with the embedded run's development key (`pushprov dev-token`).
 public struct DevelopmentTokenIssuer: Sendable {
-    /// The `iss` of development tokens.
+    /// The `iss` of development tokens unless another is configured.
     public static let issuer = "pushprov-dev"
     /// The signing key.
     public let key: SigningKey
+    /// The tokens' `iss`.
+    public let tokenIssuer: String
+    /// The tokens' `aud`, if any.
+    public let audience: String?
 
-    /// Creates an issuer.
-    public init(key: SigningKey) {
+    /// Creates an issuer of tokens with `iss` = `issuer` and, when given, `aud` = `audience`
+    /// (the server's `--jwt-issuer` and `--jwt-audience`, so that it accepts them).
+    public init(key: SigningKey, issuer: String = DevelopmentTokenIssuer.issuer, audience: String? = nil) {
         self.key = key
+        self.tokenIssuer = issuer
+        self.audience = audience
     }
 
     /// A JWT for `userId`, valid for `lifetime` seconds from `now`.
@@ -110,13 +121,14 @@ public struct DevelopmentTokenIssuer: Sendable {
         struct Claims: Encodable {
             var sub: String
             var iss: String
+            var aud: String?
             var iat: Int64
             var exp: Int64
         }
         let iat = Int64(now.timeIntervalSince1970)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let payload = try encoder.encode(Claims(sub: userId, iss: Self.issuer, iat: iat, exp: iat + Int64(lifetime)))
+        let payload = try encoder.encode(Claims(sub: userId, iss: tokenIssuer, aud: audience, iat: iat, exp: iat + Int64(lifetime)))
         return try CompactJWS.sign(payload: payload, key: key.privateKey, keyID: key.id, type: "JWT")
     }
 }

@@ -30,6 +30,10 @@ public struct ServerConfiguration: Sendable {
     public var cardholderKeys: JSONWebKeySet
     /// The embedded run's cardholder signing key (nil in production).
     public var developmentTokenKey: SigningKey?
+    /// The `iss` every cardholder JWT must carry (always set in production; nil: not checked).
+    public var cardholderIssuer: String? = nil
+    /// The `aud` every cardholder JWT must name (always set in production; nil: not checked).
+    public var cardholderAudience: String? = nil
     /// Green or yellow for valid activation data.
     public var activationPolicy: ActivationPolicy
     /// The most one token service command may take (default 10 s).
@@ -88,6 +92,10 @@ public struct ServerSettings: Sendable {
     /// `--realign-interval` / `PUSHPROV_REALIGN_INTERVAL`: seconds between two rounds of
     /// token realignment, as text; `0` turns it off.
     public var realignInterval: String?
+    /// `--jwt-issuer` / `PUSHPROV_JWT_ISSUER`: the identity provider's `iss` in cardholder JWTs.
+    public var cardholderIssuer: String?
+    /// `--jwt-audience` / `PUSHPROV_JWT_AUDIENCE`: the `aud` cardholder JWTs must name for this server.
+    public var cardholderAudience: String?
 
     /// Empty settings (all defaults).
     public init() {}
@@ -129,11 +137,20 @@ public struct ServerSettings: Sendable {
             }
         }
 
+        let cardholderIssuer = self.cardholderIssuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER")
+        let cardholderAudience = self.cardholderAudience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
+
         var notices: [String] = []
         if production {
             let missing = ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY", "PUSHPROV_JWKS", "PUSHPROV_KEY_FILE"].filter { env($0) == nil }
             guard missing.isEmpty else {
                 throw ConfigurationError("--production needs explicitly configured secrets; missing: \(missing.joined(separator: ", "))")
+            }
+            // One identity provider signs tokens for many apps with the same keys: only a token
+            // issued by it for this server may act for a cardholder here (RFC 8725, 3.9).
+            let unnamed = [("--jwt-issuer / PUSHPROV_JWT_ISSUER", cardholderIssuer), ("--jwt-audience / PUSHPROV_JWT_AUDIENCE", cardholderAudience)].filter { $0.1 == nil }.map(\.0)
+            guard unnamed.isEmpty else {
+                throw ConfigurationError("--production needs the cardholder JWTs' issuer and audience; missing: \(unnamed.joined(separator: ", "))")
             }
             let keyFile = env("PUSHPROV_KEY_FILE")!
             let keys: LocalKeys
@@ -141,7 +158,8 @@ public struct ServerSettings: Sendable {
             return ServerConfiguration(
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
-                cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil, activationPolicy: policy,
+                cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
+                cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy,
                 connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: []
             )
         }
@@ -177,7 +195,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: notices
+            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: notices
         )
     }
 
@@ -233,8 +251,11 @@ public struct ServerSettings: Sendable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError("JWKS file \(path) cannot be read")
         }
-        guard let set = try? JSONDecoder().decode(JSONWebKeySet.self, from: data), !set.p256KeysByID.isEmpty else {
-            throw ConfigurationError("JWKS file \(path) holds no EC P-256 key with a kid")
+        guard let set = try? JSONDecoder().decode(JSONWebKeySet.self, from: data) else {
+            throw ConfigurationError("JWKS file \(path) is not a JSON Web Key Set ({\"keys\":[…]})")
+        }
+        guard !set.p256KeysByID.isEmpty else {
+            throw ConfigurationError("JWKS file \(path) holds no EC P-256 key with a kid (keys of other types are skipped)")
         }
         return set
     }

@@ -63,7 +63,11 @@ public struct Authenticator: Sendable {
         switch requirement {
         case .cardholder:
             let claims: Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal>
-            if let cached = verified[credential] {
+            if !credential.utf8.allSatisfy({ $0 < 0x80 }) {
+                // A compact JWS is ASCII. Refused before the cache, whose String keys compare by
+                // Unicode equivalence: a "K" changed to KELVIN SIGN would find the real token.
+                claims = .failure(.malformed)
+            } else if let cached = verified[credential] {
                 claims = .success(cached)
             } else {
                 claims = cardholderTokens.verify(credential)

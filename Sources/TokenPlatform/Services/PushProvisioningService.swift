@@ -92,7 +92,7 @@ public struct PushProvisioningService: Sendable {
     /// `tokens/activations`: activates the caller's inactive token through the token service.
     public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
         try InputRules.identifier(request.tokenUniqueReference, field: "tokenUniqueReference")
-        guard let token = try await environment.store.token(reference: request.tokenUniqueReference), token.userId == userId,
+        guard let token = try await environment.store.token(reference: request.tokenUniqueReference), token.userId.isSameIdentifier(as: userId),
             let card = try await environment.store.card(externalCardId: token.externalCardId)
         else {
             throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
@@ -166,7 +166,7 @@ public struct PushProvisioningService: Sendable {
     }
 
     private func ownedCard(_ externalCardId: String, userId: String) async throws -> CardRecord {
-        guard let card = try await environment.store.card(externalCardId: externalCardId), card.userId == userId else {
+        guard let card = try await environment.store.card(externalCardId: externalCardId), card.userId.isSameIdentifier(as: userId) else {
             throw TMPError.notFound("card_not_found", "no card \(externalCardId) for this user")
         }
         return card

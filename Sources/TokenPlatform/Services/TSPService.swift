@@ -60,7 +60,7 @@ public struct TSPService: Sendable {
             // The cardholder already proved themselves for this card on their other device
             // (its token there is active): the new device's token is active at once.
             let tokens = try await environment.store.tokens(externalCardId: card.externalCardId)
-            if tokens.contains(where: { $0.status == .active && $0.userId == card.userId && $0.deviceType != request.deviceType }) {
+            if tokens.contains(where: { $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType }) {
                 return TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device")
             }
             return TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required")

@@ -1,0 +1,82 @@
+import Foundation
+import ProvisioningCrypto
+import Testing
+import TokenPlatform
+
+/// Where cardholder JWTs come from: the JWKS file, and the issuer and audience they must carry.
+@Suite("Cardholder token settings")
+struct CardholderTokenSettingsTests {
+    /// A production environment with every secret configured, in a fresh directory.
+    static func production(_ extra: [String: String] = [:], jwks: String? = nil) throws -> (environment: [String: String], directory: URL, key: SigningKey) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-jwt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let keyFile = directory.appendingPathComponent("keys.json").path
+        _ = try LocalKeyFile.loadOrCreate(at: keyFile)
+        let key = SigningKey.generate()
+        let jwksFile = directory.appendingPathComponent("jwks.json")
+        let keyJSON = String(decoding: try JSONEncoder().encode(JSONWebKey(publicKey: key.privateKey.publicKey, keyID: key.id)), as: UTF8.self)
+        try Data((jwks ?? "{\"keys\":[\(keyJSON)]}").replacingOccurrences(of: "$EC", with: keyJSON).utf8).write(to: jwksFile)
+        let environment = [
+            "PUSHPROV_ISSUER_API_KEY": "issuer-key-0123456789", "PUSHPROV_TSP_API_KEY": "tsp-key-0123456789",
+            "PUSHPROV_JWKS": jwksFile.path, "PUSHPROV_KEY_FILE": keyFile,
+        ].merging(extra) { $1 }
+        return (environment, directory, key)
+    }
+
+    static func productionSettings() -> ServerSettings {
+        var settings = ServerSettings()
+        settings.production = true
+        return settings
+    }
+
+    @Test func productionRefusesToStartWithoutTheTokensIssuerAndAudience() throws {
+        let setup = try Self.production()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let neither = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(neither?.message == "--production needs the cardholder JWTs' issuer and audience; missing: --jwt-issuer / PUSHPROV_JWT_ISSUER, --jwt-audience / PUSHPROV_JWT_AUDIENCE")
+        var settings = Self.productionSettings()
+        settings.cardholderIssuer = "https://id.example"
+        let noAudience = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: setup.environment) }
+        #expect(noAudience?.message.hasSuffix("missing: --jwt-audience / PUSHPROV_JWT_AUDIENCE") == true)
+    }
+
+    @Test func productionAcceptsOnlyTokensIssuedForThisServer() throws {
+        let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "from-environment"])
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        var settings = Self.productionSettings()
+        settings.cardholderAudience = "pushprov-tmp"  // the flag wins
+        let configuration = try settings.resolve(environment: setup.environment)
+        #expect(configuration.cardholderIssuer == "https://id.example")
+        #expect(configuration.cardholderAudience == "pushprov-tmp")
+        let verifier = TMPServer.makeAuthenticator(configuration: configuration).cardholderTokens
+        let now = Date()
+        func token(_ issuer: String, _ audience: String?) throws -> String {
+            try DevelopmentTokenIssuer(key: setup.key, issuer: issuer, audience: audience).token(userId: "alice", lifetime: 60, now: now)
+        }
+        #expect(verifier.userId(from: try token("https://id.example", "pushprov-tmp"), now: now) == .success("alice"))
+        #expect(verifier.userId(from: try token("https://id.example", "another-app"), now: now) == .failure(.wrongAudience))
+        #expect(verifier.userId(from: try token("https://id.example", nil), now: now) == .failure(.wrongAudience))
+        #expect(verifier.userId(from: try token("https://other.example", "pushprov-tmp"), now: now) == .failure(.wrongIssuer))
+    }
+
+    @Test func aJWKSThatMixesInKeysOfOtherTypesKeepsItsP256Keys() throws {
+        let mixed = """
+            {"keys":[{"kty":"RSA","kid":"rsa-1","use":"sig","alg":"RS256","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"},$EC,{"kty":"EC","crv":"P-384","kid":"p384"},"not a key"]}
+            """
+        let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"], jwks: mixed)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let configuration = try Self.productionSettings().resolve(environment: setup.environment)
+        #expect(Array(configuration.cardholderKeys.p256KeysByID.keys) == [setup.key.id])
+    }
+
+    @Test(arguments: [
+        ("[1, 2, 3]", "is not a JSON Web Key Set"),
+        ("{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"rsa-1\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}", "holds no EC P-256 key with a kid (keys of other types are skipped)"),
+    ])
+    func aJWKSWithoutAUsableKeyIsOneClearLine(jwks: String, message: String) throws {
+        let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"], jwks: jwks)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
+    }
+}
