@@ -11,8 +11,9 @@ public enum TokenEventRules {
     /// The effect of `event` on `current` (nil when the token does not exist yet).
     ///
     /// - Parameters:
+    ///   - cardStatus: The status of the token's card as committed (nil when unknown).
     ///   - newToken: The token to insert for `CREATED`.
-    public static func effect(of event: TokenEventRequest, on current: TokenRecord?, newToken: TokenRecord?) -> TokenEventEffect {
+    public static func effect(of event: TokenEventRequest, on current: TokenRecord?, cardStatus: CardStatus? = nil, newToken: TokenRecord?) -> TokenEventEffect {
         guard let current else {
             guard event.event == .created, let newToken else {
                 return .reject("token \(Redaction.prefix(event.tokenUniqueReference)) is unknown; the first event of a token must be CREATED")
@@ -23,10 +24,14 @@ public enum TokenEventRules {
             return .reject("token belongs to another panUniqueReference")
         }
         // Delivered after an event that happened later: the token service has moved on, and
-        // applying it would record a state the token no longer has.
-        if let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
+        // applying it would record a state the token no longer has. A deactivation is never
+        // stale: it is final at the token service whatever came after it (a clock that stepped
+        // back there cannot keep a dead token live here).
+        if event.event != .deactivated, let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
             return .stale
         }
+        // The newest time stays the newest, even when a late deactivation is applied.
+        let eventTime = [event.occurredAt, current.lastEventAt].compactMap { $0 }.max()
         let target: TokenStatus
         switch event.event {
         case .created: return .reject("token already exists (state \(current.status.rawValue))")
@@ -36,7 +41,7 @@ public enum TokenEventRules {
         case .deactivated: target = .deactivated
         }
         if current.status == target {
-            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: event.occurredAt)
+            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
         }
         if event.event == .resumed, current.status != .suspended {
             return .reject("RESUMED needs a SUSPENDED token; the token is \(current.status.rawValue)")
@@ -47,7 +52,10 @@ public enum TokenEventRules {
         guard current.status.canTransition(to: target) else {
             return .reject("cannot go from \(current.status.rawValue) to \(target.rawValue)")
         }
-        let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? .tokenService) : nil
-        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: event.occurredAt)
+        // An active token of a blocked card owes the block its suspension: a suspension the
+        // token service reports then is the block's (its command may have been carried out
+        // and not confirmed), so unblocking the card resumes it.
+        let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? (cardStatus == .blocked ? .cardBlocked : .tokenService)) : nil
+        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
     }
 }

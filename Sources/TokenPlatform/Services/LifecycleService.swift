@@ -317,13 +317,15 @@ public struct LifecycleService: Sendable {
             if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
             if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
             // Already in the target state means the token service's echo of this very command
-            // overtook TMP (events are asynchronous). TMP's own record still wins: the echo cannot
-            // know why the token was suspended, and unblocking a card resumes only the tokens
-            // the block suspended.
-            // A suspension already recorded for the same reason (a repeat, or a concurrent
-            // twin) changes nothing.
+            // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's
+            // own reason wins over the echo's TOKEN_SERVICE: the echo cannot know why the token
+            // was suspended, and unblocking a card resumes only the tokens the block suspended.
+            // It never replaces customer service's: customer service may have suspended the
+            // token while this command was with the token service, and only customer service
+            // lifts that. Nothing else changes, so nothing is written or audited twice.
             if current.status == target {
-                return source != nil && current.suspendedBy == source ? .unchanged : .set(target, suspendedBy: source)
+                guard let source, current.suspendedBy != source, current.suspendedBy != .customerService else { return .unchanged }
+                return .set(target, suspendedBy: source)
             }
             if current.status.canTransition(to: target) {
                 return .set(target, suspendedBy: source)
@@ -332,7 +334,12 @@ public struct LifecycleService: Sendable {
         }
         switch outcome {
         case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)
-        case .unchanged(let current): return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
+        case .unchanged(let current):
+            // Confirmed, and already recorded with this command's reason (the token service's
+            // echo, or a concurrent twin, got there first): the command did what it says.
+            // Otherwise (customer service's suspension kept) it changed nothing.
+            let done = current.status == target && (source == nil || current.suspendedBy == source)
+            return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: done ? result : "UNCHANGED")
         case .rejected(let current, _):
             // A command for a card status the card left meanwhile is undone at the token
             // service; the token ends as it was.

@@ -100,8 +100,8 @@ public struct TSPService: Sendable {
         }
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
-        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, tokenReference: event.tokenUniqueReference, audit: audit) { current in
-            TokenEventRules.effect(of: event, on: current, newToken: candidate)
+        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
+            TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate)
         }
         switch result {
         case .applied(let token):

@@ -69,9 +69,9 @@ struct TokenCorrection {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
         switch (token.status, card.status) {
         case (_, .closed):
-            return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "issuer", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
+            return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "tmp", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
         case (.active, .blocked):
-            return await correct(token, card: card, with: environment.tokenService.suspend, actor: "issuer", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
+            return await correct(token, card: card, with: environment.tokenService.suspend, actor: "tmp", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
         default:
             return .nothingToUndo
         }

@@ -191,7 +191,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
-    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         // Two instances racing on one event id (or on creating one token) both get past the
         // checks below while the other's insert is uncommitted; the loser's insert then fails
         // on the primary key, and the retry finds the winner's event or token.
@@ -200,10 +200,10 @@ public struct PostgresStore: TMPStore {
             // the card and this event then wait for each other instead of deadlocking, and
             // whichever commits second sees the other's write when it decides whether the token
             // is at odds with its card.
-            try await connection.query(
-                "SELECT 1 FROM card WHERE external_card_id = (SELECT external_card_id FROM token WHERE token_unique_reference = \(tokenReference)) FOR SHARE",
+            let locked = try await connection.all(
+                "SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = (SELECT external_card_id FROM token WHERE token_unique_reference = \(tokenReference)) FOR SHARE",
                 logger: logger
-            )
+            ).first.map(CardRecord.init(postgres:))
             let current = try await lockToken(connection, tokenReference)
             if try await !connection.all("SELECT 1 FROM token_event WHERE event_id = \(eventId)", logger: logger).isEmpty {
                 // A token missing above may have been created by that event, committed between
@@ -212,7 +212,8 @@ public struct PostgresStore: TMPStore {
                 return .duplicate(try await lockToken(connection, tokenReference))
             }
             let result: TokenRecord
-            switch decide(current).resolve(current, at: audit.at) {
+            // The card locked above is the token's: a token never moves to another card.
+            switch decide(current, current == nil ? nil : locked).resolve(current, at: audit.at) {
             case .reject(let message):
                 return .rejected(message)
             case .insert(let token):

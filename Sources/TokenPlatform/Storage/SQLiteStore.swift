@@ -216,14 +216,17 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await writer.write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM token_event WHERE event_id = ?", arguments: [eventId]) != nil {
                 return .duplicate(current)
             }
+            let card = try current.flatMap { token in
+                try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [token.externalCardId], CardRecord.init(row:))
+            }
             let result: TokenRecord
-            switch decide(current).resolve(current, at: audit.at) {
+            switch decide(current, card).resolve(current, at: audit.at) {
             case .reject(let message):
                 return .rejected(message)
             case .insert(let token):

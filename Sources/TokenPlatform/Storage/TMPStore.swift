@@ -64,7 +64,10 @@ public protocol TMPStore: Sendable {
     /// block) cannot race a status change.
     func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult
     /// Applies a TSP token event at most once per `eventId`, atomically with its effect.
-    func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
+    ///
+    /// `decide` sees the token (nil when it does not exist yet) and, for an existing token, its
+    /// card, both as committed; the card's status does not change until this change commits.
+    func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
     /// Tokens whose state their card's status forbids (``TokenRecord/isAtOdds(withCardStatus:)``)
     /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
