@@ -117,4 +117,63 @@ struct LifecycleRaceTests {
             #expect(trail.filter { $0.contains("deactivat") }.count == 1, "\(trail)")
         }
     }
+
+    /// A tokenization of the old PAN approved while a PUT replaces the card's PAN (the known
+    /// tokens' deactivations are with the token service): its token is deactivated at the token
+    /// service too, not only in TMP's records.
+    @Test func aTokenOfTheOldPANMadeWhileThePANWasBeingReplacedIsDeactivatedAtTheTokenService() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "deactivate", token.tokenUniqueReference == "T1" else { return }
+                let decision = try await api.provision("c1", user: "alice", pan: "4111111111111111", device: .watch, token: "T2")
+                #expect(decision.decision == .approved, "the card still has the old PAN")
+            } }
+            let replaced = try await api.putCard("c1", user: "alice", pan: "5555555555554444")
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let commands = platform.connector.commands.current
+            #expect(commands.contains("deactivate T1") && commands.contains("deactivate T2"), "\(commands)")
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+            #expect(try await api.tokenStatus("T2") == .deactivated)
+            #expect(try await platform.store.token(reference: "T2")?.panUniqueReference != replaced.panUniqueReference)
+            let trail = try await platform.store.auditEntries(subject: "token:T2").map { "\($0.actor) \($0.action) \($0.detail)" }
+            #expect(trail.last == "issuer token.deactivated card PAN replaced", "\(trail)")
+        }
+    }
+
+    /// A token the token service reports for a PAN the card no longer has (its tokenization was
+    /// approved before the PAN changed) is recorded for the card and deactivated at once; if
+    /// the token service does not confirm, the realignment deactivates it.
+    @Test(arguments: [true, false])
+    func aTokenReportedForARetiredPANIsRecordedAndDeactivated(confirmed: Bool) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let old = try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            let new = try await api.putCard("c1", user: "alice", pan: "5555555555554444")
+            #expect(old.panUniqueReference != new.panUniqueReference)
+            platform.connector.failing.withValue { $0 = !confirmed }
+            let created = try await api.event("T9", pur: old.panUniqueReference, .created, device: .watch)
+            #expect(created.status == .ok && created.text.contains("\"APPLIED\""), "\(created.text)")
+            let token = try #require(try await platform.store.token(reference: "T9"))
+            #expect(token.externalCardId == "c1" && token.userId == "alice" && token.panUniqueReference == old.panUniqueReference)
+            if confirmed {
+                #expect(platform.connector.commands.current.contains("deactivate T9"))
+                #expect(created.text.contains("\"tokenStatus\":\"DEACTIVATED\""))
+                #expect(token.status == .deactivated)
+            } else {
+                #expect(token.status == .inactive)
+                platform.connector.failing.withValue { $0 = false }
+                platform.advance(600)
+                let outcomes = await TokenRealigner(environment: platform.environment, interval: .seconds(30), grace: .seconds(60)).realignOnce()
+                #expect(outcomes.map(\.result) == ["DEACTIVATED"])
+                #expect(platform.connector.commands.current.contains("deactivate T9"))
+                #expect(try await api.tokenStatus("T9") == .deactivated)
+            }
+            // A reference no card ever had is still unknown.
+            let unknown = try await api.event("T10", pur: "PURnever", .created)
+            #expect(unknown.status == .notFound)
+        }
+    }
 }

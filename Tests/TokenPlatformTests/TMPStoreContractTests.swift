@@ -56,8 +56,8 @@ struct TMPStoreContractTests {
         CardRecord(externalCardId: id, userId: user, encryptedPAN: "v1.k.AAAA", panLookupHash: hash ?? "hash-\(id)", panLast4: "1111", panUniqueReference: pur ?? "PUR-\(id)", expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: nil, status: .active, createdAt: now, updatedAt: now)
     }
 
-    static func token(_ reference: String, card: String = "c1", user: String = "alice", status: TokenStatus = .inactive) -> TokenRecord {
-        TokenRecord(tokenUniqueReference: reference, externalCardId: card, panUniqueReference: "PUR-\(card)", userId: user, deviceType: .phone, status: status, authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: now, updatedAt: now)
+    static func token(_ reference: String, card: String = "c1", user: String = "alice", status: TokenStatus = .inactive, suspendedBy: SuspensionSource? = nil) -> TokenRecord {
+        TokenRecord(tokenUniqueReference: reference, externalCardId: card, panUniqueReference: "PUR-\(card)", userId: user, deviceType: .phone, status: status, authorizationPath: .yellow, suspendedBy: suspendedBy, tokenLast4: nil, createdAt: now, updatedAt: now)
     }
 
     static func audit(_ subject: String, _ action: String = "test") -> AuditEntry {
@@ -102,14 +102,30 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
-    func replacingACardWithAnotherPANDeactivatesItsTokensAtomically(factory: StoreFactory) async throws {
+    func replacingACardWithAnotherPANRetiresItsReferenceAndLeavesLiveTokensOwingADeactivation(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
             try await Self.insert(store, Self.token("T1", status: .active))
+            try await Self.insert(store, Self.token("T2", status: .deactivated))
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-c1") == nil)
             let previous = try await store.putCard(try Self.card("c1", pur: "PUR-new", hash: "hash-new"), audit: Self.audit("card:c1"))
             #expect(previous?.panUniqueReference == "PUR-c1")
-            #expect(try await store.token(reference: "T1")?.status == .deactivated)
-            #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("token.deactivate"))
+            // Only the token service deactivates a live token: TMP records nothing on its own,
+            // and the token is at odds with its card (a deactivation is owed).
+            let token = try await store.token(reference: "T1")
+            #expect(token?.status == .active)
+            let card = try #require(try await store.card(externalCardId: "c1"))
+            #expect(token?.isAtOdds(with: card) == true)
+            #expect(try await store.tokensAtOddsWithTheirCard(since: Self.now.addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
+            #expect(try await store.auditEntries(subject: "token:T1").map(\.action) == ["test"], "the insert's entry only")
+            // The old reference still leads to the card; the new one is the card's.
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-c1")?.externalCardId == "c1")
+            #expect(try await store.card(panUniqueReference: "PUR-c1") == nil)
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-new") == nil)
+            // Replacing it once more retires the second reference too.
+            _ = try await store.putCard(try Self.card("c1", pur: "PUR-third", hash: "hash-third"), audit: Self.audit("card:c1"))
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-new")?.externalCardId == "c1")
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-c1")?.externalCardId == "c1")
         }
     }
 
@@ -241,8 +257,17 @@ struct TMPStoreContractTests {
             _ = try await store.updateToken(reference: "C", audit: audit("token:C", 80)) { _, _ in .set(.deactivated, suspendedBy: nil) }
             #expect(try await atOdds(1_000, 10) == ["A", "D", "E", "B"])
 
-            // Replacing c2's PAN deactivates its tokens in the same transaction: nothing owed.
-            _ = try await store.putCard(try Self.card("c2", pur: "PUR-new", hash: "hash-new"), audit: Self.audit("card:c2"))
+            // Replacing c2's PAN leaves its live tokens of the old PAN owing a deactivation: those
+            // already at odds keep their clocks, one that was not (F, suspended by customer
+            // service on the blocked card) starts its clock at the replacement.
+            try await Self.insert(store, Self.token("F", card: "c2", status: .suspended, suspendedBy: .customerService))
+            #expect(try await atOdds(1_000, 10) == ["A", "D", "E", "B"])
+            _ = try await store.putCard(try Self.card("c2", pur: "PUR-new", hash: "hash-new"), audit: audit("card:c2", 90))
+            #expect(try await atOdds(89, 10) == ["A", "D", "E", "B"])
+            #expect(try await atOdds(1_000, 10) == ["A", "D", "E", "B", "F"])
+            for reference in ["D", "E", "F"] {
+                _ = try await store.updateToken(reference: reference, audit: audit("token:\(reference)", 95)) { _, _ in .set(.deactivated, suspendedBy: nil) }
+            }
             #expect(try await atOdds(1_000, 10) == ["A", "B"])
         }
     }

@@ -82,7 +82,25 @@ extension TokenRecord {
     /// The stores keep the same rule in SQL (`AtOddsSQL.predicate`) to know since when a
     /// token has been at odds with its card.
     public func isAtOdds(withCardStatus cardStatus: CardStatus) -> Bool {
+        isAtOdds(withCardStatus: cardStatus, cardPanUniqueReference: panUniqueReference)
+    }
+
+    /// Whether a command is owed to bring this token in line with `card`: as
+    /// ``isAtOdds(withCardStatus:)``, and also any live token made for a PAN the card no
+    /// longer has (deactivate) — tokenized while the card's PAN was being replaced, or
+    /// reported afterwards for the old PAN.
+    public func isAtOdds(with card: CardRecord) -> Bool {
+        isAtOdds(withCardStatus: card.status, cardPanUniqueReference: card.panUniqueReference)
+    }
+
+    /// Whether this token was made for a PAN its card no longer has.
+    public func isOfAReplacedPAN(of card: CardRecord) -> Bool {
+        panUniqueReference != card.panUniqueReference
+    }
+
+    private func isAtOdds(withCardStatus cardStatus: CardStatus, cardPanUniqueReference: String) -> Bool {
         guard status != .deactivated else { return false }
+        if panUniqueReference != cardPanUniqueReference { return true }
         switch cardStatus {
         case .closed: return true
         case .blocked: return status == .active
@@ -91,13 +109,14 @@ extension TokenRecord {
     }
 }
 
-/// The rule of ``TokenRecord/isAtOdds(withCardStatus:)`` in SQL both stores run, and the
+/// The rule of ``TokenRecord/isAtOdds(with:)`` in SQL both stores run, and the
 /// statement that keeps `token.at_odds_since` in step with it.
 enum AtOddsSQL {
-    /// True for a `token` row whose state its card's status forbids.
+    /// True for a live `token` row whose state its card's status forbids, or that was made
+    /// for a PAN its card no longer has.
     static let predicate = """
         token.status <> 'DEACTIVATED' AND EXISTS (SELECT 1 FROM card WHERE card.external_card_id = token.external_card_id \
-        AND (card.status = 'CLOSED' OR (card.status = 'BLOCKED' AND token.status = 'ACTIVE') \
+        AND (card.status = 'CLOSED' OR card.pan_unique_reference <> token.pan_unique_reference OR (card.status = 'BLOCKED' AND token.status = 'ACTIVE') \
         OR (card.status = 'ACTIVE' AND token.status = 'SUSPENDED' AND token.suspended_by = 'CARD_BLOCKED')))
         """
 

@@ -116,6 +116,16 @@ public struct LifecycleService: Sendable {
         } catch StoreError.duplicatePAN(let other) {
             throw TMPError.conflict("duplicate_pan", "card \(other) already has this primaryAccountNumber")
         }
+        if existing != nil, !samePAN {
+            // Tokens of the old PAN the token service made while the known ones were being
+            // deactivated (a tokenization approved before the PAN changed) are live at odds
+            // with the card from its commit: deactivated now, or by the realignment if the
+            // token service does not confirm.
+            let stragglers = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: stored) }
+            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
+                await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: "card PAN replaced", call: command.call)
+            }
+        }
         return (stored.resource, existing == nil)
     }
 
@@ -153,7 +163,7 @@ public struct LifecycleService: Sendable {
         case .notFound: throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
         }
         // What the tokens need follows from the status this change committed.
-        let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, cardStatus: card.status) }
+        let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
         let reason = "card \(card.status.rawValue)"
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
             await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: reason, call: command.call)
@@ -174,12 +184,13 @@ public struct LifecycleService: Sendable {
         let candidates = try await environment.store.tokensAtOddsWithTheirCard(since: cutoff, limit: limit)
         let store = environment.store
         return await candidates.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] token -> StatusChange.TokenOutcome? in
-            guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, cardStatus: card.status) else {
+            guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
                 return nil
             }
+            let why = token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)"
             let outcome = await apply(
                 command.target, source: command.source, result: command.result, to: command.token, actor: "tmp",
-                reason: "card \(card.status.rawValue); sent again, the token had been at odds with its card", call: command.call
+                reason: "\(why); sent again, the token had been at odds with its card", call: command.call
             )
             if outcome.result == "FAILED" {
                 try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
@@ -197,13 +208,16 @@ public struct LifecycleService: Sendable {
         var call: @Sendable (TokenRecord) async throws -> Void
     }
 
-    /// The command a card in `cardStatus` asks of `token`, if any: suspend an active token of a
-    /// blocked card, resume a token the block suspended once the card is active, deactivate
-    /// every live token of a closed card.
-    private func command(for token: TokenRecord, cardStatus: CardStatus) -> TokenCommand? {
-        guard token.isAtOdds(withCardStatus: cardStatus) else { return nil }
+    /// The command `card` asks of `token`, if any: deactivate a live token made for a PAN the
+    /// card no longer has, or every live token of a closed card; suspend an active token of a
+    /// blocked card; resume a token the block suspended once the card is active.
+    private func command(for token: TokenRecord, card: CardRecord) -> TokenCommand? {
+        guard token.isAtOdds(with: card) else { return nil }
         let tokenService = environment.tokenService
-        return switch cardStatus {
+        if token.isOfAReplacedPAN(of: card) {
+            return TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
+        }
+        return switch card.status {
         case .blocked: TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
         case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume)
         case .closed: TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)

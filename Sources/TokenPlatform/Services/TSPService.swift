@@ -79,14 +79,19 @@ public struct TSPService: Sendable {
         let now = environment.now()
         var newToken: TokenRecord?
         if event.event == .created {
-            guard let card = try await environment.store.card(panUniqueReference: event.panUniqueReference) else {
+            // A token of a PAN its card no longer has (tokenized before the PAN was replaced) is
+            // recorded all the same, for the card that had it: it is live at the token service,
+            // at odds with its card, and deactivated there below.
+            var found = try await environment.store.card(panUniqueReference: event.panUniqueReference)
+            if found == nil { found = try await environment.store.card(retiredPanUniqueReference: event.panUniqueReference) }
+            guard let card = found else {
                 throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(event.panUniqueReference)")
             }
-            let decision = try await environment.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: event.deviceType)
+            let decision = try await environment.store.latestTokenizationDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
             newToken = TokenRecord(
                 tokenUniqueReference: event.tokenUniqueReference,
                 externalCardId: card.externalCardId,
-                panUniqueReference: card.panUniqueReference,
+                panUniqueReference: event.panUniqueReference,
                 userId: card.userId,
                 deviceType: event.deviceType,
                 status: .inactive,
@@ -105,9 +110,9 @@ public struct TSPService: Sendable {
         }
         switch result {
         case .applied(let token):
-            // A token the card's status forbids (created or activated for a card closed or
-            // blocked since its tokenization was approved, a late echo resuming a blocked
-            // card's token) is corrected at the token service before TMP answers.
+            // A token the card forbids (created or activated for a card closed or blocked since
+            // its tokenization was approved, or for a PAN the card no longer has; a late echo
+            // resuming a blocked card's token) is corrected at the token service before TMP answers.
             switch await TokenCorrection(environment: environment).enforce(afterEvent: token.tokenUniqueReference) {
             case .undone(let corrected), .notConfirmed(let corrected):
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)

@@ -63,12 +63,12 @@ struct TokenCorrection {
         }
     }
 
-    /// After a token event was applied: deactivates a closed card's token and suspends a
-    /// blocked card's active token at the token service.
+    /// After a token event was applied: deactivates a closed card's token, or one of a PAN the
+    /// card no longer has, and suspends a blocked card's active token at the token service.
     func enforce(afterEvent reference: String) async -> Settlement {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
         switch (token.status, card.status) {
-        case (_, .closed):
+        case _ where token.isOfAReplacedPAN(of: card), (_, .closed):
             return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "tmp", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
         case (.active, .blocked):
             return await correct(token, card: card, with: environment.tokenService.suspend, actor: "tmp", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
@@ -110,9 +110,10 @@ struct TokenCorrection {
         }
         guard let change = done ? confirmed : unconfirmed else { return .notConfirmed(token) }
         guard case .set(let target, let source) = change else { return done ? .undone(token) : .notConfirmed(token) }
+        let why = token.isOfAReplacedPAN(of: card) ? "token of a PAN the card no longer has" : "card is \(card.status.rawValue)"
         let detail = done
-            ? "card is \(card.status.rawValue); corrected at the token service"
-            : "card is \(card.status.rawValue); correction not confirmed, recorded as the token service holds it"
+            ? "\(why); corrected at the token service"
+            : "\(why); correction not confirmed, recorded as the token service holds it"
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(reference)", detail: detail)
         let cardStatus = card.status
         let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in

@@ -126,6 +126,16 @@ extension PostgresStore {
         Migration(name: "v4", statements: [
             "ALTER TABLE token ADD COLUMN last_event_ms BIGINT",
         ]),
+        // As SQLite's v5: the pan-unique references cards had before their PAN was replaced.
+        Migration(name: "v5", statements: [
+            """
+            CREATE TABLE retired_pan_reference (
+                pan_unique_reference TEXT COLLATE "C" PRIMARY KEY,
+                external_card_id TEXT COLLATE "C" NOT NULL REFERENCES card(external_card_id),
+                retired_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+        ]),
     ]
 
     /// Applies the pending migrations in one transaction under an advisory lock.

@@ -82,6 +82,12 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_unique_reference = \(panUniqueReference)").first.map(CardRecord.init(postgres:))
     }
 
+    public func card(retiredPanUniqueReference: String) async throws -> CardRecord? {
+        try await rows(
+            "SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = (SELECT external_card_id FROM retired_pan_reference WHERE pan_unique_reference = \(retiredPanUniqueReference))"
+        ).first.map(CardRecord.init(postgres:))
+    }
+
     public func cards(ownedBy userId: String) async throws -> [CardRecord] {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE user_id = \(userId) ORDER BY external_card_id").map(CardRecord.init(postgres:))
     }
@@ -106,20 +112,16 @@ public struct PostgresStore: TMPStore {
                 """,
                 logger: logger
             )
-            // Tokens follow the card's owner, and die with the PAN they were made for.
+            // Tokens follow the card's owner; those of a replaced PAN are at odds with it below.
             try await connection.query("UPDATE token SET user_id = \(card.userId) WHERE external_card_id = \(card.externalCardId)", logger: logger)
             if let previous, previous.panUniqueReference != card.panUniqueReference {
-                let live = try await connection.all(
+                try await connection.query(
                     """
-                    UPDATE token SET status = 'DEACTIVATED', suspended_by = NULL, updated_at = \(card.updatedAt)
-                    WHERE external_card_id = \(card.externalCardId) AND status <> 'DEACTIVATED'
-                    RETURNING token_unique_reference
+                    INSERT INTO retired_pan_reference (pan_unique_reference, external_card_id, retired_at)
+                    VALUES (\(previous.panUniqueReference), \(card.externalCardId), \(audit.at)) ON CONFLICT DO NOTHING
                     """,
                     logger: logger
-                ).map { try $0.decode(String.self) }
-                for reference in live.sorted() {
-                    try await insertAudit(connection, AuditEntry(at: audit.at, actor: audit.actor, action: "token.deactivate", subject: "token:\(reference)", detail: "card replaced with a different PAN"))
-                }
+                )
                 try await recomputeAtOdds(connection, externalCardId: card.externalCardId, at: audit.at)
             }
             try await insertAudit(connection, audit)
@@ -227,7 +229,11 @@ public struct PostgresStore: TMPStore {
                     """,
                     logger: logger
                 )
-                result = token
+                // The owner as committed (the card row is locked): it may have changed hands since `token` was made.
+                let owner = try await connection.all("UPDATE token SET user_id = card.user_id FROM card WHERE card.external_card_id = token.external_card_id AND token.token_unique_reference = \(tokenReference) RETURNING token.user_id", logger: logger).first
+                var inserted = token
+                if let owner { inserted.userId = try owner.decode(String.self) }
+                result = inserted
             case .update(let token):
                 try await connection.query(
                     """

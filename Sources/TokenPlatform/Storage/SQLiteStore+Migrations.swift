@@ -115,6 +115,17 @@ extension SQLiteStore {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: "ALTER TABLE token ADD COLUMN last_event_ms INTEGER")
         }
+        // The pan-unique references cards had before their PAN was replaced, so that a token the
+        // token service reports for an old PAN is recognised, recorded and deactivated.
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: """
+                CREATE TABLE retired_pan_reference (
+                    pan_unique_reference TEXT PRIMARY KEY NOT NULL,
+                    external_card_id TEXT NOT NULL REFERENCES card(external_card_id),
+                    retired_at DATETIME NOT NULL
+                )
+                """)
+        }
         return migrator
     }
 }

@@ -115,6 +115,16 @@ public struct SQLiteStore: TMPStore {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByUniqueReference), [panUniqueReference], CardRecord.init(row:)) }
     }
 
+    public func card(retiredPanUniqueReference: String) async throws -> CardRecord? {
+        try read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = (SELECT external_card_id FROM retired_pan_reference WHERE pan_unique_reference = ?)",
+                arguments: [retiredPanUniqueReference]
+            ).map(CardRecord.init(row:))
+        }
+    }
+
     public func cards(ownedBy userId: String) async throws -> [CardRecord] {
         try read { db in
             try allRows(db.cachedStatement(sql: SQL.cardsByUser), [userId], CardRecord.init(row:))
@@ -144,17 +154,13 @@ public struct SQLiteStore: TMPStore {
                     card.createdAt, card.updatedAt,
                 ]
             )
-            // Tokens follow the card's owner, and die with the PAN they were made for.
+            // Tokens follow the card's owner; those of a replaced PAN are at odds with it below.
             try db.execute(sql: "UPDATE token SET user_id = ? WHERE external_card_id = ?", arguments: [card.userId, card.externalCardId])
             if let previous, previous.panUniqueReference != card.panUniqueReference {
-                let live = try String.fetchAll(db, sql: "SELECT token_unique_reference FROM token WHERE external_card_id = ? AND status != 'DEACTIVATED'", arguments: [card.externalCardId])
                 try db.execute(
-                    sql: "UPDATE token SET status = 'DEACTIVATED', suspended_by = NULL, updated_at = ? WHERE external_card_id = ? AND status != 'DEACTIVATED'",
-                    arguments: [card.updatedAt, card.externalCardId]
+                    sql: "INSERT INTO retired_pan_reference (pan_unique_reference, external_card_id, retired_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    arguments: [previous.panUniqueReference, card.externalCardId, audit.at]
                 )
-                for reference in live {
-                    try insertAudit(db, AuditEntry(at: audit.at, actor: audit.actor, action: "token.deactivate", subject: "token:\(reference)", detail: "card replaced with a different PAN"))
-                }
                 try db.execute(sql: AtOddsSQL.recompute(scope: "external_card_id = ?"), arguments: [audit.at, card.externalCardId])
             }
             try insertAudit(db, audit)
@@ -242,7 +248,9 @@ public struct SQLiteStore: TMPStore {
                         token.lastEventAt?.millisecondsSince1970,
                     ]
                 )
-                result = token
+                // The owner as committed: the card may have changed hands since `token` was made.
+                try db.execute(sql: "UPDATE token SET user_id = (SELECT user_id FROM card WHERE card.external_card_id = token.external_card_id) WHERE token_unique_reference = ?", arguments: [tokenReference])
+                result = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:)) ?? token
             case .update(let token):
                 try db.execute(
                     sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ? WHERE token_unique_reference = ?",

@@ -30,6 +30,8 @@ public protocol TMPStore: Sendable {
     func card(panLookupHash: String) async throws -> CardRecord?
     /// A card by its pan-unique reference.
     func card(panUniqueReference: String) async throws -> CardRecord?
+    /// The card that had `panUniqueReference` before its PAN was replaced.
+    func card(retiredPanUniqueReference: String) async throws -> CardRecord?
     /// A user's cards, ordered by id.
     func cards(ownedBy userId: String) async throws -> [CardRecord]
     /// Creates or replaces a card; returns the version it replaced.
@@ -38,9 +40,12 @@ public protocol TMPStore: Sendable {
     /// ``setCardStatus(externalCardId:status:at:audit:)`` changes it), so replacing a card
     /// cannot reopen one closed meanwhile.
     ///
-    /// When the replacement carries another `panUniqueReference` (the PAN changed), every
-    /// token of the old card that is not yet deactivated is set to DEACTIVATED in the same
-    /// transaction. Fails with ``StoreError/duplicatePAN`` when another card has the same PAN.
+    /// When the replacement carries another `panUniqueReference` (the PAN changed), the old
+    /// one is kept as retired (``card(retiredPanUniqueReference:)``), and every token of the
+    /// old PAN that is not yet deactivated is at odds with the card from this commit on: the
+    /// token service must deactivate it, so TMP never records it deactivated on its own.
+    /// Tokens follow the card's owner. Fails with ``StoreError/duplicatePAN`` when another card
+    /// has the same PAN.
     func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord?
     /// Changes a card's status, deciding on the card as stored: a CLOSED card stays CLOSED.
     ///
@@ -69,7 +74,7 @@ public protocol TMPStore: Sendable {
     /// card, both as committed; the card's status does not change until this change commits.
     func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
-    /// Tokens whose state their card's status forbids (``TokenRecord/isAtOdds(withCardStatus:)``)
+    /// Tokens whose state their card forbids (``TokenRecord/isAtOdds(with:)``)
     /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
     ///
     /// Every write of a card's status or a token's state keeps, in its own transaction, the
