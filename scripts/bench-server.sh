@@ -20,6 +20,9 @@
 #                       signed-cards is also run with N connections (default 64; 0 skips it):
 #                       at 16 the server idles while each batch of attempts is synced, so its
 #                       capacity shows only with more requests in flight
+# BENCH_ROUNDS=N        repeats the signed-cards runs N times (default 1), each between two
+#                       crypto-only runs, and prints the median ratio: this machine drifts
+#                       by up to a fifth within minutes, so one round is one sample
 # BENCH_PERF=DIR        also record a `perf` profile of the server during each wrk run into DIR
 #                       (searches.perf.data, signed-cards.perf.data; read with `perf report -i`)
 set -euo pipefail
@@ -38,6 +41,8 @@ while [ $# -gt 0 ]; do
 done
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
 SATURATION="${BENCH_SATURATION_CONNECTIONS:-64}"
+ROUNDS="${BENCH_ROUNDS:-1}"
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench: BENCH_ROUNDS must be a whole number of at least 1" >&2; exit 2 ;; esac
 CERTS=Tests/ProvisioningCryptoTests/Resources/certs
 
 if ! command -v wrk >/dev/null 2>&1; then
@@ -174,39 +179,69 @@ profile searches
 load tokens/searches search
 profiled
 echo "== machine: $(uptime)"
-# The crypto-only baseline is measured right before and right after signed-cards (half the
-# duration each, the server idle or stopped) and averaged, so the machine's drift during the
-# run weighs on both sides of the comparison alike.
+# The crypto-only baseline is measured right before and right after each signed-cards round
+# (half the duration each, the server idle or stopped), and each round is compared with the
+# mean of the two around it, so the machine's drift during the run weighs on both sides of the
+# comparison alike. BENCH_ROUNDS=N repeats the round N times (each crypto-only run then lies
+# between two rounds) and also prints the median of the rounds' ratios.
 crypto_only() { # label
     "$BIN" crypto throughput --seconds "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')" "$CERTS/apple-encipherment-leaf-prod-2020.pem" "$CERTS/apple-wwdr-ca-g2.pem" | tee "$DATA/crypto-$1.out"
 }
+crypto_rate() { sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' "$DATA/crypto-$1.out"; }
+crypto_cpu() { sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' "$DATA/crypto-$1.out"; }
 echo; echo "== crypto-only baseline, before signed-cards (server idle) =="
-crypto_only before
-echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
-profile signed-cards
-load signed-cards signed-cards
-SIGNED_RATE="$LAST_RATE"; SIGNED_CPU_MS="$LAST_CPU_MS"
-profiled
-if [ "$SATURATION" -gt 0 ]; then
-    echo "== machine: $(uptime)"
-    echo; echo "== signed-cards ($SATURATION connections, ${DURATION}s) =="
-    profile signed-cards-saturated
-    load signed-cards signed-cards "$SATURATION"
-    SATURATED_RATE="$LAST_RATE"; SATURATED_CPU_MS="$LAST_CPU_MS"
+crypto_only 0
+SIGNED_RATES=(); SIGNED_CPUS=(); SATURATED_RATES=(); SATURATED_CPUS=()
+for round in $(seq 1 "$ROUNDS"); do
+    [ "$ROUNDS" -eq 1 ] || { echo; echo "== round $round of $ROUNDS"; }
+    echo; echo "== signed-cards ($CONNECTIONS connections, ${DURATION}s) =="
+    profile signed-cards
+    load signed-cards signed-cards
+    SIGNED_RATES+=("$LAST_RATE"); SIGNED_CPUS+=("$LAST_CPU_MS")
     profiled
-fi
-echo "== machine: $(uptime)"
-kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
-echo; echo "== crypto-only baseline, after signed-cards (server stopped) =="
-crypto_only after
-CRYPTO_RATE="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' | awk '{ sum += $1 } END { printf "%.0f", sum / NR }')"
-CRYPTO_CPU_MS="$(cat "$DATA/crypto-before.out" "$DATA/crypto-after.out" | sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' | awk '{ sum += $1 } END { printf "%.3f", sum / NR }')"
+    if [ "$SATURATION" -gt 0 ]; then
+        echo "== machine: $(uptime)"
+        echo; echo "== signed-cards ($SATURATION connections, ${DURATION}s) =="
+        profile signed-cards-saturated
+        load signed-cards signed-cards "$SATURATION"
+        SATURATED_RATES+=("$LAST_RATE"); SATURATED_CPUS+=("$LAST_CPU_MS")
+        profiled
+    fi
+    echo "== machine: $(uptime)"
+    if [ "$round" -eq "$ROUNDS" ]; then
+        kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
+        echo; echo "== crypto-only baseline, after signed-cards (server stopped) =="
+    else
+        echo; echo "== crypto-only baseline, between rounds (server idle) =="
+    fi
+    crypto_only "$round"
+done
 echo
-echo "== crypto-only baseline (mean of before and after): $CRYPTO_RATE ops/s, $CRYPTO_CPU_MS ms CPU per op"
-compare() { # connections rate cpu-ms
-    awk -v n="$1" -v r="$2" -v c="$CRYPTO_RATE" -v s="$3" -v k="$CRYPTO_CPU_MS" 'BEGIN {
+compare() { # connections rate cpu-ms crypto-rate crypto-cpu-ms: prints the comparison, and the ratio in % on the last line
+    awk -v n="$1" -v r="$2" -v s="$3" -v c="$4" -v k="$5" 'BEGIN {
         printf "== signed-cards (%d connections) vs crypto-only: %.0f req/s / %.0f ops/s = %.0f %% of the rate (target: 50 %%)\n", n, r, c, 100 * r / c
         printf "   CPU per call: crypto %.3f ms of the server'"'"'s %.3f ms = %.0f %%\n", k, s, 100 * k / s }'
 }
-compare "$CONNECTIONS" "$SIGNED_RATE" "$SIGNED_CPU_MS"
-if [ "$SATURATION" -gt 0 ]; then compare "$SATURATION" "$SATURATED_RATE" "$SATURATED_CPU_MS"; fi 
+ratio() { awk -v r="$1" -v c="$2" 'BEGIN { printf "%.1f", 100 * r / c }'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+SIGNED_RATIOS=(); SATURATED_RATIOS=()
+for round in $(seq 1 "$ROUNDS"); do
+    i=$((round - 1))
+    CRYPTO_RATE="$(printf '%s\n%s\n' "$(crypto_rate "$i")" "$(crypto_rate "$round")" | awk '{ sum += $1 } END { printf "%.0f", sum / NR }')"
+    CRYPTO_CPU_MS="$(printf '%s\n%s\n' "$(crypto_cpu "$i")" "$(crypto_cpu "$round")" | awk '{ sum += $1 } END { printf "%.3f", sum / NR }')"
+    [ "$ROUNDS" -eq 1 ] || echo "== round $round"
+    echo "== crypto-only baseline (mean of before and after): $CRYPTO_RATE ops/s, $CRYPTO_CPU_MS ms CPU per op"
+    compare "$CONNECTIONS" "${SIGNED_RATES[$i]}" "${SIGNED_CPUS[$i]}" "$CRYPTO_RATE" "$CRYPTO_CPU_MS"
+    SIGNED_RATIOS+=("$(ratio "${SIGNED_RATES[$i]}" "$CRYPTO_RATE")")
+    if [ "$SATURATION" -gt 0 ]; then
+        compare "$SATURATION" "${SATURATED_RATES[$i]}" "${SATURATED_CPUS[$i]}" "$CRYPTO_RATE" "$CRYPTO_CPU_MS"
+        SATURATED_RATIOS+=("$(ratio "${SATURATED_RATES[$i]}" "$CRYPTO_RATE")")
+    fi
+done
+if [ "$ROUNDS" -gt 1 ]; then
+    echo
+    echo "== signed-cards vs crypto-only over $ROUNDS rounds ($CONNECTIONS connections): ${SIGNED_RATIOS[*]} %; median $(median "${SIGNED_RATIOS[@]}") % (target: 50 %)"
+    if [ "$SATURATION" -gt 0 ]; then
+        echo "== signed-cards vs crypto-only over $ROUNDS rounds ($SATURATION connections): ${SATURATED_RATIOS[*]} %; median $(median "${SATURATED_RATIOS[@]}") % (target: 50 %)"
+    fi
+fi
