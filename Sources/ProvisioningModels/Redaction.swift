@@ -11,6 +11,32 @@ public enum Redaction {
         value.count <= 4 ? "••••" : pan(last4: String(value.suffix(4)))
     }
 
+    /// `text` with every run of 12 or more ASCII digits (the shortest card number) replaced by
+    /// its last four, as ``pan(last4:)`` writes them: for messages that echo what a caller
+    /// sent (an id or a path), in case a card number was sent there.
+    public static func cardNumbers(in text: String) -> String {
+        let bytes = Array(text.utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            guard bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") else {
+                output.append(bytes[index])
+                index += 1
+                continue
+            }
+            var end = index
+            while end < bytes.count, bytes[end] >= UInt8(ascii: "0"), bytes[end] <= UInt8(ascii: "9") { end += 1 }
+            if end - index >= 12 {
+                output.append(contentsOf: pan(last4: String(decoding: bytes[(end - 4)..<end], as: UTF8.self)).utf8)
+            } else {
+                output.append(contentsOf: bytes[index..<end])
+            }
+            index = end
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// The first `count` characters of an identifier followed by `…`, for logging token
     /// references and similar identifiers without writing them out in full.
     public static func prefix(_ identifier: String, count: Int = 8) -> String {

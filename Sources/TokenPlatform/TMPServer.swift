@@ -62,8 +62,23 @@ public enum TMPServer {
             port: configuration.port,
             serverName: "pushprov",
             logger: logger,
+            bodyLimit: bodyLimit(issuerKey: APIKey(configuration.issuerAPIKey)),
             onServerRunning: onServerRunning
         )
+    }
+
+    /// How much of a request's body the HTTP front holds, decided from its head: a card-art
+    /// upload (`PUT /lifecycle/card-art/{artId}`) that carries the issuer key up to the art
+    /// limit (4 MiB), every other request up to the JSON limit (64 KiB). So no caller without
+    /// the issuer key makes the server hold more than 64 KiB for a request.
+    public static func bodyLimit(issuerKey: APIKey) -> TMPHTTPServer.BodyLimit {
+        { head in
+            guard head.method == .put, head.path?.hasPrefix("/lifecycle/card-art/") == true,
+                let header = head.headerFields[.authorization], header.utf8.count <= 8192, Authenticator.hasBearerScheme(header),
+                issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count)))
+            else { return JSONCoding.maximumBodySize }
+            return TMPHTTPServer.maximumBodySize
+        }
     }
 
     /// The token realignment for `configuration` (nil when ``ServerConfiguration/realignInterval``

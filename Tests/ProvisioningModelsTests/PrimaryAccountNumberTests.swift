@@ -81,4 +81,13 @@ struct RedactionTests {
         #expect(Redaction.prefix("DAPLMC00000123456789") == "DAPLMC00…")
         #expect(Redaction.prefix("short") == "short")
     }
+
+    @Test func cardNumbersInTextKeepOnlyTheirLastFour() {
+        #expect(Redaction.cardNumbers(in: "no card 4111111111111111") == "no card •••• 1111")
+        #expect(Redaction.cardNumbers(in: "/cards/411111111111/x and 5555555555554444.") == "/cards/•••• 1111/x and •••• 4444.")
+        // Shorter runs are not card numbers: sizes, limits, counts stay.
+        #expect(Redaction.cardNumbers(in: "at most 65536 bytes, card-12345678901") == "at most 65536 bytes, card-12345678901")
+        #expect(Redaction.cardNumbers(in: "é 1234567890123456789 ü") == "é •••• 6789 ü")
+        #expect(Redaction.cardNumbers(in: "") == "")
+    }
 }

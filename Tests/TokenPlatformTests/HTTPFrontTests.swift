@@ -150,6 +150,94 @@ struct HTTPFrontTests {
         }
     }
 
+    /// Serves a fresh platform as `pushprov serve` does: route-aware body limits, and an idle
+    /// timeout of `idleTimeout`.
+    static func serveAsTheServerDoes(idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout, _ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void) async throws {
+        let platform = try await TestPlatform()
+        let router = platform.router()
+        let logger = platform.logger
+        try await TestTMP.runLive({ onRunning in
+            TMPHTTPServer(
+                router: router, host: "127.0.0.1", port: 0, logger: logger,
+                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey)), idleTimeout: idleTimeout, onServerRunning: onRunning
+            )
+        }) { _, port in try await body(platform, port) }
+    }
+
+    @Test func onlyACardArtUploadWithTheIssuerKeyMayHaveALargeBody() {
+        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey))
+        func head(_ method: HTTPRequest.Method, _ path: String, _ authorization: String?) -> HTTPRequest {
+            var request = HTTPRequest(method: method, scheme: nil, authority: "localhost", path: path)
+            if let authorization { request.headerFields[.authorization] = authorization }
+            return request
+        }
+        let large = TMPHTTPServer.maximumBodySize
+        let small = JSONCoding.maximumBodySize
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == large)
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", "bearer \(TestPlatform.issuerKey) ")) == large)
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.tspKey)")) == small)
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", nil)) == small)
+        #expect(limit(head(.post, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == small)
+        #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer \(TestPlatform.issuerKey)")) == small)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer x")) == small)
+    }
+
+    @Test func aLargeUploadIsReadOnlyForTheIssuer() async throws {
+        try await Self.serveAsTheServerDoes { platform, port in
+            let replies = try await blocking {
+                let connection = try RawConnection(port: port)
+                let body = [UInt8](repeating: 0x41, count: 1 << 20)
+                var replies: [RawConnection.Response] = []
+                for key in [TestPlatform.tspKey, TestPlatform.issuerKey] {
+                    try connection.send("PUT /lifecycle/card-art/big HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(key)\r\nContent-Type: image/png\r\nContent-Length: \(body.count)\r\n\r\n")
+                    try connection.send(bytes: body)
+                    replies.append(try connection.readResponse())
+                }
+                return replies
+            }
+            // Without the key: 401 (of the body only 64 KiB + 1 byte was held); with it, the
+            // whole megabyte is read and judged as card art.
+            #expect(replies.map(\.status) == [401, 400])
+            #expect(String(decoding: replies[1].body, as: UTF8.self).contains("PNG"), "\(String(decoding: replies[1].body, as: UTF8.self))")
+            #expect(try await platform.store.cardArt(id: "big") == nil)
+        }
+    }
+
+    @Test func aBodyAnnouncedOverTheLimitIsNotAskedFor() async throws {
+        try await Self.serveAsTheServerDoes { _, port in
+            let reply = try await blocking {
+                let connection = try RawConnection(port: port)
+                let length = JSONCoding.maximumBodySize + 1
+                try connection.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: \(length)\r\n\r\n")
+                // No "100 Continue": the client sends the body when it stops waiting.
+                try connection.send(bytes: [UInt8](repeating: 0x20, count: length))
+                return try connection.readResponse()
+            }
+            #expect(reply.status == 413)
+        }
+    }
+
+    @Test func aConnectionThatSendsNothingIsClosedAfterTheIdleTimeout() async throws {
+        try await Self.serveAsTheServerDoes(idleTimeout: .milliseconds(300)) { _, port in
+            let (answered, closedAfter) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let answered = try connection.readResponse().status
+                let start = ContinuousClock.now
+                _ = try connection.readToEnd()  // returns when the server closes
+                return (answered, ContinuousClock.now - start)
+            }
+            #expect(answered == 200)
+            #expect(closedAfter >= .milliseconds(200) && closedAfter < .seconds(8), "\(closedAfter)")
+            // A connection that never sent a request goes the same way.
+            let silent = try await blocking { () -> Int in
+                let connection = try RawConnection(port: port)
+                return try connection.readToEnd().count
+            }
+            #expect(silent == 0)
+        }
+    }
+
     /// An error no route or middleware turned into a response.
     struct Misbehaviour: Error {}
 

@@ -24,6 +24,13 @@ struct PANSecrecyTests {
                 let badLuhn = try await api.send(.put, "/lifecycle/cards/bad\(index)", as: .issuer, raw: Data(#"{"userId":"bob","primaryAccountNumber":"\#(pan.dropLast())0","expiration":"12/29","cardholderName":"B","network":"VISA","productTitle":"X"}"#.utf8))
                 let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(requestId: "x\(index)", primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("01/30"), activationData: nil, deviceType: .phone))
                 replies.withValue { $0 += [refused.text, badLuhn.text, decision.text] }
+                // A card number sent where an id or a path goes is not echoed by the error.
+                let asId = try await api.send(.get, "/lifecycle/cards/\(pan)", as: .issuer)
+                let unknownRoute = try await api.send(.get, "/nowhere/\(pan)", as: .issuer)
+                let wrongMethod = try await api.send(.delete, "/lifecycle/cards/\(pan)", as: .issuer)
+                #expect([asId.status, unknownRoute.status, wrongMethod.status] == [.notFound, .notFound, .methodNotAllowed])
+                #expect(asId.text.contains("•••• \(pan.suffix(4))"), "\(asId.text)")
+                replies.withValue { $0 += [asId.text, unknownRoute.text, wrongMethod.text] }
             }
             _ = try await api.send(.patch, "/lifecycle/cards/c0", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
             for path in ["/issuer/push-provisioning/cards"] {

@@ -102,6 +102,32 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func aDecisionUsesUpItsActivationDataInTheTransactionThatRecordsIt(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let first = TokenizationDecisionRecord(requestId: "r1", panUniqueReference: "PUR-c1", deviceType: .phone, decision: .approved, reason: "activation_data_valid", decidedAt: Self.now)
+            #expect(try await store.tokenizationDecision(requestId: "r1") == nil)
+            #expect(try await store.recordTokenizationDecision(first, consumingActivationData: "ad-1"))
+            #expect(try await store.tokenizationDecision(requestId: "r1") == first)
+            // The same activation data again: refused, and nothing recorded.
+            var second = first
+            second.requestId = "r2"
+            #expect(try await store.recordTokenizationDecision(second, consumingActivationData: "ad-1") == false)
+            #expect(try await store.tokenizationDecision(requestId: "r2") == nil)
+            #expect(try await store.consumeActivationData(id: "ad-1", at: Self.now) == false)
+            // A decision that uses none is recorded; the newest of a request id is returned.
+            second.reason = "activation_data_replayed"
+            second.decision = .declined
+            #expect(try await store.recordTokenizationDecision(second, consumingActivationData: nil))
+            var again = first
+            again.decidedAt = Self.now.addingTimeInterval(1)
+            again.reason = "again"
+            try await store.recordTokenizationDecision(again)
+            #expect(try await store.tokenizationDecision(requestId: "r2") == second)
+            #expect(try await store.tokenizationDecision(requestId: "r1")?.reason == "again")
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func replacingACardWithAnotherPANRetiresItsReferenceAndLeavesLiveTokensOwingADeactivation(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))

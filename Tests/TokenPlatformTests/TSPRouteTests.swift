@@ -66,6 +66,26 @@ struct TSPRouteTests {
         }
     }
 
+    @Test func aRetriedDecisionGetsItsAnswerAgainAndAReplayUnderAnotherRequestIdDoesNot() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            let first = try await decide(api, activationData: data, request: "r-1")
+            #expect(first.decision == .approved && first.reason == "activation_data_valid")
+            // The token service did not get the answer and asks again: the same answer.
+            let retry = try await decide(api, activationData: data, request: "r-1")
+            #expect(retry.decision == first.decision && retry.reason == first.reason && retry.panUniqueReference == first.panUniqueReference)
+            // The same activation data under another request id is a replay.
+            #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_replayed")
+            #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_replayed")
+            // The retry is not a second use: one use recorded, and the replays each recorded as declined.
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            let latest = try await platform.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)
+            #expect(latest?.requestId == "r-2" && latest?.reason == "activation_data_replayed")
+        }
+    }
+
     @Test func activationDataIsSingleUseAndBoundToCardDeviceAndTime() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

@@ -28,29 +28,42 @@ import UnixSignals
 /// after its response), `Date` and `Server` headers, a request id in each request's logger,
 /// and a 500 for an error the router did not turn into a response.
 ///
-/// Request bodies are held whole, up to ``maximumBodySize``. Of a larger body only the first
-/// `maximumBodySize + 1` bytes are kept and the rest is discarded as it arrives; every route
-/// refuses a body over its own limit (at most ``maximumBodySize``) with 413, so a truncated
-/// body is always refused and never read.
+/// Request bodies are held whole, up to a limit decided from each request's head
+/// (`bodyLimit`, at most ``maximumBodySize``): before a byte of the body arrives, so a caller
+/// without the right to a large upload cannot make the server hold one. Of a larger body only
+/// the first `limit + 1` bytes are kept and the rest is discarded as it arrives; every route
+/// refuses a body over its own limit with 413 (or the caller with 401 first), so a truncated
+/// body is always refused and never read. A connection that sends nothing for ``idleTimeout``
+/// while no request of it is being answered is closed.
 public struct TMPHTTPServer: Service {
     /// The largest body any route accepts: a card-art upload (see ``CardArtValidator``).
     public static let maximumBodySize = max(JSONCoding.maximumBodySize, CardArtValidator.maximumSize + 1)
+    /// How long a connection may send nothing while none of its requests is being answered.
+    public static let defaultIdleTimeout: Duration = .seconds(60)
+
+    /// How much of a request's body to hold, from its head.
+    public typealias BodyLimit = @Sendable (HTTPRequest) -> Int
 
     let responder: RouterResponder<BasicRequestContext>
     let host: String
     let port: Int
     let serverName: String
     let logger: Logger
+    let bodyLimit: BodyLimit
+    let idleTimeout: Duration
     let onServerRunning: @Sendable (Int) async -> Void
 
     /// A server for `router` on `host`:`port` (0 picks a free port, reported to
-    /// `onServerRunning`).
+    /// `onServerRunning`), holding at most `bodyLimit(head)` bytes of each request's body
+    /// (capped at ``maximumBodySize``).
     public init(
         router: Router<BasicRequestContext>,
         host: String,
         port: Int,
         serverName: String = "pushprov",
         logger: Logger,
+        bodyLimit: @escaping BodyLimit = { _ in TMPHTTPServer.maximumBodySize },
+        idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.responder = router.buildResponder()
@@ -58,6 +71,8 @@ public struct TMPHTTPServer: Service {
         self.port = port
         self.serverName = serverName
         self.logger = logger
+        self.bodyLimit = { head in min(bodyLimit(head), TMPHTTPServer.maximumBodySize) }
+        self.idleTimeout = idleTimeout
         self.onServerRunning = onServerRunning
     }
 
@@ -67,6 +82,8 @@ public struct TMPHTTPServer: Service {
     public func run() async throws {
         let front = HTTP1Front(
             respond: RequestResponder(responder: responder, serverName: serverName, logger: logger),
+            bodyLimit: bodyLimit,
+            idleTimeout: idleTimeout,
             logger: logger
         )
         let server = front.server(
@@ -117,6 +134,8 @@ struct HTTP1Front: ServerChildChannel {
     }
 
     let respond: RequestResponder
+    let bodyLimit: TMPHTTPServer.BodyLimit
+    let idleTimeout: Duration
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -128,8 +147,8 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
             try pipeline.addHandler(CloseMarker())
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
-            try pipeline.addHandler(WholeRequestHandler(respond: respond, maximumBodySize: TMPHTTPServer.maximumBodySize))
+            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit))
             return Value(channel: channel)
         }
     }
@@ -165,28 +184,33 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     typealias OutboundOut = HTTPResponsePart
 
     private let respond: RequestResponder
-    private let maximumBodySize: Int
+    private let bodyLimit: TMPHTTPServer.BodyLimit
     private var head: HTTPRequest?
+    private var limit = 0
     private var body = ByteBuffer()
 
-    init(respond: RequestResponder, maximumBodySize: Int) {
+    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit) {
         self.respond = respond
-        self.maximumBodySize = maximumBodySize
+        self.bodyLimit = bodyLimit
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
+            limit = bodyLimit(head)
             body = context.channel.allocator.buffer(capacity: 0)
             // The client waits for this before sending the body (curl does for large
-            // uploads); the answer comes once the whole body is in.
-            if head.headerFields[.expect]?.lowercased() == "100-continue" {
+            // uploads); the answer comes once the whole body is in. A body announced over the
+            // limit is not asked for: its answer will be a refusal.
+            if head.headerFields[.expect]?.lowercased() == "100-continue",
+                head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true
+            {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
         case .body(var part):
             // Keep one byte over the limit, so the route sees a body too large and refuses it.
-            let room = maximumBodySize + 1 - body.readableBytes
+            let room = limit + 1 - body.readableBytes
             if room > 0 {
                 if part.readableBytes > room { part = part.getSlice(at: part.readerIndex, length: room)! }
                 // A body that comes in one part (most do) is kept as it came, without a copy.

@@ -16,21 +16,34 @@ public struct TSPService: Sendable {
     public func decide(_ request: TokenizationDecisionRequest) async throws -> TokenizationDecisionResponse {
         try InputRules.identifier(request.requestId, field: "requestId")
         let now = environment.now()
-        let response = try await decision(for: request, now: now)
-        try await environment.store.recordTokenizationDecision(
+        let decided = try await decision(for: request, now: now)
+        var response = decided.0
+        func record(_ response: TokenizationDecisionResponse) -> TokenizationDecisionRecord {
             TokenizationDecisionRecord(requestId: request.requestId, panUniqueReference: response.panUniqueReference, deviceType: request.deviceType, decision: response.decision, reason: response.reason, decidedAt: now)
-        )
+        }
+        // The activation data is used up in the transaction that records the decision.
+        if try await !environment.store.recordTokenizationDecision(record(response), consumingActivationData: decided.consuming) {
+            let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId)
+            if let earlier, earlier.panUniqueReference == response.panUniqueReference, earlier.deviceType == request.deviceType {
+                // A retry of a request already decided (its answer was lost on the way): the
+                // same answer, not a refusal for the activation data it used itself.
+                return TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason)
+            }
+            response = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
+            try await environment.store.recordTokenizationDecision(record(response))
+        }
         environment.logger.info("tokenization decision", metadata: ["request": "\(request.requestId)", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
         return response
     }
 
-    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> TokenizationDecisionResponse {
+    /// The decision for `request`, and the activation data it uses up when it is recorded.
+    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> (TokenizationDecisionResponse, consuming: String?) {
         let hash = environment.vault.lookupHash(request.primaryAccountNumber)
         guard let card = try await environment.store.card(panLookupHash: hash) else {
-            return TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown")
+            return (TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown"), nil)
         }
-        func declined(_ reason: String) -> TokenizationDecisionResponse {
-            TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason)
+        func declined(_ reason: String) -> (TokenizationDecisionResponse, consuming: String?) {
+            (TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason), nil)
         }
         switch card.status {
         case .active: break
@@ -41,7 +54,7 @@ public struct TSPService: Sendable {
         if request.expiration != card.expiration { return declined("expiration_mismatch") }
         guard let activationData = request.activationData else {
             // No proof that the issuer app started this: the owner must activate it in the app.
-            return TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing")
+            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"), nil)
         }
         let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, deviceType: request.deviceType, now: now)
         guard let claims = verdict.claims else {
@@ -50,20 +63,17 @@ public struct TSPService: Sendable {
         guard let attempt = try await environment.store.provisioningAttempt(activationDataId: claims.id), attempt.externalCardId == card.externalCardId else {
             return declined("activation_data_unknown")
         }
-        guard try await environment.store.consumeActivationData(id: claims.id, at: now) else {
-            return declined("activation_data_replayed")
-        }
         switch environment.activationPolicy {
         case .immediate:
-            return TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid")
+            return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), claims.id)
         case .inApp:
             // The cardholder already proved themselves for this card on their other device
             // (its token there is active): the new device's token is active at once.
             let tokens = try await environment.store.tokens(externalCardId: card.externalCardId)
             if tokens.contains(where: { $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType }) {
-                return TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device")
+                return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id)
             }
-            return TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required")
+            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), claims.id)
         }
     }
 

@@ -126,7 +126,8 @@ extension PostgresStore {
         Migration(name: "v4", statements: [
             "ALTER TABLE token ADD COLUMN last_event_ms BIGINT",
         ]),
-        // As SQLite's v5: the pan-unique references cards had before their PAN was replaced.
+        // As SQLite's v5: the pan-unique references cards had before their PAN was replaced, and
+        // decisions by request id.
         Migration(name: "v5", statements: [
             """
             CREATE TABLE retired_pan_reference (
@@ -135,6 +136,7 @@ extension PostgresStore {
                 retired_at TIMESTAMPTZ NOT NULL
             )
             """,
+            "CREATE INDEX tokenization_decision_request ON tokenization_decision(request_id, id)",
         ]),
     ]
 

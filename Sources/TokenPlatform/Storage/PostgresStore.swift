@@ -292,13 +292,34 @@ public struct PostgresStore: TMPStore {
         try await !rows("INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (\(id), \(at)) ON CONFLICT DO NOTHING RETURNING activation_data_id").isEmpty
     }
 
-    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
-        _ = try await rows(
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+        try await transaction { connection in
+            if let id {
+                // A concurrent use of the same id waits for the first to commit, then does nothing.
+                let used = try await connection.all(
+                    "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (\(id), \(decision.decidedAt)) ON CONFLICT DO NOTHING RETURNING activation_data_id",
+                    logger: logger
+                )
+                guard !used.isEmpty else { return false }
+            }
+            try await connection.query(
+                """
+                INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
+                VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt))
+                """,
+                logger: logger
+            )
+            return true
+        }
+    }
+
+    public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
+        try await rows(
             """
-            INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
-            VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt))
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at FROM tokenization_decision
+            WHERE request_id = \(requestId) ORDER BY id DESC LIMIT 1
             """
-        )
+        ).first.map(TokenizationDecisionRecord.init(postgres:))
     }
 
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {

@@ -116,14 +116,16 @@ extension SQLiteStore {
             try db.execute(sql: "ALTER TABLE token ADD COLUMN last_event_ms INTEGER")
         }
         // The pan-unique references cards had before their PAN was replaced, so that a token the
-        // token service reports for an old PAN is recognised, recorded and deactivated.
+        // token service reports for an old PAN is recognised, recorded and deactivated; and
+        // decisions by request id, so that a retried tokenization request gets its answer again.
         migrator.registerMigration("v5") { db in
             try db.execute(sql: """
                 CREATE TABLE retired_pan_reference (
                     pan_unique_reference TEXT PRIMARY KEY NOT NULL,
                     external_card_id TEXT NOT NULL REFERENCES card(external_card_id),
                     retired_at DATETIME NOT NULL
-                )
+                );
+                CREATE INDEX tokenization_decision_request ON tokenization_decision(request_id, id);
                 """)
         }
         return migrator

@@ -309,12 +309,23 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
         try await groupCommit.write { db in
+            if let id {
+                try db.execute(sql: "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [id, decision.decidedAt])
+                guard db.changesCount == 1 else { return false }
+            }
             try db.execute(
                 sql: "INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [decision.requestId, decision.panUniqueReference, decision.deviceType.rawValue, decision.decision.rawValue, decision.reason, decision.decidedAt]
             )
+            return true
+        }
+    }
+
+    public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM tokenization_decision WHERE request_id = ? ORDER BY id DESC LIMIT 1", arguments: [requestId]).map(Self.decision(row:))
         }
     }
 
@@ -324,13 +335,15 @@ public struct SQLiteStore: TMPStore {
                 db,
                 sql: "SELECT * FROM tokenization_decision WHERE pan_unique_reference = ? AND device_type = ? ORDER BY decided_at DESC, id DESC LIMIT 1",
                 arguments: [panUniqueReference, deviceType.rawValue]
-            ).map { row in
-                TokenizationDecisionRecord(
-                    requestId: row["request_id"], panUniqueReference: row["pan_unique_reference"], deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone,
-                    decision: TokenizationDecision(rawValue: row["decision"]) ?? .declined, reason: row["reason"], decidedAt: row["decided_at"]
-                )
-            }
+            ).map(Self.decision(row:))
         }
+    }
+
+    private static func decision(row: Row) -> TokenizationDecisionRecord {
+        TokenizationDecisionRecord(
+            requestId: row["request_id"], panUniqueReference: row["pan_unique_reference"], deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone,
+            decision: TokenizationDecision(rawValue: row["decision"]) ?? .declined, reason: row["reason"], decidedAt: row["decided_at"]
+        )
     }
 
     // MARK: Card art and audit

@@ -91,8 +91,13 @@ public protocol TMPStore: Sendable {
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt?
     /// Marks activation data used; false when it was used before (single use).
     func consumeActivationData(id: String, at: Date) async throws -> Bool
-    /// Records a tokenization decision.
-    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws
+    /// Records a tokenization decision and, in the same transaction, marks the activation data
+    /// `consuming` used (at the decision's time); false, recording nothing, when that
+    /// activation data was used before. So activation data is never used up by a decision that
+    /// was not recorded.
+    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool
+    /// The newest decision recorded for the token service's request id.
+    func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord?
     /// The newest decision for a card and device.
     func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord?
 
@@ -239,4 +244,11 @@ public enum TokenEventApplication: Sendable, Hashable {
 public enum StoreError: Error, Sendable, Hashable {
     /// Another card already has this PAN.
     case duplicatePAN(existingCardId: String)
+}
+
+extension TMPStore {
+    /// Records a tokenization decision that uses no activation data.
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
+        _ = try await recordTokenizationDecision(decision, consumingActivationData: nil)
+    }
 }
