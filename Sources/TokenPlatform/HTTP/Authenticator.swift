@@ -14,8 +14,10 @@ public enum Caller: Sendable, Hashable {
 
 /// Checks the `Authorization: Bearer …` credential a route requires.
 public struct Authenticator: Sendable {
-    /// Verifies cardholder JWTs.
-    public var cardholderTokens: CardholderTokenVerifier
+    /// Verifies cardholder JWTs. Fixed for the authenticator's life: the tokens it has verified
+    /// are remembered (see `verified`), and a copy with other keys, issuer or audience must not
+    /// inherit them.
+    public let cardholderTokens: CardholderTokenVerifier
     /// The issuer back office's key.
     public var issuerKey: APIKey
     /// The token service provider's key.
