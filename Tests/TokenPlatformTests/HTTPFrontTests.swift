@@ -152,14 +152,19 @@ struct HTTPFrontTests {
 
     /// Serves a fresh platform as `pushprov serve` does: route-aware body limits, and an idle
     /// timeout of `idleTimeout`.
-    static func serveAsTheServerDoes(idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout, _ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void) async throws {
+    static func serveAsTheServerDoes(
+        idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
+        requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        _ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void
+    ) async throws {
         let platform = try await TestPlatform()
         let router = platform.router()
         let logger = platform.logger
         try await TestTMP.runLive({ onRunning in
             TMPHTTPServer(
                 router: router, host: "127.0.0.1", port: 0, logger: logger,
-                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey)), idleTimeout: idleTimeout, onServerRunning: onRunning
+                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey)), idleTimeout: idleTimeout,
+                requestReadTimeout: requestReadTimeout, onServerRunning: onRunning
             )
         }) { _, port in try await body(platform, port) }
     }
@@ -235,6 +240,36 @@ struct HTTPFrontTests {
                 return try connection.readToEnd().count
             }
             #expect(silent == 0)
+        }
+    }
+
+    @Test func aRequestTrickledInSlowerThanTheReadTimeoutLosesItsConnection() async throws {
+        // The idle timeout alone would not close it: each part read counts as activity.
+        try await Self.serveAsTheServerDoes(idleTimeout: .seconds(30), requestReadTimeout: .milliseconds(400)) { platform, port in
+            let (whole, trickled, elapsed) = try await blocking {
+                // A request sent in two parts inside the limit is answered.
+                let first = try RawConnection(port: port)
+                try first.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nContent-Length: 155\r\n\r\n")
+                usleep(100_000)
+                try first.send(#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Everyday Debit"}"#)
+                let whole = try first.readResponse().status
+                // One trickled byte by byte, 100 ms apart (each byte is activity), is cut off
+                // 400 ms after its head, long before the idle timeout. (It stops writing before
+                // then: a write to the closed socket would raise SIGPIPE.)
+                let second = try RawConnection(port: port)
+                try second.send("PUT /lifecycle/cards/c2 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+                let start = ContinuousClock.now
+                for _ in 0..<3 {
+                    usleep(100_000)
+                    try second.send("{")
+                }
+                let received = try second.readToEnd()
+                return (whole, received, ContinuousClock.now - start)
+            }
+            #expect(whole == 201)
+            #expect(trickled.isEmpty, "closed without an answer")
+            #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(8), "\(elapsed)")
+            #expect(try await platform.store.card(externalCardId: "c2") == nil)
         }
     }
 

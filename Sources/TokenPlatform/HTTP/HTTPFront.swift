@@ -34,12 +34,16 @@ import UnixSignals
 /// the first `limit + 1` bytes are kept and the rest is discarded as it arrives; every route
 /// refuses a body over its own limit with 413 (or the caller with 401 first), so a truncated
 /// body is always refused and never read. A connection that sends nothing for ``idleTimeout``
-/// while no request of it is being answered is closed.
+/// while no request of it is being answered is closed, and so is one that has not sent a whole
+/// request ``requestReadTimeout`` after its head (a body trickled in to hold the connection).
 public struct TMPHTTPServer: Service {
     /// The largest body any route accepts: a card-art upload (see ``CardArtValidator``).
     public static let maximumBodySize = max(JSONCoding.maximumBodySize, CardArtValidator.maximumSize + 1)
     /// How long a connection may send nothing while none of its requests is being answered.
     public static let defaultIdleTimeout: Duration = .seconds(60)
+    /// How long a request may take to arrive whole, from its head to its end (4 MiB of card
+    /// art at 1 Mbit/s takes about 34 s).
+    public static let defaultRequestReadTimeout: Duration = .seconds(60)
 
     /// How much of a request's body to hold, from its head.
     public typealias BodyLimit = @Sendable (HTTPRequest) -> Int
@@ -51,6 +55,7 @@ public struct TMPHTTPServer: Service {
     let logger: Logger
     let bodyLimit: BodyLimit
     let idleTimeout: Duration
+    let requestReadTimeout: Duration
     let onServerRunning: @Sendable (Int) async -> Void
 
     /// A server for `router` on `host`:`port` (0 picks a free port, reported to
@@ -64,6 +69,7 @@ public struct TMPHTTPServer: Service {
         logger: Logger,
         bodyLimit: @escaping BodyLimit = { _ in TMPHTTPServer.maximumBodySize },
         idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
+        requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.responder = router.buildResponder()
@@ -73,6 +79,7 @@ public struct TMPHTTPServer: Service {
         self.logger = logger
         self.bodyLimit = { head in min(bodyLimit(head), TMPHTTPServer.maximumBodySize) }
         self.idleTimeout = idleTimeout
+        self.requestReadTimeout = requestReadTimeout
         self.onServerRunning = onServerRunning
     }
 
@@ -84,6 +91,7 @@ public struct TMPHTTPServer: Service {
             respond: RequestResponder(responder: responder, serverName: serverName, logger: logger),
             bodyLimit: bodyLimit,
             idleTimeout: idleTimeout,
+            requestReadTimeout: requestReadTimeout,
             logger: logger
         )
         let server = front.server(
@@ -136,6 +144,7 @@ struct HTTP1Front: ServerChildChannel {
     let respond: RequestResponder
     let bodyLimit: TMPHTTPServer.BodyLimit
     let idleTimeout: Duration
+    let requestReadTimeout: Duration
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -148,7 +157,7 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(CloseMarker())
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit))
+            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout))
             return Value(channel: channel)
         }
     }
@@ -185,13 +194,34 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let respond: RequestResponder
     private let bodyLimit: TMPHTTPServer.BodyLimit
+    private let readTimeout: Duration
     private var head: HTTPRequest?
     private var limit = 0
     private var body = ByteBuffer()
+    /// Closes the connection if the request being read is not whole by then.
+    private var readDeadline: Scheduled<Void>?
 
-    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit) {
+    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
         self.respond = respond
         self.bodyLimit = bodyLimit
+        self.readTimeout = readTimeout
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        readDeadline?.cancel()
+        readDeadline = nil
+    }
+
+    /// After a read that left a request incomplete, its remaining parts get until the deadline.
+    /// (A request that arrives whole in one read, as nearly all do, costs no timer.)
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if head != nil, readDeadline == nil {
+            let channel = context.channel
+            readDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(readTimeout)) {
+                channel.close(promise: nil)
+            }
+        }
+        context.fireChannelReadComplete()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -217,6 +247,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 if body.readableBytes == 0 { body = part } else { body.writeBuffer(&part) }
             }
         case .end:
+            readDeadline?.cancel()
+            readDeadline = nil
             guard let head else { return }
             self.head = nil
             let request = Request(head: head, body: RequestBody(buffer: body))
