@@ -105,6 +105,23 @@ public final class AppleChainValidator: Sendable {
             return .refused(ChainRefusal(.incompleteChain, "only the leaf was supplied; Wallet also supplies the intermediate that issued it — send every certificate Wallet passed"))
         }
         if let refusal = AppleIssuerEncryptionRules.checkIntermediate(certificates[1]) { return .refused(refusal) }
+        // Wallet sends the leaf and the intermediate; the root may follow, and must then be a
+        // trust anchor itself, byte for byte. Anything more, or a look-alike root, is refused
+        // rather than ignored by path building: so few lists are ever accepted, and the
+        // cache of accepted chains cannot be filled with variants of one chain.
+        if certificates.count > 3 {
+            return .refused(ChainRefusal(.wrongChainLength, "the chain must be leaf, intermediate and at most the root; \(certificates.count) certificates were supplied"))
+        }
+        if certificates.count == 3, !configuration.trustAnchors.certificates.contains(certificates[2]) {
+            let top = certificates[2]
+            let sameName = configuration.trustAnchors.certificates.contains { $0.subject == top.subject }
+            return .refused(ChainRefusal(
+                .untrustedRoot,
+                sameName
+                    ? "certificate 3 has the name of trust anchor \"\(top.subject)\" but is a different certificate"
+                    : "certificate 3, \"\(top.subject)\", is not a trust anchor; send the leaf and the intermediate, or those and the root"
+            ))
+        }
 
         var verifier = Verifier(rootCertificates: anchorStore) {
             RFC5280Policy.withValidityCheckDisabled()

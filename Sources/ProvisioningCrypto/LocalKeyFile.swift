@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProvisioningModels
 
 #if canImport(Glibc)
 import Glibc
@@ -130,6 +131,17 @@ public enum LocalKeyFile {
         }
         guard !signingKeys.isEmpty else {
             throw KeyConfigurationError("key file \(path) holds no activation signing key")
+        }
+        // The token service finds a key by its id in the published JWKS: two keys under one id
+        // (a rotation done by hand) would have it check signatures against the wrong one.
+        var ids = Set<String>()
+        for key in signingKeys {
+            guard CardIdentifier.isValid(key.id) else {
+                throw KeyConfigurationError("key file \(path): activation signing key id \"\(key.id)\" must be 1 to 64 of A-Z, a-z, 0-9, '.', '_', '-'")
+            }
+            guard ids.insert(key.id).inserted else {
+                throw KeyConfigurationError("key file \(path): activation signing key id \(key.id) appears twice; give each key its own id")
+            }
         }
         return LocalKeys(panVault: vault, activationSigningKeys: signingKeys)
     }

@@ -28,6 +28,23 @@ struct RealAppleChainTests {
         #expect(chain.anchorSubject.contains("Apple Root CA - G3"))
     }
 
+    @Test func nothingButTheRootMayFollowTheIntermediate() async throws {
+        // A look-alike of Apple's root: its exact name, another key.
+        let appleRoot = try TestResources.certificate("apple-root-ca-g3.pem")
+        let lookAlike = try TestPKI.makeRoot(key: P384.Signing.PrivateKey(), name: appleRoot.subject).derData
+        let validator = AppleChainValidator()
+        for extra in [[root, root], [root, lookAlike]] {
+            let verdict = await validator.validate([leaf, intermediate] + extra)
+            #expect(verdict.refusal?.code == .wrongChainLength, "\(verdict)")
+        }
+        let impostor = await validator.validate([leaf, intermediate, lookAlike])
+        #expect(impostor.refusal?.code == .untrustedRoot)
+        #expect(impostor.refusal?.message.contains("different certificate") == true)
+        // The accepted lists: with and without the root itself.
+        #expect(await validator.validate([leaf, intermediate, root]).acceptedChain != nil)
+        #expect(await validator.validate([leaf, intermediate]).acceptedChain != nil)
+    }
+
     @Test func yieldsTheLeafKeyToSealFor() async throws {
         let chain = try #require(await AppleChainValidator().validate([leaf, intermediate]).acceptedChain)
         let certificate = try TestResources.certificate("apple-encipherment-leaf-prod-2020.pem")

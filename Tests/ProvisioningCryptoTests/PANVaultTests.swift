@@ -155,6 +155,25 @@ struct LocalKeyFileTests {
         #expect(error.message.contains("chmod 600"))
     }
 
+    @Test func refusesTwoActivationSigningKeysUnderOneId() throws {
+        _ = try LocalKeyFile.loadOrCreate(at: path)
+        // A rotation done by hand: a new key added under the id of the old one.
+        var file = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        var keys = try #require(file["activationSigningKeys"] as? [[String: Any]])
+        let id = try #require(keys[0]["id"] as? String)
+        keys.insert(["id": id, "privateKey": P256.Signing.PrivateKey().rawRepresentation.base64EncodedString()], at: 0)
+        file["activationSigningKeys"] = keys
+        try FileManager.default.removeItem(atPath: path)
+        #expect(FileManager.default.createFile(atPath: path, contents: try JSONSerialization.data(withJSONObject: file), attributes: [.posixPermissions: 0o600]))
+        let error = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: path) }
+        #expect(error.message.contains("activation signing key id \(id) appears twice"), "\(error.message)")
+        // An empty id is refused too.
+        keys[0]["id"] = ""
+        file["activationSigningKeys"] = keys
+        try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
+        #expect(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: path) }
+    }
+
     @Test func refusesACorruptFile() throws {
         #expect(FileManager.default.createFile(atPath: path, contents: Data("{}".utf8), attributes: [.posixPermissions: 0o600]))
         #expect(throws: KeyConfigurationError.self) { try LocalKeyFile.loadOrCreate(at: path) }

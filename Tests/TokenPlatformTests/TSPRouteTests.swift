@@ -86,6 +86,20 @@ struct TSPRouteTests {
         }
     }
 
+    @Test func activationDataIssuedToTheCardsPreviousOwnerIsDeclined() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let alices = try await activationData(api, user: "alice")
+            // The issuer gives the card (same PAN, so the same panUniqueReference) to bob.
+            try await api.putCard("c1", user: "bob")
+            let decision = try await decide(api, activationData: alices)
+            #expect(decision.decision == .declined && decision.reason == "activation_data_owner_changed")
+            // Bob's own activation data is fine.
+            #expect(try await decide(api, activationData: try await activationData(api, user: "bob")).decision == .approved)
+        }
+    }
+
     @Test func activationDataIsSingleUseAndBoundToCardDeviceAndTime() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

@@ -63,6 +63,11 @@ public struct TSPService: Sendable {
         guard let attempt = try await environment.store.provisioningAttempt(activationDataId: claims.id), attempt.externalCardId == card.externalCardId else {
             return declined("activation_data_unknown")
         }
+        // Issued to the card's owner at the time: a card given to another user since (same PAN,
+        // so the same panUniqueReference) must not be tokenized on the previous owner's device.
+        guard attempt.userId.isSameIdentifier(as: card.userId) else {
+            return declined("activation_data_owner_changed")
+        }
         switch environment.activationPolicy {
         case .immediate:
             return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), claims.id)
