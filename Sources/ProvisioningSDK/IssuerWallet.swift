@@ -67,7 +67,11 @@ public actor IssuerWallet {
     /// Sign-out: forgets the latest status and removes everything shared with the Wallet
     /// extensions (snapshot, art, their session). The app signs out of its own identity
     /// provider itself.
+    ///
+    /// A read still running when this is called does not publish or write what it read (its
+    /// caller still gets it): it was made for the cardholder who signed out.
     public func signOut() async throws {
+        lastPublishedRead = readsStarted
         latestStatus = nil
         try await sharedStorage?.signOut()
     }

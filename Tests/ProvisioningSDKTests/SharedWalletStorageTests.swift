@@ -17,13 +17,20 @@ struct SharedWalletStorageTests {
         let wallet: IssuerWallet
         let transport: ScriptedTransport
 
-        init(cards: [CardSummary], tokens: [TokenSearchResult] = [], passes: [WalletPass] = [], art: [String: Data] = [:]) throws {
+        /// `holdingCards`: each `GET cards` waits for the gate first.
+        init(cards: [CardSummary], tokens: [TokenSearchResult] = [], passes: [WalletPass] = [], art: [String: Data] = [:], holdingCards gate: AsyncGate? = nil) throws {
             folder = try TemporaryDirectory()
             directory = SharedWalletDirectory(containerURL: folder.url)
             secrets = FileSecretStore(directory: folder.url.appendingPathComponent("secrets"))
             let user = Locked<String?>("alice")
             self.user = user
-            transport = Fixtures.server(cards: cards, tokens: tokens, art: art)
+            let server = Fixtures.server(cards: cards, tokens: tokens, art: art)
+            transport = gate.map { gate in
+                ScriptedTransport { request, _ in
+                    if ScriptedTransport.operation(of: request) == .listCards { await gate.wait() }
+                    return try await server.send(request)
+                }
+            } ?? server
             wallet = IssuerWallet(
                 client: Fixtures.client(transport),
                 passLibrary: FakePassLibrary(passes: passes),
@@ -87,6 +94,25 @@ struct SharedWalletStorageTests {
         #expect(app.directory.storedArtFileName(externalCardId: "card-1") == nil)
         #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
         #expect(await app.wallet.latestStatus == nil)
+    }
+
+    @Test func aReadStillRunningAtSignOutPublishesAndWritesNothing() async throws {
+        let gate = AsyncGate()
+        let app = try App(cards: [Fixtures.card("card-1")], holdingCards: gate)
+        defer { app.folder.remove() }
+        let read = Task { try await app.wallet.refreshStatus() }
+        await gate.waitForArrivals(1)
+        // The app signs the wallet out first, its identity provider after: the user id is
+        // still there when the read comes back.
+        try await app.wallet.signOut()
+        gate.open()
+        #expect(try await read.value["card-1"] != nil, "its caller still gets what it read")
+        #expect(await app.wallet.latestStatus == nil)
+        #expect(app.directory.readSnapshotFile() == .missing)
+        // A read started after the sign-out (the next sign-in) publishes as before.
+        try await app.wallet.refreshStatus()
+        #expect(await app.wallet.latestStatus?["card-1"] != nil)
+        #expect(app.directory.readSnapshot()?.userId == "alice")
     }
 
     @Test func anotherCardholderSigningInRemovesThePreviousSession() async throws {

@@ -58,9 +58,10 @@ public actor SharedWalletStorage {
     func record(_ status: WalletStatusSnapshot, order: Int) async throws {
         guard order > lastOrder else { return }
         lastOrder = order
+        let generation = generation
         guard let userId = await sharing.userId() else { return }
-        // Another record may have run while the user id was asked for.
-        guard order == lastOrder else { return }
+        // Another record, or a sign-out, may have run while the user id was asked for.
+        guard order == lastOrder, generation == self.generation else { return }
         let directory = sharing.directory
         if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
             try wipe()
