@@ -1,3 +1,4 @@
+import Foundation
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
@@ -105,6 +106,23 @@ struct WalletStatusTableTests {
         #expect(card2.phone.state == .active && card2.phone.action == .inWallet)
         #expect(card2.watch.state == .active && card2.watch.action == .inWallet)
         #expect(card2.primaryAccountIdentifier == "PAI-2")
+    }
+
+    @Test func aPassWhoseTokenTMPDeactivatedIsKeptAsDeadAndTheExtensionOffersTheCardAgain() async throws {
+        for passKitCaughtUp in [false, true] {
+            let passes = [Fixtures.pass("DA-1", account: "PAI-1", device: .phone, state: passKitCaughtUp ? .deactivated : .activated)]
+            let tokens = [Fixtures.token("DA-1", card: "card-1", status: .deactivated)]
+            let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
+            let status = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes)).read()
+            let card = try #require(status["card-1"])
+            #expect(card.phone.state == .notAdded && card.phone.action == .addToWallet)
+            #expect(card.phone.pass?.deviceAccountIdentifier == (passKitCaughtUp ? nil : "DA-1"))
+            // The snapshot the extensions read says "dead" while Wallet still shows the pass,
+            // and the extension offers the card, as the app does.
+            let snapshot = ExtensionSnapshot(status, userId: "alice", writtenAt: Date(timeIntervalSince1970: 0), artFileNames: [:])
+            #expect(snapshot["card-1"]?.phone.word == (passKitCaughtUp ? "absent" : "dead"))
+            #expect(ExtensionEligibility.eligibleCards(in: snapshot, livePasses: passes, device: .phone).map(\.externalCardId) == ["card-1"])
+        }
     }
 
     @Test func primaryAccountIdentifierIsLearntFromTheIPhonePass() async throws {

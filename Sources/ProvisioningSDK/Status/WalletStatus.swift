@@ -30,7 +30,8 @@ public struct DeviceWalletStatus: Sendable, Hashable, Codable {
     public var state: WalletCardState
     /// The action to offer.
     public var action: WalletCardAction
-    /// The pass the state comes from (nil when no pass of this card is on the device).
+    /// The pass the state comes from: nil when no pass of this card is on the device; with
+    /// state `notAdded`, a pass whose token TMP deactivated that Wallet still shows as live.
     public var pass: WalletPass?
 
     /// Creates a status.

@@ -92,10 +92,14 @@ public enum WalletStatusCalculator {
     }
 
     private static func bestState(_ passes: [(pass: WalletPass, token: TokenStatus)]) -> (state: WalletCardState, pass: WalletPass?) {
-        let ranked = passes.map { (state: state(pass: $0.pass, token: $0.token), pass: $0.pass) }
-            .filter { $0.state != .notAdded }
-            .min { rank($0.state) < rank($1.state) }
-        return ranked.map { ($0.state, $0.pass) } ?? (.notAdded, nil)
+        let states = passes.map { (state: state(pass: $0.pass, token: $0.token), pass: $0.pass) }
+        if let best = states.filter({ $0.state != .notAdded }).min(by: { rank($0.state) < rank($1.state) }) {
+            return (best.state, best.pass)
+        }
+        // None usable. A pass whose token TMP deactivated while Wallet still shows it (PassKit
+        // catches up later) is still the card's pass on the device: kept, so the Wallet
+        // extension knows it is dead and may offer the card again, as the app does.
+        return (.notAdded, states.first { $0.pass.activationState != .deactivated }?.pass)
     }
 
     private static func rank(_ state: WalletCardState) -> Int {
