@@ -11,9 +11,10 @@ public enum Redaction {
         value.count <= 4 ? "••••" : pan(last4: String(value.suffix(4)))
     }
 
-    /// `text` with every run of 12 or more ASCII digits (the shortest card number) replaced by
-    /// its last four, as ``pan(last4:)`` writes them: for messages that echo what a caller
-    /// sent (an id or a path), in case a card number was sent there.
+    /// `text` with every run of ASCII digits that could be a card number — 12 to 19 digits
+    /// passing the Luhn check — replaced by its last four, as ``pan(last4:)`` writes them: for
+    /// messages that echo what a caller sent (an id or a path), in case a card number was sent
+    /// there. Other digit runs (most numeric ids, times) are left as they are.
     public static func cardNumbers(in text: String) -> String {
         let bytes = Array(text.utf8)
         var output: [UInt8] = []
@@ -27,7 +28,7 @@ public enum Redaction {
             }
             var end = index
             while end < bytes.count, bytes[end] >= UInt8(ascii: "0"), bytes[end] <= UInt8(ascii: "9") { end += 1 }
-            if end - index >= 12 {
+            if (12...19).contains(end - index), Self.passesLuhn(bytes[index..<end]) {
                 output.append(contentsOf: pan(last4: String(decoding: bytes[(end - 4)..<end], as: UTF8.self)).utf8)
             } else {
                 output.append(contentsOf: bytes[index..<end])
@@ -35,6 +36,15 @@ public enum Redaction {
             index = end
         }
         return String(decoding: output, as: UTF8.self)
+    }
+
+    private static func passesLuhn(_ digits: ArraySlice<UInt8>) -> Bool {
+        var sum = 0
+        for (offset, byte) in digits.reversed().enumerated() {
+            let digit = Int(byte - UInt8(ascii: "0"))
+            sum += offset % 2 == 1 ? (digit * 2 > 9 ? digit * 2 - 9 : digit * 2) : digit
+        }
+        return sum % 10 == 0
     }
 
     /// The first `count` characters of an identifier followed by `…`, for logging token

@@ -176,4 +176,46 @@ struct LifecycleRaceTests {
             #expect(unknown.status == .notFound)
         }
     }
+
+    /// A token of a retired PAN whose deactivation the token service has not confirmed yet is
+    /// never activated or resumed through TMP, and is no proof of the cardholder for a new
+    /// device's tokenization.
+    @Test func aTokenOfARetiredPANIsNeverActivatedAndProvesNothing() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            let old = try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            _ = try await api.putCard("c1", user: "alice", pan: "5555555555554444")
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await api.event("T9", pur: old.panUniqueReference, .created)
+            #expect(try await api.tokenStatus("T9") == .inactive)
+            platform.connector.failing.withValue { $0 = false }
+            let activation = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T9"))
+                .decode(TokenActivationResponse.self)
+            #expect(activation.issuerMobileAppAuthResponse == .declined, "\(activation.comment)")
+            #expect(!platform.connector.commands.current.contains("activate T9"))
+            #expect(try await api.tokenStatus("T9") == .inactive)
+
+            // The token service activates and suspends it on its own; customer service cannot resume it.
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await api.event("T9", pur: old.panUniqueReference, .activated)
+            #expect(try await api.tokenStatus("T9") == .active)
+            platform.connector.failing.withValue { $0 = false }
+
+            // Still live and active on the phone: no proof for the Watch's tokenization.
+            let signed = try await api.signCard("c1", user: "alice", device: .watch).decode(SignedCardResponse.self)
+            let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+                requestId: "r-watch", primaryAccountNumber: try PrimaryAccountNumber("5555555555554444"), expiration: try CardExpiration("12/29"),
+                activationData: String(decoding: signed.activationData.data, as: UTF8.self), deviceType: .watch
+            )).decode(TokenizationDecisionResponse.self)
+            #expect(decision.reason == "in_app_activation_required")
+
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await api.event("T9", pur: old.panUniqueReference, .suspended)
+            platform.connector.failing.withValue { $0 = false }
+            #expect(try await api.tokenStatus("T9") == .suspended)
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T9/resume", as: .issuer)
+            #expect(resumed.status == .conflict && resumed.text.contains("pan_replaced"), "\(resumed.text)")
+            #expect(!platform.connector.commands.current.contains("resume T9"))
+        }
+    }
 }

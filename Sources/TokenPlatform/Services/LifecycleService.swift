@@ -249,6 +249,9 @@ public struct LifecycleService: Sendable {
             guard card.status == .active else {
                 throw TMPError.conflict("card_not_active", "card \(card.externalCardId) is \(card.status.rawValue); unblock the card to resume its tokens")
             }
+            guard !token.isOfAReplacedPAN(of: card) else {
+                throw TMPError.conflict("pan_replaced", "token \(token.tokenUniqueReference) was made for a card number card \(card.externalCardId) no longer has; it is deactivated, never resumed")
+            }
         }
         let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
         if outcome.result == "UNCHANGED", outcome.status != target {
@@ -329,6 +332,7 @@ public struct LifecycleService: Sendable {
             // card may have changed since the command started.
             let cardStatus = card?.status
             if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+            if target == .active, let card, current.isOfAReplacedPAN(of: card) { return .reject("the card's PAN was replaced") }
             if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
             // Already in the target state means the token service's echo of this very command
             // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's

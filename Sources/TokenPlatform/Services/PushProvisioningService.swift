@@ -103,6 +103,10 @@ public struct PushProvisioningService: Sendable {
         guard card.status == .active else {
             return answer(.declined, "the card is \(card.status.rawValue.lowercased())")
         }
+        // Made for a card number the card no longer has: it is being deactivated, never activated.
+        guard !token.isOfAReplacedPAN(of: card) else {
+            return answer(.declined, "the token is of a card number this card no longer has")
+        }
         switch token.status {
         case .active: return answer(.approved, "the token is already active")
         case .suspended: return answer(.declined, "the token is suspended")
@@ -121,6 +125,7 @@ public struct PushProvisioningService: Sendable {
             guard let card, card.status == .active else {
                 return .reject("the card is \(card?.status.rawValue.lowercased() ?? "gone")")
             }
+            guard !current.isOfAReplacedPAN(of: card) else { return .reject("the card's PAN was replaced") }
             return switch current.status {
             // Already active: the token service's ACTIVATED echo overtook TMP; the user's
             // activation is still recorded.

@@ -75,7 +75,9 @@ public struct TSPService: Sendable {
             // The cardholder already proved themselves for this card on their other device
             // (its token there is active): the new device's token is active at once.
             let tokens = try await environment.store.tokens(externalCardId: card.externalCardId)
-            if tokens.contains(where: { $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType }) {
+            if tokens.contains(where: {
+                $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType && !$0.isOfAReplacedPAN(of: card)
+            }) {
                 return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id)
             }
             return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), claims.id)
