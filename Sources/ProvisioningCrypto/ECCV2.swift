@@ -29,7 +29,7 @@ public enum ECCV2 {
     public static func seal(
         _ plaintext: some DataProtocol,
         for recipient: P256.KeyAgreement.PublicKey,
-        ephemeralKey: P256.KeyAgreement.PrivateKey = P256.KeyAgreement.PrivateKey()
+        ephemeralKey: P256.KeyAgreement.PrivateKey = ECCV2.ephemeralKey()
     ) throws -> SealedPassData {
         let ephemeralPublicKey = ephemeralKey.publicKey.x963Representation
         let sharedSecret = try ephemeralKey.sharedSecretFromKeyAgreement(with: recipient)
@@ -71,6 +71,37 @@ public enum ECCV2 {
             throw ECCV2Error.authenticationFailed
         }
     }
+
+    /// A fresh ephemeral key for one ``seal(_:for:ephemeralKey:)``: a private scalar drawn
+    /// uniformly from [1, n − 1] (n, the order of P-256) out of 32 bytes of the system's
+    /// cryptographic random number generator, by rejection.
+    ///
+    /// swift-crypto's `P256.KeyAgreement.PrivateKey()` draws its scalar the same way and then
+    /// runs BoringSSL's FIPS pairwise-consistency test on the new key: an ECDSA signature and
+    /// its verification, plus a second computation of the public key. For a key that agrees on
+    /// one secret and is thrown away that test was 37 % of the whole crypto of a
+    /// `signed-cards` call, and it guards nothing here: a key whose public half did not match
+    /// its private half would only make Apple's decryption fail. The scalar is loaded through
+    /// swift-crypto's `init(rawRepresentation:)`, which refuses 0 and anything ≥ n, and it
+    /// lives only in memory that is cleared when freed.
+    public static func ephemeralKey() -> P256.KeyAgreement.PrivateKey {
+        ephemeralKey(candidates: { SymmetricKey(size: .bits256) })
+    }
+
+    /// ``ephemeralKey()`` drawing its candidate scalars from `candidates` (tests inject
+    /// out-of-range ones). A candidate of 0 or ≥ n, which the system's generator produces about
+    /// once in 2³² draws, is drawn again.
+    static func ephemeralKey(candidates: () -> SymmetricKey) -> P256.KeyAgreement.PrivateKey {
+        for _ in 0..<maximumEphemeralDraws {
+            if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: candidates()) { return key }
+        }
+        // 64 draws out of range in a row means the generator is broken: nothing may be sealed.
+        preconditionFailure("\(maximumEphemeralDraws) random P-256 scalars in a row were 0 or not below the group order")
+    }
+
+    /// How many out-of-range candidates ``ephemeralKey(candidates:)`` draws again before it
+    /// stops the process.
+    static let maximumEphemeralDraws = 64
 
     /// The ECDH shared secret `Z` (the 32-byte x coordinate), exposed for known-answer tests.
     public static func sharedSecret(

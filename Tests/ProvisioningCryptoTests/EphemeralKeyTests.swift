@@ -1,0 +1,65 @@
+import Crypto
+import Foundation
+@testable import ProvisioningCrypto
+import Testing
+
+/// The ephemeral keys `ECCV2.seal` uses: uniform scalars in [1, n − 1], drawn again when out of range.
+struct EphemeralKeyTests {
+    /// n, the order of P-256, big-endian.
+    static let order = Data(hex: "ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551")!
+
+    /// Hands out `candidates` in turn and counts the draws.
+    final class Candidates {
+        var remaining: [Data]
+        var draws = 0
+        init(_ candidates: [Data]) { remaining = candidates }
+        func next() -> SymmetricKey {
+            draws += 1
+            return SymmetricKey(data: remaining.removeFirst())
+        }
+    }
+
+    @Test func outOfRangeCandidatesAreDrawnAgainAndTheFirstValidOneIsTheKey() throws {
+        var justBelow = Self.order
+        justBelow[31] -= 1
+        let candidates = Candidates([
+            Data(repeating: 0, count: 32),  // zero
+            Self.order,  // n
+            Data(repeating: 0xFF, count: 32),  // above n
+            justBelow,  // n − 1: the largest valid scalar
+            Data(repeating: 0x11, count: 32),
+        ])
+        let key = ECCV2.ephemeralKey(candidates: candidates.next)
+        #expect(candidates.draws == 4)
+        #expect(key.rawRepresentation == justBelow)
+        // The public half is the scalar's: a signature made from the same scalar verifies with it.
+        let signer = try P256.Signing.PrivateKey(rawRepresentation: justBelow)
+        #expect(signer.publicKey.x963Representation == key.publicKey.x963Representation)
+    }
+
+    @Test func theSmallestValidScalarIsAccepted() {
+        var one = Data(repeating: 0, count: 32)
+        one[31] = 1
+        let candidates = Candidates([one])
+        let key = ECCV2.ephemeralKey(candidates: candidates.next)
+        #expect(key.rawRepresentation == one)
+        // 1·G is the generator itself.
+        #expect(key.publicKey.x963Representation.prefix(33).dropFirst() == Data(hex: "6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296")!)
+    }
+
+    @Test func keysFromTheSystemGeneratorAreValidAndDistinct() throws {
+        let keys = (0..<64).map { _ in ECCV2.ephemeralKey() }
+        #expect(Set(keys.map(\.rawRepresentation)).count == 64)
+        for key in keys {
+            // Each public key is a point on the curve that decodes as one.
+            let point = try P256.KeyAgreement.PublicKey(x963Representation: key.publicKey.x963Representation)
+            #expect(point.rawRepresentation == key.publicKey.rawRepresentation)
+        }
+    }
+
+    @Test func aSealWithTheDefaultKeyOpensWithTheRecipientsKey() throws {
+        let recipient = P256.KeyAgreement.PrivateKey()
+        let sealed = try ECCV2.seal(Data("pass data".utf8), for: recipient.publicKey)
+        #expect(try ECCV2.open(sealed, with: recipient) == Data("pass data".utf8))
+    }
+}
