@@ -243,7 +243,7 @@ extension SignedCardRequest: FlatJSONDecodable {
         var certificates: [Data] = []
         certificates.reserveCapacity(certificateTexts.count)
         for text in certificateTexts {
-            guard let certificate = FlatJSONReader.base64(text, in: data) else { return nil }
+            guard let certificate = data.withUnsafeBytes({ body in RecentBase64.certificates.decoded(UnsafeBufferPointer(rebasing: body.bindMemory(to: UInt8.self)[text.range])) }) else { return nil }
             certificates.append(certificate)
         }
         return SignedCardRequest(
@@ -262,5 +262,66 @@ extension TokenSearchRequest: FlatJSONDecodable {
             case .strings(let references)? = members["tokenUniqueReferences"]
         else { return nil }
         return TokenSearchRequest(walletType: walletType, tokenUniqueReferences: references.map { FlatJSONReader.string($0, in: data) })
+    }
+}
+
+/// The decoded bytes of the last few base64 texts decoded through it, found again by their
+/// exact text.
+///
+/// Wallet hands every device the same few Apple certificates, so nearly every `signed-cards`
+/// body repeats certificate texts seen moments before (about 2 KB of base64 each). A text found
+/// here costs a comparison instead of decoding and a new 2 KB buffer. A hit answers exactly
+/// what decoding the same bytes answers, since it is those bytes' own decoding; a text that does
+/// not decode is not kept. Bodies that fill it with other texts only turn hits into decodings:
+/// it holds ``capacity`` entries of at most ``maximumTextSize`` bytes, oldest out first.
+/// (Certificates are public, so the comparison need not be constant-time.)
+package final class RecentBase64: @unchecked Sendable {
+    /// The memo for certificate texts in `signed-cards` bodies.
+    package static let certificates = RecentBase64(capacity: 8, maximumTextSize: 8192)
+
+    // @unchecked: `entries` and `oldest` are only touched while holding `lock`.
+    private let lock = NSLock()
+    private var entries: [(text: [UInt8], decoded: Data)] = []
+    private var oldest = 0
+    /// How many texts it keeps.
+    package let capacity: Int
+    /// Longer texts are decoded every time and not kept.
+    package let maximumTextSize: Int
+
+    package init(capacity: Int, maximumTextSize: Int) {
+        self.capacity = max(0, capacity)
+        self.maximumTextSize = maximumTextSize
+    }
+
+    /// What ``FlatJSONReader`` decodes `text` (base64 with `\/` escapes) to, from the memo when
+    /// the same text was decoded recently.
+    package func decoded(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
+        guard capacity > 0, text.count <= maximumTextSize, let start = text.baseAddress else { return FlatJSONReader.decodeBase64(text) }
+        lock.lock()
+        for entry in entries where entry.text.count == text.count {
+            if entry.text.withUnsafeBufferPointer({ memcmp($0.baseAddress!, start, text.count) == 0 }) {
+                let decoded = entry.decoded
+                lock.unlock()
+                return decoded
+            }
+        }
+        lock.unlock()
+        guard let decoded = FlatJSONReader.decodeBase64(text) else { return nil }
+        lock.lock()
+        defer { lock.unlock() }
+        if entries.count < capacity {
+            entries.append((Array(text), decoded))
+        } else {
+            entries[oldest] = (Array(text), decoded)
+            oldest = (oldest + 1) % capacity
+        }
+        return decoded
+    }
+
+    /// How many texts it holds.
+    package var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries.count
     }
 }

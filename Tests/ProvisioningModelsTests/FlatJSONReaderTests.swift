@@ -151,3 +151,58 @@ struct FlatJSONReaderTests {
         #expect(edited > 5_000)
     }
 }
+
+/// The memo of recently decoded certificate texts answers exactly what decoding answers.
+struct RecentBase64Tests {
+    static func decode(_ memo: RecentBase64, _ text: String) -> Data? {
+        Array(text.utf8).withUnsafeBufferPointer { memo.decoded($0) }
+    }
+
+    @Test func aRepeatedTextIsAnsweredFromTheMemoWithTheSameBytes() {
+        let memo = RecentBase64(capacity: 2, maximumTextSize: 1024)
+        let bytes = Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let text = bytes.base64EncodedString()
+        #expect(Self.decode(memo, text) == bytes)
+        #expect(memo.count == 1)
+        #expect(Self.decode(memo, text) == bytes)
+        #expect(memo.count == 1)
+        // With `\/` escapes the text differs but its bytes are the same.
+        let escaped = text.replacingOccurrences(of: "/", with: "\\/")
+        #expect(Self.decode(memo, escaped) == bytes)
+    }
+
+    @Test func aTextOfTheSameLengthThatDiffersInOneCharacterIsDecodedAfresh() {
+        let memo = RecentBase64(capacity: 4, maximumTextSize: 1024)
+        let first = Data(repeating: 0x41, count: 90)
+        var second = first
+        second[45] = 0x42
+        #expect(Self.decode(memo, first.base64EncodedString()) == first)
+        #expect(Self.decode(memo, second.base64EncodedString()) == second)
+        #expect(Self.decode(memo, first.base64EncodedString()) == first)
+        #expect(memo.count == 2)
+    }
+
+    @Test func invalidTextsAreNotKeptAndStayInvalid() {
+        let memo = RecentBase64(capacity: 4, maximumTextSize: 1024)
+        for text in ["QUJD=", "QUJ", "QU*D", "QUJ="] {
+            #expect(Self.decode(memo, text) == nil)
+            #expect(Self.decode(memo, text) == nil)
+        }
+        #expect(memo.count == 0)
+    }
+
+    @Test func itHoldsAtMostItsCapacityAndSkipsLongTexts() {
+        let memo = RecentBase64(capacity: 3, maximumTextSize: 64)
+        let values = (0..<10).map { Data("value \($0)".utf8) }
+        for value in values { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        #expect(memo.count == 3)
+        // The oldest went out; the evicted ones still decode right.
+        for value in values { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        let long = Data(repeating: 7, count: 100)
+        #expect(Self.decode(memo, long.base64EncodedString()) == long)
+        #expect(memo.count == 3)
+        let none = RecentBase64(capacity: 0, maximumTextSize: 64)
+        #expect(Self.decode(none, values[0].base64EncodedString()) == values[0])
+        #expect(none.count == 0)
+    }
+}
