@@ -9,6 +9,8 @@
 # chain; 16 connections, then 64). It measures the crypto-only signed-cards rate in the same run (`pushprov crypto
 # throughput`, half the duration just before and half just after signed-cards, averaged) and
 # prints requests/s, p50 and p99, the server's CPU time per request, and the machine's load.
+# With saturation on (below), it also measures two floors at that many connections: GET /health
+# and signed-cards for a card the caller does not have (a call without its cryptography).
 # Everything stays on 127.0.0.1 and stops by itself.
 #
 # Storage: SQLite in the data directory by default. --postgres starts a throwaway PostgreSQL
@@ -141,9 +143,15 @@ print(json.dumps({"externalCardId": "bench-card", "walletType": "APPLE_PAY", "de
                   "nonce": base64.b64encode(b"bench-nonce-0123456789").decode(), "nonceSignature": base64.b64encode(b"bench-signature").decode()}).replace("/", "\\/"))
 PY
 )"
+# The same body for a card the caller does not have (the floor runs below).
+export BENCH_UNKNOWN_CARD_BODY="${BENCH_SIGNED_CARDS_BODY/\"bench-card\"/\"bench-no-such-card\"}"
 # Sanity: both requests succeed before they are measured.
 curl -sf "$BASE/issuer/push-provisioning/tokens/searches" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SEARCH_BODY" | python3 -c 'import json,sys; n=len(json.load(sys.stdin)); assert n == 10, n; print("search sanity: 10 results")'
 curl -sf "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SIGNED_CARDS_BODY" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert set(r) == {"activationData","encryptedData","ephemeralPublicKey"}; print("signed-cards sanity: sealed")'
+
+code="$(curl -s -o /dev/null -w '%{http_code}' "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_UNKNOWN_CARD_BODY")"
+[ "$code" = 404 ] || { echo "bench: signed-cards for an unknown card answered $code, not 404" >&2; exit 1; }
+echo "unknown-card sanity: 404"
 
 profile() { # name: records the server while wrk runs, when BENCH_PERF is set
     [ -n "${BENCH_PERF:-}" ] || return 0
@@ -158,12 +166,15 @@ server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 # (`times` runs in this shell, not a subshell: a subshell has no children of its own.)
 children_cpu() { times >"$DATA/times"; awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$DATA/times"; }
 # load NAME LUA [CONNECTIONS]: runs wrk and prints requests/s, the server's CPU time per request
-# and wrk's own CPU.
+# and wrk's own CPU. NAME is a Push Provisioning API route, or a path from the root when it
+# starts with "/"; LUA "-" sends plain GETs.
 load() {
-    local before after requests
+    local before after requests url script=()
+    case "$1" in /*) url="$BASE$1" ;; *) url="$BASE/issuer/push-provisioning/$1" ;; esac
+    [ "$2" = "-" ] || script=(-s "scripts/bench/$2.lua")
     before="$(server_ticks)"
     children_cpu >"$DATA/wrk-before"
-    wrk -t2 -c"${3:-$CONNECTIONS}" -d"${DURATION}s" --latency -s "scripts/bench/$2.lua" "$BASE/issuer/push-provisioning/$1" >"$DATA/wrk.out"
+    wrk -t2 -c"${3:-$CONNECTIONS}" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$DATA/wrk.out"
     children_cpu >"$DATA/wrk-after"
     cat "$DATA/wrk.out"
     after="$(server_ticks)"
@@ -179,6 +190,17 @@ profile searches
 load tokens/searches search
 profiled
 echo "== machine: $(uptime)"
+# What a call costs the server without the cryptography, for scale beside the crypto-only
+# cost per operation: a bare request, and signed-cards stopping at the card read.
+if [ "$SATURATION" -gt 0 ]; then
+    echo; echo "== floor: GET /health (HTTP and a database ping; $SATURATION connections, ${DURATION}s) =="
+    load /health - "$SATURATION"
+    FLOOR_HEALTH_CPU="$LAST_CPU_MS"
+    echo; echo "== floor: signed-cards for an unknown card (no cryptography, no write; $SATURATION connections, ${DURATION}s) =="
+    load signed-cards signed-cards-unknown-card "$SATURATION"
+    FLOOR_UNKNOWN_CPU="$LAST_CPU_MS"
+    echo "== machine: $(uptime)"
+fi
 # The crypto-only baseline is measured right before and right after each signed-cards round
 # (half the duration each, the server idle or stopped), and each round is compared with the
 # mean of the two around it, so the machine's drift during the run weighs on both sides of the
@@ -238,6 +260,9 @@ for round in $(seq 1 "$ROUNDS"); do
         SATURATED_RATIOS+=("$(ratio "${SATURATED_RATES[$i]}" "$CRYPTO_RATE")")
     fi
 done
+if [ "$SATURATION" -gt 0 ]; then
+    echo "== server CPU per call without the cryptography ($SATURATION connections): GET /health $FLOOR_HEALTH_CPU ms, signed-cards for an unknown card $FLOOR_UNKNOWN_CPU ms"
+fi
 if [ "$ROUNDS" -gt 1 ]; then
     echo
     echo "== signed-cards vs crypto-only over $ROUNDS rounds ($CONNECTIONS connections): ${SIGNED_RATIOS[*]} %; median $(median "${SIGNED_RATIOS[@]}") % (target: 50 %)"
