@@ -41,7 +41,7 @@ for path in sys.argv[1:]:
             }
 
 order = [
-    "raw.keygen+ecdh", "raw.ephemeral+ecdh", "raw.ecdsa.sign", "raw.ecdsa.verify", "seal",
+    "raw.keygen+ecdh", "raw.keygen-noncompact+ecdh", "raw.ephemeral+ecdh", "raw.ecdsa.sign", "raw.ecdsa.verify", "seal",
     "chain.validate.uncached", "chain.validate.cached", "activation.sign", "activation.verify",
 ]
 names = [n for n in order if n in rows] + sorted(n for n in rows if n not in order)
@@ -55,6 +55,7 @@ for n in names:
 ratios = [
     ("seal", "raw.ephemeral+ecdh", "<= 1.3"),
     ("raw.ephemeral+ecdh", "raw.keygen+ecdh", None),
+    ("raw.ephemeral+ecdh", "raw.keygen-noncompact+ecdh", None),
     ("chain.validate.uncached", "raw.ecdsa.verify", None),
     ("chain.validate.cached", "raw.ecdsa.verify", "<< 1"),
     ("activation.sign", "raw.ecdsa.sign", None),

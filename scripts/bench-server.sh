@@ -149,9 +149,9 @@ export BENCH_UNKNOWN_CARD_BODY="${BENCH_SIGNED_CARDS_BODY/\"bench-card\"/\"bench
 curl -sf "$BASE/issuer/push-provisioning/tokens/searches" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SEARCH_BODY" | python3 -c 'import json,sys; n=len(json.load(sys.stdin)); assert n == 10, n; print("search sanity: 10 results")'
 curl -sf "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_SIGNED_CARDS_BODY" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert set(r) == {"activationData","encryptedData","ephemeralPublicKey"}; print("signed-cards sanity: sealed")'
 
-code="$(curl -s -o /dev/null -w '%{http_code}' "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_UNKNOWN_CARD_BODY")"
-[ "$code" = 404 ] || { echo "bench: signed-cards for an unknown card answered $code, not 404" >&2; exit 1; }
-echo "unknown-card sanity: 404"
+answer="$(curl -s -w ' %{http_code}' "$BASE/issuer/push-provisioning/signed-cards" -H "authorization: Bearer $BENCH_JWT" -H 'content-type: application/json' -d "$BENCH_UNKNOWN_CARD_BODY")"
+case "$answer" in *'"card_not_found"'*' 404') echo "unknown-card sanity: 404 card_not_found" ;; *) echo "bench: signed-cards for an unknown card answered $answer, not 404 card_not_found" >&2; exit 1 ;; esac
+curl -sf "$BASE/health" >/dev/null || { echo "bench: GET /health did not answer 200" >&2; exit 1; }
 
 profile() { # name: records the server while wrk runs, when BENCH_PERF is set
     [ -n "${BENCH_PERF:-}" ] || return 0

@@ -76,14 +76,18 @@ public enum ECCV2 {
     /// uniformly from [1, n − 1] (n, the order of P-256) out of 32 bytes of the system's
     /// cryptographic random number generator, by rejection.
     ///
-    /// swift-crypto's `P256.KeyAgreement.PrivateKey()` draws its scalar the same way and then
-    /// runs BoringSSL's FIPS pairwise-consistency test on the new key: an ECDSA signature and
-    /// its verification, plus a second computation of the public key. For a key that agrees on
-    /// one secret and is thrown away that test was 37 % of the whole crypto of a
-    /// `signed-cards` call, and it guards nothing here: a key whose public half did not match
-    /// its private half would only make Apple's decryption fail. The scalar is loaded through
-    /// swift-crypto's `init(rawRepresentation:)`, which refuses 0 and anything ≥ n, and it
-    /// lives only in memory that is cleared when freed.
+    /// swift-crypto's `P256.KeyAgreement.PrivateKey()` also runs BoringSSL's FIPS
+    /// pairwise-consistency test on each key it generates (an ECDSA signature, its verification,
+    /// and the public key computed again), and by default wants a public point with a compact
+    /// representation. Measured in `Benchmarks/`, a key and its ECDH take about 185 µs that way,
+    /// the same with `compactRepresentable: false`, and 83 µs here: the difference is the test,
+    /// which was 37 % of the whole crypto of a `signed-cards` call. For a key that agrees on one
+    /// secret and is dropped the test guards nothing: a key whose public half did not match its
+    /// private half would only make Apple's decryption fail. (ECC_V2 sends the uncompressed
+    /// point, so compactness was never needed.) The scalar is loaded through swift-crypto's
+    /// `init(rawRepresentation:)`, which refuses 0 and anything ≥ n (BoringSSL's
+    /// `EC_KEY_set_private_key`) and computes the public point; the heap copies of the scalar
+    /// are wiped when freed.
     public static func ephemeralKey() -> P256.KeyAgreement.PrivateKey {
         ephemeralKey(candidates: { SymmetricKey(size: .bits256) })
     }

@@ -279,10 +279,11 @@ package final class RecentBase64: @unchecked Sendable {
     /// The memo for certificate texts in `signed-cards` bodies.
     package static let certificates = RecentBase64(capacity: 8, maximumTextSize: 8192)
 
-    // @unchecked: `entries` and `oldest` are only touched while holding `lock`.
+    // @unchecked: `entries`, `oldest` and `hits` are only touched while holding `lock`.
     private let lock = NSLock()
     private var entries: [(text: [UInt8], decoded: Data)] = []
     private var oldest = 0
+    private var hits = 0
     /// How many texts it keeps.
     package let capacity: Int
     /// Longer texts are decoded every time and not kept.
@@ -296,19 +297,20 @@ package final class RecentBase64: @unchecked Sendable {
     /// What ``FlatJSONReader`` decodes `text` (base64 with `\/` escapes) to, from the memo when
     /// the same text was decoded recently.
     package func decoded(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
-        guard capacity > 0, text.count <= maximumTextSize, let start = text.baseAddress else { return FlatJSONReader.decodeBase64(text) }
+        // An empty text (which decodes to no bytes) is never kept or compared.
+        guard capacity > 0, !text.isEmpty, text.count <= maximumTextSize else { return FlatJSONReader.decodeBase64(text) }
         lock.lock()
-        for entry in entries where entry.text.count == text.count {
-            if entry.text.withUnsafeBufferPointer({ memcmp($0.baseAddress!, start, text.count) == 0 }) {
-                let decoded = entry.decoded
-                lock.unlock()
-                return decoded
-            }
+        if let decoded = held(text) {
+            hits += 1
+            lock.unlock()
+            return decoded
         }
         lock.unlock()
         guard let decoded = FlatJSONReader.decodeBase64(text) else { return nil }
         lock.lock()
         defer { lock.unlock() }
+        // Another thread may have decoded the same text meanwhile: keep it once.
+        guard held(text) == nil else { return decoded }
         if entries.count < capacity {
             entries.append((Array(text), decoded))
         } else {
@@ -318,10 +320,28 @@ package final class RecentBase64: @unchecked Sendable {
         return decoded
     }
 
+    /// The decoding kept for `text` (not empty), if any; called holding `lock`.
+    private func held(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
+        for entry in entries where entry.text.count == text.count {
+            let same = entry.text.withUnsafeBufferPointer { kept in
+                memcmp(UnsafeRawPointer(kept.baseAddress!), UnsafeRawPointer(text.baseAddress!), text.count) == 0
+            }
+            if same { return entry.decoded }
+        }
+        return nil
+    }
+
     /// How many texts it holds.
     package var count: Int {
         lock.lock()
         defer { lock.unlock() }
         return entries.count
+    }
+
+    /// How many texts were answered from the memo (tests and diagnostics).
+    package var hitCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return hits
     }
 }

@@ -164,8 +164,10 @@ struct RecentBase64Tests {
         let text = bytes.base64EncodedString()
         #expect(Self.decode(memo, text) == bytes)
         #expect(memo.count == 1)
+        #expect(memo.hitCount == 0)
         #expect(Self.decode(memo, text) == bytes)
         #expect(memo.count == 1)
+        #expect(memo.hitCount == 1)
         // With `\/` escapes the text differs but its bytes are the same.
         let escaped = text.replacingOccurrences(of: "/", with: "\\/")
         #expect(Self.decode(memo, escaped) == bytes)
@@ -182,6 +184,14 @@ struct RecentBase64Tests {
         #expect(memo.count == 2)
     }
 
+    @Test func anEmptyTextDecodesToNoBytesAndIsNotKept() {
+        let memo = RecentBase64(capacity: 2, maximumTextSize: 64)
+        #expect(Self.decode(memo, "") == Data())
+        #expect(Self.decode(memo, "") == Data())
+        #expect(memo.count == 0)
+        #expect(memo.hitCount == 0)
+    }
+
     @Test func invalidTextsAreNotKeptAndStayInvalid() {
         let memo = RecentBase64(capacity: 4, maximumTextSize: 1024)
         for text in ["QUJD=", "QUJ", "QU*D", "QUJ="] {
@@ -196,8 +206,15 @@ struct RecentBase64Tests {
         let values = (0..<10).map { Data("value \($0)".utf8) }
         for value in values { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
         #expect(memo.count == 3)
-        // The oldest went out; the evicted ones still decode right.
-        for value in values { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        #expect(memo.hitCount == 0)
+        // The three newest are kept, the oldest went out first; evicted ones still decode right.
+        for value in values[7...] { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        #expect(memo.hitCount == 3)
+        for value in values[..<7] { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        #expect(memo.hitCount == 3)
+        // values 0...6 went through in order, so 4, 5 and 6 are held now.
+        for value in values[4..<7] { #expect(Self.decode(memo, value.base64EncodedString()) == value) }
+        #expect(memo.hitCount == 6)
         let long = Data(repeating: 7, count: 100)
         #expect(Self.decode(memo, long.base64EncodedString()) == long)
         #expect(memo.count == 3)

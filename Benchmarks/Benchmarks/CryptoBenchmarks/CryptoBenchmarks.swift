@@ -9,8 +9,10 @@ import X509
 /// ProvisioningCrypto's hot paths next to the raw P-256 operations they are built on.
 ///
 /// The `raw.*` benchmarks are the floor: `seal` is one ephemeral key (`ECCV2.ephemeralKey()`)
-/// + ECDH plus a KDF and AES-GCM (`raw.keygen+ecdh`, with swift-crypto's own key generation
-/// and its FIPS self-test, shows what that key costs the library's way); `activation.*` is one ECDSA signature or verification plus JSON and base64url;
+/// + ECDH plus a KDF and AES-GCM. `raw.keygen+ecdh` is the same with swift-crypto's own key
+/// generation (BoringSSL's FIPS self-test on the key, and a compact-representable public point
+/// by default), `raw.keygen-noncompact+ecdh` without the compactness requirement, so the three
+/// show what the self-test and the compactness each cost; `activation.*` is one ECDSA signature or verification plus JSON and base64url;
 /// uncached chain validation is two ECDSA verifications plus parsing and policy checks, and
 /// a cached one should cost a dictionary lookup. `run.sh` prints the ratios.
 let benchmarks: @Sendable () -> Void = {
@@ -29,6 +31,15 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("raw.keygen+ecdh") { benchmark, leafKey in
         for _ in benchmark.scaledIterations {
             let ephemeral = P256.KeyAgreement.PrivateKey()
+            blackHole(try? ephemeral.sharedSecretFromKeyAgreement(with: leafKey))
+        }
+    } setup: {
+        try Fixtures.load().leafKey
+    }
+
+    Benchmark("raw.keygen-noncompact+ecdh") { benchmark, leafKey in
+        for _ in benchmark.scaledIterations {
+            let ephemeral = P256.KeyAgreement.PrivateKey(compactRepresentable: false)
             blackHole(try? ephemeral.sharedSecretFromKeyAgreement(with: leafKey))
         }
     } setup: {
