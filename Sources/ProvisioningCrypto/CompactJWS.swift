@@ -30,6 +30,9 @@ public enum CompactJWS {
         public var kid: String?
         /// Media type of the whole object, e.g. `JWT`.
         public var typ: String?
+        /// Header parameters the signer marks as critical (RFC 7515, 4.1.11). This project
+        /// understands none, so a token that has any is refused.
+        public var crit: [String]?
 
         /// Creates a header.
         public init(alg: String = "ES256", kid: String?, typ: String?) {
@@ -41,7 +44,8 @@ public enum CompactJWS {
 
     /// Why a compact JWS could not be read.
     public enum ParseError: Error, Sendable, Hashable {
-        /// Not three base64url segments, over the size bound, or undecodable JSON header.
+        /// Not three base64url segments, over the size bound, an undecodable JSON header, or
+        /// a header with `crit`.
         case malformed
         /// A header algorithm other than ES256.
         case unsupportedAlgorithm(String)
@@ -70,6 +74,8 @@ public enum CompactJWS {
             let header = try? JSONDecoder().decode(Header.self, from: headerBytes)
         else { throw .malformed }
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
+        // A critical extension this reader does not implement must not be ignored.
+        guard header.crit == nil else { throw .malformed }
         let signingInput = Data(token.utf8.prefix(segments[0].utf8.count + 1 + segments[1].utf8.count))
         return Parts(header: header, payload: payload, signingInput: signingInput, signature: signature)
     }

@@ -32,7 +32,8 @@ public struct JSONWebKey: Codable, Sendable, Hashable {
 
     /// The P-256 key this JWK describes; nil when it is not a valid EC P-256 point.
     public var p256PublicKey: P256.Signing.PublicKey? {
-        guard kty == "EC", crv == "P-256", alg == nil || alg == "ES256",
+        // A key published for encryption ("use":"enc") must not verify signatures.
+        guard kty == "EC", crv == "P-256", alg == nil || alg == "ES256", use == nil || use == "sig",
             let xBytes = Data(base64URLEncoded: x), let yBytes = Data(base64URLEncoded: y),
             xBytes.count == 32, yBytes.count == 32
         else { return nil }
@@ -60,6 +61,18 @@ public struct JSONWebKeySet: Codable, Sendable, Hashable {
         }
         let container = try decoder.container(keyedBy: CodingKeys.self)
         keys = try container.decode([Entry].self, forKey: .keys).compactMap(\.key)
+    }
+
+    /// Key ids that more than one usable P-256 key carries (a set that cannot say which key
+    /// signed a token naming one of them).
+    public var repeatedP256KeyIDs: [String] {
+        var seen: Set<String> = []
+        var repeated: [String] = []
+        for key in keys {
+            guard let id = key.kid, key.p256PublicKey != nil else { continue }
+            if !seen.insert(id).inserted, !repeated.contains(id) { repeated.append(id) }
+        }
+        return repeated
     }
 
     /// The usable P-256 keys by key id; keys without an id or of another type are skipped.

@@ -43,7 +43,9 @@ public enum LocalKeyFile {
             return (try load(at: path), false)
         }
         let keys = LocalKeys.generate()
-        let temporary = path + ".\(getpid()).tmp"
+        // A random name: a process killed between creating and removing it (in a container,
+        // always the same pid) must not block every later start.
+        let temporary = path + ".\(UInt64.random(in: 0...UInt64.max)).tmp"
         try createOwnerOnlyFile(encode(keys), at: temporary)
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {

@@ -50,6 +50,21 @@ struct ActivationDataTests {
         #expect(try JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) == claims)
     }
 
+    @Test func aValidlySignedTokenWithACriticalHeaderIsRefused() throws {
+        let token = try issue()
+        let segments = token.split(separator: ".").map(String.init)
+        let header = #"{"alg":"ES256","crit":["exp"],"kid":"\#(key.id)","typ":"pushprov-activation+jws"}"#
+        let signingInput = Data(header.utf8).base64URLEncodedString + "." + segments[1]
+        let signature = try key.privateKey.signature(for: Data(signingInput.utf8)).rawRepresentation.base64URLEncodedString
+        let critical = signingInput + "." + signature
+        #expect(throws: CompactJWS.ParseError.malformed) { try CompactJWS.parse(critical) }
+        #expect(refusalCode(critical) == .malformed)
+        // The same header without crit, signed the same way, is read.
+        let plain = Data(#"{"alg":"ES256","kid":"\#(key.id)","typ":"pushprov-activation+jws"}"#.utf8).base64URLEncodedString + "." + segments[1]
+        let accepted = plain + "." + (try key.privateKey.signature(for: Data(plain.utf8)).rawRepresentation.base64URLEncodedString)
+        #expect(refusalCode(accepted) == nil)
+    }
+
     @Test func neverContainsThePAN() throws {
         let token = try issuer.issue(panUniqueReference: "pur-xyz", nonce: nonce, deviceType: .watch, now: now).token
         let payload = try CompactJWS.parse(token).payload

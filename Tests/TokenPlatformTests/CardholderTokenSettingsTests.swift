@@ -17,11 +17,15 @@ struct CardholderTokenSettingsTests {
         let keyJSON = String(decoding: try JSONEncoder().encode(JSONWebKey(publicKey: key.privateKey.publicKey, keyID: key.id)), as: UTF8.self)
         try Data((jwks ?? "{\"keys\":[\(keyJSON)]}").replacingOccurrences(of: "$EC", with: keyJSON).utf8).write(to: jwksFile)
         let environment = [
-            "PUSHPROV_ISSUER_API_KEY": "issuer-key-0123456789", "PUSHPROV_TSP_API_KEY": "tsp-key-0123456789",
+            "PUSHPROV_ISSUER_API_KEY": Self.issuerKey, "PUSHPROV_TSP_API_KEY": Self.tspKey,
             "PUSHPROV_JWKS": jwksFile.path, "PUSHPROV_KEY_FILE": keyFile,
+            "PUSHPROV_DATABASE": directory.appendingPathComponent("pushprov.sqlite").path,
         ].merging(extra) { $1 }
         return (environment, directory, key)
     }
+
+    static let issuerKey = "issuer-key-0123456789abcdefghijklmnopqrstuv"
+    static let tspKey = "tsp-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
     static func productionSettings() -> ServerSettings {
         var settings = ServerSettings()
@@ -71,12 +75,94 @@ struct CardholderTokenSettingsTests {
 
     @Test(arguments: [
         ("[1, 2, 3]", "is not a JSON Web Key Set"),
-        ("{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"rsa-1\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}", "holds no EC P-256 key with a kid (keys of other types are skipped)"),
+        ("{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"rsa-1\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}", "holds no EC P-256 signing key with a kid (keys of other types or for encryption are skipped)"),
     ])
     func aJWKSWithoutAUsableKeyIsOneClearLine(jwks: String, message: String) throws {
         let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"], jwks: jwks)
         defer { try? FileManager.default.removeItem(at: setup.directory) }
         let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
         #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
+    }
+
+    static let withIssuerAndAudience = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"]
+
+    @Test func productionNeedsADatabaseNamed() throws {
+        let setup = try Self.production(Self.withIssuerAndAudience)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        var environment = setup.environment
+        environment["PUSHPROV_DATABASE"] = nil
+        let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: environment) }
+        #expect(error?.message == "--production needs --database / PUSHPROV_DATABASE (a postgres:// URL, or the SQLite file this one instance owns); it creates no database of its own")
+        environment["PUSHPROV_DATABASE"] = ""
+        #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: environment) }
+        var settings = Self.productionSettings()
+        settings.database = setup.directory.appendingPathComponent("named.sqlite").path
+        #expect(try settings.resolve(environment: environment).database.description.hasSuffix("named.sqlite"))
+    }
+
+    @Test(arguments: [
+        ("short-key-0123456789", "PUSHPROV_ISSUER_API_KEY must be at least 32 characters in production (got 20); `openssl rand -base64 32` makes one"),
+        ("issuer-key-0123456789abcdefghijklmnopqrstuv ", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
+        ("issuer key 0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
+        ("=issuer-key-0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
+        (tspKey, "PUSHPROV_ISSUER_API_KEY and PUSHPROV_TSP_API_KEY must differ: with one key the token service could call the Lifecycle API"),
+    ])
+    func productionRefusesWeakOrSharedAPIKeys(issuerKey: String, message: String) throws {
+        let setup = try Self.production(Self.withIssuerAndAudience.merging(["PUSHPROV_ISSUER_API_KEY": issuerKey]) { $1 })
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(error?.message == message)
+    }
+
+    @Test func productionTakesAStrongKeyWithPadding() throws {
+        let setup = try Self.production(Self.withIssuerAndAudience.merging(["PUSHPROV_ISSUER_API_KEY": "aXNzdWVyLWtleS0wMTIzNDU2Nzg5YWJjZGVmZ2hpams="]) { $1 })
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        #expect(try Self.productionSettings().resolve(environment: setup.environment).issuerAPIKey == "aXNzdWVyLWtleS0wMTIzNDU2Nzg5YWJjZGVmZ2hpams=")
+    }
+
+    @Test func anEmbeddedRunRefusesOneKeyForBothAPIs() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.path
+        let error = #expect(throws: ConfigurationError.self) {
+            try settings.resolve(environment: ["PUSHPROV_ISSUER_API_KEY": "same-key", "PUSHPROV_TSP_API_KEY": "same-key"])
+        }
+        #expect(error?.message == "PUSHPROV_ISSUER_API_KEY and PUSHPROV_TSP_API_KEY must differ: with one key the token service could call the Lifecycle API")
+        // Short keys stay fine for an embedded run.
+        #expect(try settings.resolve(environment: ["PUSHPROV_ISSUER_API_KEY": "issuer", "PUSHPROV_TSP_API_KEY": "tsp"]).tspAPIKey == "tsp")
+    }
+
+    @Test func trustAnchorFlagsReplaceTheEnvironmentsList() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-anchors-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.path
+        let environment = ["PUSHPROV_TRUST_ANCHORS": directory.appendingPathComponent("no-such-root.pem").path]
+        #expect(throws: ConfigurationError.self) { try settings.resolve(environment: environment) }
+        let root = try #require(Self.repositoryCertificate("apple-root-ca-g3.pem"))
+        settings.trustAnchorFiles = [root]
+        // The environment's missing file is not read once a flag names the anchors.
+        #expect(throws: Never.self) { try settings.resolve(environment: environment) }
+    }
+
+    static func repositoryCertificate(_ name: String) -> String? {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("ProvisioningCryptoTests/Resources/certs/\(name)").path
+        return FileManager.default.fileExists(atPath: path) ? path : nil
+    }
+
+    @Test func aJWKSWithOnlyAnEncryptionKeyOrARepeatedKeyIDIsRefused() throws {
+        let setup = try Self.production(Self.withIssuerAndAudience, jwks: #"{"keys":[$EC]}"#)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let jwksFile = try #require(setup.environment["PUSHPROV_JWKS"])
+        let key = String(decoding: try Data(contentsOf: URL(fileURLWithPath: jwksFile)), as: UTF8.self)
+        let single = String(key.dropFirst(#"{"keys":["#.count).dropLast(2))
+        try Data(#"{"keys":[\#(single.replacingOccurrences(of: "\"use\":\"sig\"", with: "\"use\":\"enc\""))]}"#.utf8).write(to: URL(fileURLWithPath: jwksFile))
+        let encryption = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(encryption?.message == "JWKS file \(jwksFile) holds no EC P-256 signing key with a kid (keys of other types or for encryption are skipped)")
+        let other = String(decoding: try JSONEncoder().encode(JSONWebKey(publicKey: SigningKey.generate().privateKey.publicKey, keyID: setup.key.id)), as: UTF8.self)
+        try Data(#"{"keys":[\#(single),\#(other)]}"#.utf8).write(to: URL(fileURLWithPath: jwksFile))
+        let repeated = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(repeated?.message == "JWKS file \(jwksFile) has more than one P-256 key with kid \(setup.key.id); each key needs its own kid")
     }
 }

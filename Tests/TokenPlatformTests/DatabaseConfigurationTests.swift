@@ -45,6 +45,33 @@ struct DatabaseConfigurationTests {
         #expect(try DatabaseConfiguration(parsing: "/var/lib/pushprov/tmp.sqlite").location == .sqlite(path: "/var/lib/pushprov/tmp.sqlite"))
         #expect(try DatabaseConfiguration(parsing: "relative.sqlite").description == "relative.sqlite")
         #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: "") }
+        #expect(try DatabaseConfiguration(parsing: "data:old/tmp.sqlite").location == .sqlite(path: "data:old/tmp.sqlite"))
+    }
+
+    @Test(arguments: [
+        (" postgres://u:\(secret)@host/db", "database must not begin or end with spaces or line breaks"),
+        ("postgres://u:\(secret)@host/db\n", "database must not begin or end with spaces or line breaks"),
+        ("postgress://u:\(secret)@host/db", "database URL scheme postgress is not supported; use postgres:// or postgresql://, or a SQLite file path"),
+        ("jdbc:postgresql://u:\(secret)@host/db", "database URL scheme jdbc is not supported; use postgres:// or postgresql://, or a SQLite file path"),
+        ("mysql:u:\(secret)@host", "database URL scheme mysql is not supported; use postgres:// or postgresql://, or a SQLite file path"),
+    ])
+    func aPaddedOrForeignURLIsNotTakenForAFileName(text: String, expected: String) {
+        let error = #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: text) }
+        #expect(error?.message == expected)
+    }
+
+    @Test func aNewSQLiteDatabaseAndItsLogAreReadableByTheOwnerOnly() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbmode-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("tmp.sqlite").path
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let opened = try await DatabaseConfiguration(parsing: path).openMigratedStore(migrate: true, logger: logger)
+        defer { Task { await opened.store.close() } }
+        for file in [path, path + "-wal", path + "-shm"] {
+            let mode = try #require(FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+            #expect(mode & 0o077 == 0, "\(file) has mode \(String(mode, radix: 8))")
+        }
     }
 
     @Test func thePoolSizeComesFromFlagOrEnvironmentAndIsBounded() throws {

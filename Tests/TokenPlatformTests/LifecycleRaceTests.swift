@@ -218,4 +218,35 @@ struct LifecycleRaceTests {
             #expect(!platform.connector.commands.current.contains("resume T9"))
         }
     }
+
+    /// Alice activates her token while the issuer gives the card (same PAN) to Bob, so the token
+    /// follows the card to him: the token service activates it, TMP declines the activation and
+    /// ends the token there, since its new owner never activated it.
+    @Test func anActivationOverlappingAHandOverOfTheCardIsDeclinedAndTheTokenEnded() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.tokenStatus("T1") == .inactive)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "activate" else { return }
+                _ = try await api.putCard("c1", user: "bob")
+            } }
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let answer = try reply.decode(TokenActivationResponse.self)
+            #expect(answer.issuerMobileAppAuthResponse == .declined)
+            #expect(answer.comment == "the card was given to another user during activation")
+            #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "deactivate T1"])
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .deactivated && token?.userId == "bob")
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.deactivated" && trail.last?.actor == "tmp" && trail.last?.detail.hasPrefix("activated by the card's previous owner") == true, "\(trail)")
+            // Without a hand-over the same activation goes through.
+            try await api.putCard("c2", user: "alice", pan: "5555555555554444", network: .mastercard)
+            _ = try await api.provision("c2", user: "alice", pan: "5555555555554444", token: "T2")
+            let approved = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T2")).decode(TokenActivationResponse.self)
+            #expect(approved.issuerMobileAppAuthResponse == .approved)
+        }
+    }
 }

@@ -161,10 +161,10 @@ struct TokenRealignmentTests {
         #expect(try settings.resolveRealignInterval(environment: ["PUSHPROV_REALIGN_INTERVAL": "2.5"]) == .milliseconds(2_500))
         settings.realignInterval = "3600"
         #expect(try settings.resolveRealignInterval(environment: ["PUSHPROV_REALIGN_INTERVAL": "0"]) == .seconds(3_600))
-        for text in ["-1", "soon", "3601", "nan", "inf"] {
+        for text in ["-1", "soon", "3601", "nan", "inf", "0.5", "1e-19"] {
             settings.realignInterval = text
             let error = #expect(throws: ConfigurationError.self) { try settings.resolveRealignInterval(environment: [:]) }
-            #expect(error?.message == "realign interval must be a number of seconds from 0 (off) to 3600 (got \(text))")
+            #expect(error?.message == "realign interval must be 0 (off) or a number of seconds from 1 to 3600 (got \(text))")
         }
     }
 

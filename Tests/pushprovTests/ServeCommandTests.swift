@@ -197,8 +197,8 @@ struct ServeCommandTests {
     }
 
     @Test(arguments: [
-        ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds greater than 0 and at most 300 (got 0)"),
-        ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be a number of seconds from 0 (off) to 3600 (got 7200)"),
+        ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds from 0.1 to 300 (got 0)"),
+        ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be 0 (off) or a number of seconds from 1 to 3600 (got 7200)"),
     ])
     func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) throws {
         let fromFlag = try CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])

@@ -1,5 +1,8 @@
 import Foundation
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Which database TMP keeps its data in, and how many connections one instance may open.
 ///
@@ -40,12 +43,32 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         guard Self.poolSizeRange.contains(poolSize) else {
             throw ConfigurationError("database pool size must be from \(Self.poolSizeRange.lowerBound) to \(Self.poolSizeRange.upperBound) (got \(poolSize))")
         }
+        // A value padded by an env file, or a URL of another scheme, must not become a SQLite
+        // file named after it (and a URL's password must not be shown as that file's name).
+        guard setting == setting.trimmingCharacters(in: .whitespacesAndNewlines) else {
+            throw ConfigurationError("database must not begin or end with spaces or line breaks")
+        }
         if PostgresURL.isPostgresURL(setting) {
             self.init(location: .postgres(try PostgresURL(parsing: setting)), poolSize: poolSize)
         } else {
             guard !setting.isEmpty else { throw ConfigurationError("database must be a SQLite file path or a postgres:// URL (got an empty value)") }
+            if let scheme = Self.urlScheme(of: setting) {
+                throw ConfigurationError("database URL scheme \(scheme) is not supported; use postgres:// or postgresql://, or a SQLite file path")
+            }
             self.init(location: .sqlite(path: setting), poolSize: poolSize)
         }
+    }
+
+    /// The scheme of a setting that looks like a URL (`name:` then `//`, or a `name:` that
+    /// holds `@`, as `jdbc:postgresql://…` or `postgress://…`), or nil for a file path.
+    static func urlScheme(of setting: String) -> String? {
+        guard let colon = setting.firstIndex(of: ":") else { return nil }
+        let scheme = setting[..<colon]
+        guard let first = scheme.first, first.isASCII, first.isLetter,
+            scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) })
+        else { return nil }
+        let rest = setting[setting.index(after: colon)...]
+        return rest.hasPrefix("//") || rest.contains("@") ? String(scheme) : nil
     }
 
     /// What people see: the SQLite path, or the PostgreSQL URL without its password.
@@ -67,6 +90,14 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             let directory = (path as NSString).deletingLastPathComponent
             if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            // SQLite gives its -wal and -shm files the database file's mode: a new database
+            // is created 0600 first, so none of them is readable by other users.
+            if !FileManager.default.fileExists(atPath: path) {
+                let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+                if descriptor >= 0 { close(descriptor) } else if errno != EEXIST {
+                    throw ConfigurationError("cannot create the database file \(path): \(String(cString: strerror(errno)))")
+                }
             }
             return try SQLiteStore(path: path)
         case .postgres(let url):

@@ -124,7 +124,8 @@ public struct ServerSettings: Sendable {
         guard let executor = ServerExecutor(rawValue: executorText) else {
             throw ConfigurationError("executor must be event-loops or swift (got \(executorText))")
         }
-        let anchorFiles = trustAnchorFiles + (env("PUSHPROV_TRUST_ANCHORS")?.split(separator: ":").map(String.init) ?? [])
+        // The flags, when given, replace the environment's list (as every other flag does).
+        let anchorFiles = trustAnchorFiles.isEmpty ? (env("PUSHPROV_TRUST_ANCHORS")?.split(separator: ":").map(String.init) ?? []) : trustAnchorFiles
         if production, !anchorFiles.isEmpty {
             throw ConfigurationError("--production trusts only Apple Root CA - G3; remove --trust-anchor / PUSHPROV_TRUST_ANCHORS")
         }
@@ -152,6 +153,13 @@ public struct ServerSettings: Sendable {
             guard unnamed.isEmpty else {
                 throw ConfigurationError("--production needs the cardholder JWTs' issuer and audience; missing: \(unnamed.joined(separator: ", "))")
             }
+            // Several instances behind a load balancer must share one database; one that
+            // quietly made its own would answer 404 for the others' cards and take activation
+            // data the others had already used.
+            guard self.database != nil || env("PUSHPROV_DATABASE") != nil else {
+                throw ConfigurationError("--production needs --database / PUSHPROV_DATABASE (a postgres:// URL, or the SQLite file this one instance owns); it creates no database of its own")
+            }
+            try Self.checkAPIKeys(issuer: env("PUSHPROV_ISSUER_API_KEY")!, tsp: env("PUSHPROV_TSP_API_KEY")!, minimumLength: Self.minimumProductionAPIKeyLength, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
             let keyFile = env("PUSHPROV_KEY_FILE")!
             let keys: LocalKeys
             do { keys = try LocalKeyFile.load(at: keyFile) } catch { throw ConfigurationError("\(error)") }
@@ -181,6 +189,11 @@ public struct ServerSettings: Sendable {
         }
         let issuerKey = env("PUSHPROV_ISSUER_API_KEY") ?? secrets.value.issuerAPIKey
         let tspKey = env("PUSHPROV_TSP_API_KEY") ?? secrets.value.tspAPIKey
+        try Self.checkAPIKeys(
+            issuer: issuerKey, tsp: tspKey, minimumLength: 1,
+            source: env("PUSHPROV_ISSUER_API_KEY") == nil ? "issuerApiKey in \(secretsPath)" : "PUSHPROV_ISSUER_API_KEY",
+            env("PUSHPROV_TSP_API_KEY") == nil ? "tspApiKey in \(secretsPath)" : "PUSHPROV_TSP_API_KEY"
+        )
         if secrets.created {
             if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("  issuer API key (PUSHPROV_ISSUER_API_KEY): \(issuerKey)") }
             if env("PUSHPROV_TSP_API_KEY") == nil { notices.append("  TSP API key (PUSHPROV_TSP_API_KEY): \(tspKey)") }
@@ -215,17 +228,19 @@ public struct ServerSettings: Sendable {
 
     /// The longest `--connector-timeout` / `PUSHPROV_CONNECTOR_TIMEOUT` accepted, in seconds.
     public static let maximumConnectorTimeoutSeconds = 300.0
+    /// The shortest accepted (shorter limits fail every command a network answers in time).
+    public static let minimumConnectorTimeoutSeconds = 0.1
 
     /// Resolves only the token service time limit: `--connector-timeout` or
-    /// `PUSHPROV_CONNECTOR_TIMEOUT`, seconds greater than 0 and at most
+    /// `PUSHPROV_CONNECTOR_TIMEOUT`, seconds from ``minimumConnectorTimeoutSeconds`` to
     /// ``maximumConnectorTimeoutSeconds`` (decimals allowed), default 10.
     public func resolveConnectorTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration {
         guard let text = connectorTimeout ?? environment["PUSHPROV_CONNECTOR_TIMEOUT"].flatMap({ $0.isEmpty ? nil : $0 }) else {
             return TimeLimitedTokenServiceConnector.defaultLimit
         }
         let maximum = Self.maximumConnectorTimeoutSeconds
-        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds > 0, seconds <= maximum else {
-            throw ConfigurationError("connector timeout must be a number of seconds greater than 0 and at most \(Int(maximum)) (got \(text))")
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds >= Self.minimumConnectorTimeoutSeconds, seconds <= maximum else {
+            throw ConfigurationError("connector timeout must be a number of seconds from \(Self.minimumConnectorTimeoutSeconds) to \(Int(maximum)) (got \(text))")
         }
         return .seconds(seconds)
     }
@@ -234,18 +249,43 @@ public struct ServerSettings: Sendable {
     public static let maximumRealignIntervalSeconds = 3_600.0
 
     /// Resolves only the token realignment interval: `--realign-interval` or
-    /// `PUSHPROV_REALIGN_INTERVAL`, seconds from 0 (off, nil) to
+    /// `PUSHPROV_REALIGN_INTERVAL`: 0 (off, nil) or seconds from 1 to
     /// ``maximumRealignIntervalSeconds`` (decimals allowed), default 30.
     public func resolveRealignInterval(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
         guard let text = realignInterval ?? environment["PUSHPROV_REALIGN_INTERVAL"].flatMap({ $0.isEmpty ? nil : $0 }) else {
             return TokenRealigner.defaultInterval
         }
         let maximum = Self.maximumRealignIntervalSeconds
-        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds >= 0, seconds <= maximum else {
-            throw ConfigurationError("realign interval must be a number of seconds from 0 (off) to \(Int(maximum)) (got \(text))")
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds == 0 || (seconds >= 1 && seconds <= maximum) else {
+            throw ConfigurationError("realign interval must be 0 (off) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
         }
         return seconds == 0 ? nil : .seconds(seconds)
     }
+
+    /// The shortest API key `--production` accepts (the generated ones have 43 characters).
+    public static let minimumProductionAPIKeyLength = 32
+
+    /// Refuses API keys that cannot be presented as they are configured (spaces, characters a
+    /// `Bearer` credential cannot hold), are too short, or are the same for the issuer and the
+    /// token service (which would give the token service the Lifecycle API).
+    static func checkAPIKeys(issuer: String, tsp: String, minimumLength: Int, source issuerSource: String, _ tspSource: String) throws(ConfigurationError) {
+        for (key, source) in [(issuer, issuerSource), (tsp, tspSource)] {
+            // token68: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+            let body = key.utf8.reversed().drop(while: { $0 == UInt8(ascii: "=") })
+            guard !body.isEmpty, body.allSatisfy({ Self.token68.contains($0) }) else {
+                throw ConfigurationError("\(source) must be letters, digits and - . _ ~ + / (then = padding), with no spaces")
+            }
+            guard key.utf8.count >= minimumLength else {
+                throw ConfigurationError("\(source) must be at least \(minimumLength) characters in production (got \(key.utf8.count)); `openssl rand -base64 32` makes one")
+            }
+        }
+        guard issuer.utf8.count != tsp.utf8.count || !issuer.utf8.elementsEqual(tsp.utf8) else {
+            throw ConfigurationError("\(issuerSource) and \(tspSource) must differ: with one key the token service could call the Lifecycle API")
+        }
+    }
+
+    /// The bytes of RFC 7235's token68 (an HTTP credential) before its `=` padding.
+    private static let token68 = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".utf8)
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -255,7 +295,11 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("JWKS file \(path) is not a JSON Web Key Set ({\"keys\":[…]})")
         }
         guard !set.p256KeysByID.isEmpty else {
-            throw ConfigurationError("JWKS file \(path) holds no EC P-256 key with a kid (keys of other types are skipped)")
+            throw ConfigurationError("JWKS file \(path) holds no EC P-256 signing key with a kid (keys of other types or for encryption are skipped)")
+        }
+        let repeated = set.repeatedP256KeyIDs
+        guard repeated.isEmpty else {
+            throw ConfigurationError("JWKS file \(path) has more than one P-256 key with kid \(repeated.joined(separator: ", ")); each key needs its own kid")
         }
         return set
     }

@@ -126,6 +126,11 @@ public struct PushProvisioningService: Sendable {
                 return .reject("the card is \(card?.status.rawValue.lowercased() ?? "gone")")
             }
             guard !current.isOfAReplacedPAN(of: card) else { return .reject("the card's PAN was replaced") }
+            // The card may have been given to another user since (same PAN, so its tokens
+            // followed): the previous owner's activation must not make it pay.
+            guard current.userId.isSameIdentifier(as: userId), card.userId.isSameIdentifier(as: userId) else {
+                return .reject(Self.ownerChanged)
+            }
             return switch current.status {
             // Already active: the token service's ACTIVATED echo overtook TMP; the user's
             // activation is still recorded.
@@ -137,12 +142,22 @@ public struct PushProvisioningService: Sendable {
         case .updated, .unchanged: return answer(.approved, "the token is active")
         case .rejected(_, let message):
             // The token service has activated the token; if the card was blocked meanwhile, the
-            // activation is undone there so a blocked card has no token that pays.
-            _ = await TokenCorrection(environment: environment).settle(token.tokenUniqueReference, held: .active, actor: "user:\(userId)")
+            // activation is undone there so a blocked card has no token that pays; one the card's
+            // new owner did not activate is ended there.
+            let correction = TokenCorrection(environment: environment)
+            if message == Self.ownerChanged {
+                _ = await correction.deactivateActivatedForAPreviousOwner(token.tokenUniqueReference, actor: "tmp")
+            } else {
+                _ = await correction.settle(token.tokenUniqueReference, held: .active, actor: "user:\(userId)")
+            }
             return answer(.declined, message)
         case .notFound: throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
         }
     }
+
+    /// Why an activation is declined when the card changed owner while the token service
+    /// activated the token.
+    static let ownerChanged = "the card was given to another user during activation"
 
     /// `GET cards`: the caller's cards for display.
     public func cards(userId: String) async throws -> CardListResponse {

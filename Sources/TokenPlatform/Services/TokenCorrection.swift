@@ -63,6 +63,18 @@ struct TokenCorrection {
         }
     }
 
+    /// After an in-app activation the token service carried out while the card was given to
+    /// another user (same PAN, so the token followed the card): the token is on the previous
+    /// owner's device and was activated by them, so it is deactivated there; TMP records it
+    /// DEACTIVATED once confirmed, and otherwise keeps it as it was.
+    func deactivateActivatedForAPreviousOwner(_ reference: String, actor: String) async -> Settlement {
+        guard let (token, card) = await current(reference) else { return .nothingToUndo }
+        return await correct(
+            token, card: card, with: environment.tokenService.deactivate, actor: actor,
+            confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil, reason: "activated by the card's previous owner"
+        )
+    }
+
     /// After a token event was applied: deactivates a closed card's token, or one of a PAN the
     /// card no longer has, and suspends a blocked card's active token at the token service.
     func enforce(afterEvent reference: String) async -> Settlement {
@@ -94,7 +106,8 @@ struct TokenCorrection {
         with command: @Sendable (TokenRecord) async throws -> Void,
         actor: String,
         confirmed: TokenChange,
-        unconfirmed: TokenChange?
+        unconfirmed: TokenChange?,
+        reason: String? = nil
     ) async -> Settlement {
         let reference = token.tokenUniqueReference
         let done: Bool
@@ -110,7 +123,7 @@ struct TokenCorrection {
         }
         guard let change = done ? confirmed : unconfirmed else { return .notConfirmed(token) }
         guard case .set(let target, let source) = change else { return done ? .undone(token) : .notConfirmed(token) }
-        let why = token.isOfAReplacedPAN(of: card) ? "token of a PAN the card no longer has" : "card is \(card.status.rawValue)"
+        let why = reason ?? (token.isOfAReplacedPAN(of: card) ? "token of a PAN the card no longer has" : "card is \(card.status.rawValue)")
         let detail = done
             ? "\(why); corrected at the token service"
             : "\(why); correction not confirmed, recorded as the token service holds it"
