@@ -43,16 +43,25 @@ public enum LocalKeyFile {
             return (try load(at: path), false)
         }
         let keys = LocalKeys.generate()
+        guard try createOwnerOnlyFileAtomically(encode(keys), at: path) else { return (try load(at: path), false) }
+        return (keys, true)
+    }
+
+    /// Creates the owner-only (0600) file `path` holding `data`, whole or not at all: the bytes
+    /// go to a temporary file that is then linked into place, so a concurrent starter reads
+    /// either nothing or the complete file, and a process killed halfway leaves no partial
+    /// file behind. Returns false, writing nothing, when `path` already exists.
+    public static func createOwnerOnlyFileAtomically(_ data: Data, at path: String) throws -> Bool {
         // A random name: a process killed between creating and removing it (in a container,
         // always the same pid) must not block every later start.
         let temporary = path + ".\(UInt64.random(in: 0...UInt64.max)).tmp"
-        try createOwnerOnlyFile(encode(keys), at: temporary)
+        try createOwnerOnlyFile(data, at: temporary)
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {
-            if errno == EEXIST { return (try load(at: path), false) }
-            throw KeyConfigurationError("cannot create key file \(path): \(String(cString: strerror(errno)))")
+            if errno == EEXIST { return false }
+            throw KeyConfigurationError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
-        return (keys, true)
+        return true
     }
 
     /// Loads the key file at `path`.

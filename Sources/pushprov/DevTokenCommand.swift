@@ -12,23 +12,27 @@ struct DevTokenCommand: ParsableCommand {
     @Option(help: "The user id (the JWT's sub).") var user: String
     @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
     @Option(help: "Lifetime in seconds (1 to 86400).") var ttl: Int = 3600
+    @Option(name: .customLong("jwt-issuer"), help: "The iss to sign (PUSHPROV_JWT_ISSUER), as given to `pushprov serve --jwt-issuer`.") var issuer: String?
+    @Option(name: .customLong("jwt-audience"), help: "The aud to sign (PUSHPROV_JWT_AUDIENCE), as given to `pushprov serve --jwt-audience`.") var audience: String?
 
     func run() throws {
         guard (1...86_400).contains(ttl) else { throw CLIError("--ttl must be from 1 to 86400 seconds") }
         guard !user.isEmpty, user.utf8.count <= 128, !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw CLIError("--user must be 1 to 128 bytes without control characters")
         }
-        let directory = dataDirectory ?? ProcessInfo.processInfo.environment["PUSHPROV_DATA_DIR"] ?? "./.pushprov"
+        // Resolved as `pushprov serve` resolves them: the flag, then a non-empty variable.
+        let environment = ProcessInfo.processInfo.environment
+        let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let directory = dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
         let path = (directory as NSString).appendingPathComponent("secrets.json")
         guard FileManager.default.fileExists(atPath: path) else {
             throw CLIError("\(path) does not exist; start `pushprov serve` with this data directory once first")
         }
         let secrets: EmbeddedSecrets
         do { secrets = try EmbeddedSecrets.load(at: path) } catch { throw CLIError("\(error)") }
-        // The iss and aud `pushprov serve` checks when PUSHPROV_JWT_ISSUER / PUSHPROV_JWT_AUDIENCE are set.
-        let environment = ProcessInfo.processInfo.environment
-        let issuer = environment["PUSHPROV_JWT_ISSUER"].flatMap { $0.isEmpty ? nil : $0 } ?? DevelopmentTokenIssuer.issuer
-        let audience = environment["PUSHPROV_JWT_AUDIENCE"].flatMap { $0.isEmpty ? nil : $0 }
+        // The iss and aud `pushprov serve` checks when given them.
+        let issuer = self.issuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER") ?? DevelopmentTokenIssuer.issuer
+        let audience = self.audience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
         print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey, issuer: issuer, audience: audience).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
     }
 }

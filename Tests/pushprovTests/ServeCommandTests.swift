@@ -113,6 +113,10 @@ struct ServeCommandTests {
         let plain = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
         let (refused, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(refused == 401, "a token without the audience is not for this server")
+        // The flags name them as `serve`'s flags do.
+        let flagged = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
+        let (viaFlags, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(viaFlags == 200)
         #expect(server.stop() == 0)
     }
 

@@ -26,12 +26,10 @@ public struct EmbeddedSecrets: Sendable {
             let stored = Stored(issuerApiKey: APIKey.generate(), tspApiKey: APIKey.generate(), cardholderKeyId: key.id, cardholderPrivateKey: key.privateKey.rawRepresentation.base64EncodedString())
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            do {
-                try LocalKeyFile.createOwnerOnlyFile(try encoder.encode(stored), at: path)
-                return (try load(at: path), true)
-            } catch let error as KeyConfigurationError where FileManager.default.fileExists(atPath: path) {
-                _ = error  // another process created it first; use theirs
-            }
+            // Whole or not at all: a concurrent starter reads the winner's complete file.
+            let created: Bool
+            do { created = try LocalKeyFile.createOwnerOnlyFileAtomically(try encoder.encode(stored), at: path) } catch { throw ConfigurationError("\(error)") }
+            if created { return (try load(at: path), true) }
         }
         return (try load(at: path), false)
     }

@@ -172,6 +172,9 @@ public struct ServerSettings: Sendable {
             )
         }
 
+        // Everything that can be refused is checked before the first file is made, so a refusal
+        // never costs the one start-up that prints the generated secrets.
+        let extraCardholderKeys = try env("PUSHPROV_JWKS").map { try Self.loadJWKS($0).keys } ?? []
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
@@ -201,10 +204,7 @@ public struct ServerSettings: Sendable {
             if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("issuer and TSP API keys: from \(secretsPath)") }
         }
         let devKey = secrets.value.cardholderDevelopmentKey
-        var cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK])
-        if let jwks = env("PUSHPROV_JWKS") {
-            cardholderKeys.keys += try Self.loadJWKS(jwks).keys
-        }
+        let cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK] + extraCardholderKeys)
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
