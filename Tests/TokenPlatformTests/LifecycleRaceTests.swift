@@ -249,4 +249,30 @@ struct LifecycleRaceTests {
             #expect(approved.issuerMobileAppAuthResponse == .approved)
         }
     }
+
+    /// The same PAN replacement sent twice (a retry reaching another instance): the first
+    /// completes, and a token is made for the new PAN, while the second is deactivating the old
+    /// PAN's tokens. The second keeps the new PAN's reference and spares the new token.
+    @Test func aRepeatedReplacementKeepsTheNewPANsReferenceAndItsToken() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            let once = Locked(false)
+            let firstReference = Locked<String?>(nil)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "deactivate", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let first = try await api.putCard("c1", user: "alice", pan: "5555555555554444", network: .mastercard)
+                firstReference.withValue { $0 = first.panUniqueReference }
+                _ = try await api.provision("c1", user: "alice", pan: "5555555555554444", token: "T2")
+            } }
+            let second = try await api.putCard("c1", user: "alice", pan: "5555555555554444", network: .mastercard)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(second.panUniqueReference == firstReference.current)
+            #expect(try await platform.store.card(externalCardId: "c1")?.panUniqueReference == firstReference.current)
+            #expect(try await api.tokenStatus("T2") == .active)
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+            #expect(!platform.connector.commands.current.contains("deactivate T2"), "\(platform.connector.commands.current)")
+        }
+    }
 }

@@ -155,6 +155,32 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// Two replacements decided on the same read: the PAN's reference is decided on the card
+    /// as stored when each write runs, not on what the caller read before.
+    @Test(arguments: StoreFactory.all)
+    func aReplacementDecidesThePANsReferenceOnTheCardAsStored(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            // Both read PAN "hash-c1"; the first stores the new PAN with its reference.
+            _ = try await store.putCard(try Self.card("c1", pur: "PUR-A", hash: "hash-new"), audit: Self.audit("card:c1"))
+            // The second carries the same new PAN with a reference of its own: the stored one stays,
+            // and nothing more is retired.
+            let previous = try await store.putCard(try Self.card("c1", pur: "PUR-B", hash: "hash-new"), audit: Self.audit("card:c1"))
+            #expect(previous?.panUniqueReference == "PUR-A")
+            #expect(try await store.card(externalCardId: "c1")?.panUniqueReference == "PUR-A")
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-A") == nil)
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-B") == nil)
+            #expect(try await store.card(retiredPanUniqueReference: "PUR-c1")?.externalCardId == "c1")
+            // A write that took the old PAN as unchanged (it carries the old stored reference with
+            // the old PAN) while the card now has the new one stores nothing.
+            await #expect(throws: StoreError.concurrentChange(externalCardId: "c1")) {
+                _ = try await store.putCard(try Self.card("c1", pur: "PUR-A", hash: "hash-c1"), audit: Self.audit("card:c1"))
+            }
+            let card = try await store.card(externalCardId: "c1")
+            #expect(card?.panLookupHash == "hash-new" && card?.panUniqueReference == "PUR-A")
+        }
+    }
+
     /// Sets card `id` to `status` with the audit entry the lifecycle service writes: `OLD -> NEW`.
     static func setStatus(_ store: any TMPStore, _ id: String, _ status: CardStatus) async throws -> CardStatusUpdate {
         try await store.setCardStatus(externalCardId: id, status: status, at: now) { previous in

@@ -1,4 +1,5 @@
 import Foundation
+import ProvisioningCrypto
 import ProvisioningModels
 
 /// A card as stored: the PAN only encrypted (``encryptedPAN``) and as a keyed hash.
@@ -53,5 +54,23 @@ public struct CardRecord: Sendable, Hashable {
     /// The Lifecycle API's view (no PAN).
     public var resource: CardResource {
         CardResource(externalCardId: externalCardId, userId: userId, panLast4: panLast4, panUniqueReference: panUniqueReference, expiration: expiration.text, cardholderName: cardholderName, network: network, productTitle: productTitle, artId: artId, status: status)
+    }
+}
+
+extension CardRecord {
+    /// What ``TMPStore/putCard(_:audit:)`` stores for `card` over `previous`, the card as stored
+    /// and locked: the PAN's reference is decided on `previous`, not on the caller's read.
+    ///
+    /// - Throws: ``StoreError/concurrentChange(externalCardId:)`` when `previous` has another
+    ///   PAN but `card` carries its reference (decided on a read from before a replacement).
+    static func replacing(_ previous: CardRecord?, with card: CardRecord) throws -> CardRecord {
+        guard let previous else { return card }
+        var stored = card
+        if constantTimeEquals(previous.panLookupHash, card.panLookupHash) {
+            stored.panUniqueReference = previous.panUniqueReference
+        } else if previous.panUniqueReference == card.panUniqueReference {
+            throw StoreError.concurrentChange(externalCardId: card.externalCardId)
+        }
+        return stored
     }
 }

@@ -64,7 +64,11 @@ public struct LifecycleService: Sendable {
         if let existing, !samePAN {
             // The old PAN's tokens must die at the token service before TMP forgets them; the
             // commands run concurrently, like a status change's.
-            let live = try await environment.store.tokens(externalCardId: externalCardId).filter { $0.status != .deactivated }
+            // Only the replaced PAN's tokens: one made for a PAN a concurrent replacement stored
+            // meanwhile is not this request's to end.
+            let live = try await environment.store.tokens(externalCardId: externalCardId).filter {
+                $0.status != .deactivated && $0.panUniqueReference == existing.panUniqueReference
+            }
             let (store, tokenService) = (environment.store, environment.tokenService)
             let results = await live.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { token -> Result<Bool, any Error> in
                 do {
@@ -108,15 +112,22 @@ public struct LifecycleService: Sendable {
         )
         let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)")
         var stored = card
+        let previous: CardRecord?
         do {
-            // A replacement keeps the status as stored, which may have changed since `existing` was read.
-            if let previous = try await environment.store.putCard(card, audit: audit) {
-                stored.status = previous.status
-            }
+            previous = try await environment.store.putCard(card, audit: audit)
         } catch StoreError.duplicatePAN(let other) {
             throw TMPError.conflict("duplicate_pan", "card \(other) already has this primaryAccountNumber")
+        } catch StoreError.concurrentChange {
+            throw TMPError.conflict("card_changed", "card \(externalCardId) got another primaryAccountNumber while this request was applied; read it and send the request again")
         }
-        if existing != nil, !samePAN {
+        // As stored: a replacement keeps the status, which may have changed since `existing`
+        // was read, and the PAN's reference when the stored card already had this PAN.
+        let panChanged = previous.map { !constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
+        if let previous {
+            stored.status = previous.status
+            if !panChanged { stored.panUniqueReference = previous.panUniqueReference }
+        }
+        if panChanged {
             // Tokens of the old PAN the token service made while the known ones were being
             // deactivated (a tokenization approved before the PAN changed) are live at odds
             // with the card from its commit: deactivated now, or by the realignment if the
@@ -126,7 +137,7 @@ public struct LifecycleService: Sendable {
                 await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: "card PAN replaced", call: command.call)
             }
         }
-        return (stored.resource, existing == nil)
+        return (stored.resource, previous == nil)
     }
 
     /// `GET cards/{id}`.

@@ -98,12 +98,14 @@ public struct PostgresStore: TMPStore {
                 throw StoreError.duplicatePAN(existingCardId: try other.decode(String.self))
             }
             let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
+            // The PAN's reference as the stored card decides it (see TMPStore.putCard).
+            let put = try CardRecord.replacing(previous, with: card)
             try await connection.query(
                 """
                 INSERT INTO card (\(unescaped: Self.cardColumns))
-                VALUES (\(card.externalCardId), \(card.userId), \(card.encryptedPAN), \(card.panLookupHash), \(card.panLast4), \(card.panUniqueReference),
-                    \(card.expiration.text), \(card.cardholderName), \(card.network.rawValue), \(card.productTitle), \(card.artId), \(card.status.rawValue),
-                    \(card.createdAt), \(card.updatedAt))
+                VALUES (\(put.externalCardId), \(put.userId), \(put.encryptedPAN), \(put.panLookupHash), \(put.panLast4), \(put.panUniqueReference),
+                    \(put.expiration.text), \(put.cardholderName), \(put.network.rawValue), \(put.productTitle), \(put.artId), \(put.status.rawValue),
+                    \(put.createdAt), \(put.updatedAt))
                 ON CONFLICT (external_card_id) DO UPDATE SET
                     user_id = excluded.user_id, encrypted_pan = excluded.encrypted_pan, pan_lookup_hash = excluded.pan_lookup_hash,
                     pan_last4 = excluded.pan_last4, pan_unique_reference = excluded.pan_unique_reference, expiration = excluded.expiration,
@@ -113,16 +115,16 @@ public struct PostgresStore: TMPStore {
                 logger: logger
             )
             // Tokens follow the card's owner; those of a replaced PAN are at odds with it below.
-            try await connection.query("UPDATE token SET user_id = \(card.userId) WHERE external_card_id = \(card.externalCardId)", logger: logger)
-            if let previous, previous.panUniqueReference != card.panUniqueReference {
+            try await connection.query("UPDATE token SET user_id = \(put.userId) WHERE external_card_id = \(put.externalCardId)", logger: logger)
+            if let previous, previous.panUniqueReference != put.panUniqueReference {
                 try await connection.query(
                     """
                     INSERT INTO retired_pan_reference (pan_unique_reference, external_card_id, retired_at)
-                    VALUES (\(previous.panUniqueReference), \(card.externalCardId), \(audit.at)) ON CONFLICT DO NOTHING
+                    VALUES (\(previous.panUniqueReference), \(put.externalCardId), \(audit.at)) ON CONFLICT DO NOTHING
                     """,
                     logger: logger
                 )
-                try await recomputeAtOdds(connection, externalCardId: card.externalCardId, at: audit.at)
+                try await recomputeAtOdds(connection, externalCardId: put.externalCardId, at: audit.at)
             }
             try await insertAudit(connection, audit)
             return previous

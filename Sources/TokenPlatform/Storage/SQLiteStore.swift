@@ -137,6 +137,8 @@ public struct SQLiteStore: TMPStore {
                 throw StoreError.duplicatePAN(existingCardId: other)
             }
             let previous = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [card.externalCardId], CardRecord.init(row:))
+            // The PAN's reference as the stored card decides it (see TMPStore.putCard).
+            let put = try CardRecord.replacing(previous, with: card)
             try db.execute(
                 sql: """
                     INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference,
@@ -149,19 +151,19 @@ public struct SQLiteStore: TMPStore {
                         art_id = excluded.art_id, updated_at = excluded.updated_at
                     """,
                 arguments: [
-                    card.externalCardId, card.userId, card.encryptedPAN, card.panLookupHash, card.panLast4, card.panUniqueReference,
-                    card.expiration.text, card.cardholderName, card.network.rawValue, card.productTitle, card.artId, card.status.rawValue,
-                    card.createdAt, card.updatedAt,
+                    put.externalCardId, put.userId, put.encryptedPAN, put.panLookupHash, put.panLast4, put.panUniqueReference,
+                    put.expiration.text, put.cardholderName, put.network.rawValue, put.productTitle, put.artId, put.status.rawValue,
+                    put.createdAt, put.updatedAt,
                 ]
             )
             // Tokens follow the card's owner; those of a replaced PAN are at odds with it below.
-            try db.execute(sql: "UPDATE token SET user_id = ? WHERE external_card_id = ?", arguments: [card.userId, card.externalCardId])
-            if let previous, previous.panUniqueReference != card.panUniqueReference {
+            try db.execute(sql: "UPDATE token SET user_id = ? WHERE external_card_id = ?", arguments: [put.userId, put.externalCardId])
+            if let previous, previous.panUniqueReference != put.panUniqueReference {
                 try db.execute(
                     sql: "INSERT INTO retired_pan_reference (pan_unique_reference, external_card_id, retired_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    arguments: [previous.panUniqueReference, card.externalCardId, audit.at]
+                    arguments: [previous.panUniqueReference, put.externalCardId, audit.at]
                 )
-                try db.execute(sql: AtOddsSQL.recompute(scope: "external_card_id = ?"), arguments: [audit.at, card.externalCardId])
+                try db.execute(sql: AtOddsSQL.recompute(scope: "external_card_id = ?"), arguments: [audit.at, put.externalCardId])
             }
             try insertAudit(db, audit)
             return previous

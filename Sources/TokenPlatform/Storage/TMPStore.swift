@@ -46,6 +46,14 @@ public protocol TMPStore: Sendable {
     /// token service must deactivate it, so TMP never records it deactivated on its own.
     /// Tokens follow the card's owner. Fails with ``StoreError/duplicatePAN`` when another card
     /// has the same PAN.
+    ///
+    /// Whether the PAN changed is decided on the card as stored, locked by this write, not on
+    /// the caller's earlier read: when the stored card already has this PAN (a concurrent
+    /// replacement with the same PAN committed first), its `panUniqueReference` is kept whatever
+    /// `card` carries, and nothing is retired. When the stored card has another PAN but `card`
+    /// carries the stored reference (the caller read the card before a concurrent replacement
+    /// and took the PAN as unchanged), this fails with ``StoreError/concurrentChange`` and
+    /// stores nothing.
     func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord?
     /// Changes a card's status, deciding on the card as stored: a CLOSED card stays CLOSED.
     ///
@@ -244,6 +252,9 @@ public enum TokenEventApplication: Sendable, Hashable {
 public enum StoreError: Error, Sendable, Hashable {
     /// Another card already has this PAN.
     case duplicatePAN(existingCardId: String)
+    /// The card changed between the caller's read and this write in a way the write was not
+    /// decided for; read again and retry.
+    case concurrentChange(externalCardId: String)
 }
 
 extension TMPStore {
