@@ -165,4 +165,38 @@ struct CardholderTokenSettingsTests {
         let repeated = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
         #expect(repeated?.message == "JWKS file \(jwksFile) has more than one P-256 key with kid \(setup.key.id); each key needs its own kid")
     }
+
+    @Test func productionReachesARemotePostgreSQLOnlyOverRequiredTLS() throws {
+        let setup = try Self.production(Self.withIssuerAndAudience)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        for (url, refused) in [
+            ("postgres://tmp:pw@db.internal/pushprov", true),
+            ("postgres://tmp:pw@db.internal/pushprov?sslmode=disable", true),
+            ("postgres://tmp:pw@db.internal/pushprov?sslmode=require", false),
+            ("postgres://tmp:pw@127.0.0.1/pushprov?sslmode=disable", false),
+            ("postgres://tmp:pw@localhost/pushprov", false),
+            ("postgres://tmp:pw@127.0.0.1.example/pushprov", true),
+        ] {
+            var settings = Self.productionSettings()
+            settings.database = url
+            if refused {
+                let error = #expect(throws: ConfigurationError.self, "\(url)") { try settings.resolve(environment: setup.environment) }
+                #expect(error?.message.hasPrefix("--production needs sslmode=require to reach PostgreSQL on ") == true)
+                #expect(error?.message.contains("pw") == false)
+            } else {
+                #expect(throws: Never.self, "\(url)") { try settings.resolve(environment: setup.environment) }
+            }
+        }
+    }
+
+    @Test func aJWKSFileOthersCanWriteIsRefused() throws {
+        let setup = try Self.production(Self.withIssuerAndAudience)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let jwks = try #require(setup.environment["PUSHPROV_JWKS"])
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: jwks)
+        let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+        #expect(error?.message == "JWKS file \(jwks) can be written by group or others (mode 666); whoever can write it can sign in as any cardholder: chmod go-w \(jwks)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: jwks)
+        #expect(throws: Never.self) { try Self.productionSettings().resolve(environment: setup.environment) }
+    }
 }

@@ -159,6 +159,11 @@ public struct ServerSettings: Sendable {
             guard self.database != nil || env("PUSHPROV_DATABASE") != nil else {
                 throw ConfigurationError("--production needs --database / PUSHPROV_DATABASE (a postgres:// URL, or the SQLite file this one instance owns); it creates no database of its own")
             }
+            // `prefer` falls back to plain text when anyone on the path refuses TLS; only a
+            // server on this machine may be reached without it.
+            if case .postgres(let url) = database.location, url.tls != .require, !Self.isLoopback(url.host) {
+                throw ConfigurationError("--production needs sslmode=require to reach PostgreSQL on \(url.host): with sslmode=\(url.tls.rawValue) the connection can fall back to plain text (only a server on this machine may go without TLS)")
+            }
             try Self.checkAPIKeys(issuer: env("PUSHPROV_ISSUER_API_KEY")!, tsp: env("PUSHPROV_TSP_API_KEY")!, minimumLength: Self.minimumProductionAPIKeyLength, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
             let keyFile = env("PUSHPROV_KEY_FILE")!
             let keys: LocalKeys
@@ -262,6 +267,14 @@ public struct ServerSettings: Sendable {
         return seconds == 0 ? nil : .seconds(seconds)
     }
 
+    /// Whether `host` names this machine (`localhost`, 127.0.0.0/8, `::1`).
+    static func isLoopback(_ host: String) -> Bool {
+        let lowered = host.lowercased()
+        if lowered == "localhost" || lowered == "::1" { return true }
+        let parts = lowered.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
     /// The shortest API key `--production` accepts (the generated ones have 43 characters).
     public static let minimumProductionAPIKeyLength = 32
 
@@ -288,6 +301,10 @@ public struct ServerSettings: Sendable {
     private static let token68 = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".utf8)
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
+        // Whoever can write this file can sign in as any cardholder.
+        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o022 != 0 {
+            throw ConfigurationError("JWKS file \(path) can be written by group or others (mode \(String(mode, radix: 8))); whoever can write it can sign in as any cardholder: chmod go-w \(path)")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError("JWKS file \(path) cannot be read")
         }

@@ -209,6 +209,9 @@ public struct PostgresStore: TMPStore {
                 logger: logger
             ).first.map(CardRecord.init(postgres:))
             let current = try await lockToken(connection, tokenReference)
+            // The token was created (by another instance) between the two reads, so its card was
+            // not locked: start over, and the card is locked first this time.
+            if current != nil, locked == nil { throw LostRace() }
             if try await !connection.all("SELECT 1 FROM token_event WHERE event_id = \(eventId)", logger: logger).isEmpty {
                 // A token missing above may have been created by that event, committed between
                 // the two reads: read it again, as of now.
@@ -427,9 +430,16 @@ public struct PostgresStore: TMPStore {
             } catch let error as PSQLError where attempt < Self.maximumAttempts && Self.isLostRace(error) {
                 attempt += 1
                 logger.debug("retrying a transaction that lost a race", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")", "attempt": "\(attempt)"])
+            } catch is LostRace where attempt < Self.maximumAttempts {
+                attempt += 1
+                logger.debug("retrying a transaction that read a row another committed meanwhile", metadata: ["attempt": "\(attempt)"])
             }
         }
     }
+
+    /// A transaction saw another's commit between two of its reads in a way that breaks what
+    /// it decides on; running it again settles it.
+    struct LostRace: Error {}
 
     /// unique_violation, serialization_failure, deadlock_detected: another transaction
     /// committed first; deciding again on its result settles it.
