@@ -507,6 +507,30 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func twoFirstPutsOfOneCardSeeEachOther(factory: StoreFactory) async throws {
+        // Each round two handles create the same new card with different PANs at once: one
+        // creates it and the other replaces it, so exactly one sees no previous version and the
+        // first one's reference is retired.
+        try await factory.withTwoHandles { first, second in
+            for round in 0..<10 {
+                let id = "race-\(round)"
+                let results = try await withThrowingTaskGroup(of: (String, CardRecord?).self) { group in
+                    for (store, name) in [(first, "a"), (second, "b")] {
+                        group.addTask {
+                            (name, try await store.putCard(try Self.card(id, pur: "PUR-\(id)-\(name)", hash: "hash-\(id)-\(name)"), audit: Self.audit("card:\(id)")))
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(results.filter { $0.1 == nil }.count == 1, "round \(round): \(results.map { "\($0.0): \($0.1?.panUniqueReference ?? "none")" })")
+                let winner = try #require(try await first.card(externalCardId: id))
+                let loser = winner.panUniqueReference == "PUR-\(id)-a" ? "PUR-\(id)-b" : "PUR-\(id)-a"
+                #expect(try await second.card(retiredPanUniqueReference: loser)?.externalCardId == id)
+            }
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func aClosedCardStaysClosedWhenStatusChangesRace(factory: StoreFactory) async throws {
         // Each round a fresh card gets one CLOSE and several reopening changes at once. Closing
         // is never refused, so the card must end CLOSED; every change decided on the card as

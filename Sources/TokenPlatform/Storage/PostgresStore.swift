@@ -97,6 +97,10 @@ public struct PostgresStore: TMPStore {
             if let other = try await connection.all("SELECT external_card_id FROM card WHERE pan_lookup_hash = \(card.panLookupHash) AND external_card_id <> \(card.externalCardId)", logger: logger).first {
                 throw StoreError.duplicatePAN(existingCardId: try other.decode(String.self))
             }
+            // A row lock holds nothing while the card does not exist yet: two first PUTs of one
+            // card would both see no previous version. This lock on the card's id (its hash, in
+            // a key space of its own) makes every PUT of the card wait for the one before it.
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.cardPutLockSpace), hashtext(\(card.externalCardId)))", logger: logger)
             let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
             let put = try CardRecord.replacing(previous, with: card)
@@ -436,6 +440,10 @@ public struct PostgresStore: TMPStore {
             }
         }
     }
+
+    /// The first key of the advisory locks that serialize the PUTs of one card (the second
+    /// is the hash of its id).
+    static let cardPutLockSpace: Int32 = 0x7063_6172
 
     /// A transaction saw another's commit between two of its reads in a way that breaks what
     /// it decides on; running it again settles it.
