@@ -76,19 +76,48 @@ public enum LocalKeyFile {
     ///
     /// - Throws: ``KeyConfigurationError`` naming the file and, for loose permissions, the fix.
     public static func readOwnerOnlyFile(at path: String) throws -> Data {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
+        // The mode is checked on the file opened, and the bytes read from it: a file swapped in
+        // at the path between a check by name and a read by name is never read. (Symbolic
+        // links are followed: Kubernetes mounts secrets as links.)
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else {
             throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            throw KeyConfigurationError("key file \(path) is not a regular file")
         }
         let mode = status.st_mode & 0o777
         guard mode & 0o077 == 0 else {
             throw KeyConfigurationError("key file \(path) has mode \(String(mode, radix: 8)); it must be readable by its owner only (chmod 600 \(path))")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeyConfigurationError("cannot read key file \(path)")
+        // Key files are a few kilobytes; a larger one is not a key file.
+        guard status.st_size <= maximumFileSize else {
+            throw KeyConfigurationError("key file \(path) is larger than \(maximumFileSize) bytes")
+        }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { break }
+            guard count > 0 else {
+                if errno == EINTR { continue }
+                throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+            }
+            data.append(contentsOf: buffer[..<count])
+            guard data.count <= maximumFileSize else {
+                throw KeyConfigurationError("key file \(path) is larger than \(maximumFileSize) bytes")
+            }
         }
         return data
     }
+
+    /// The largest secret file read (key files and `secrets.json` are a few kilobytes).
+    static let maximumFileSize = 1 << 20
 
     private struct Stored: Codable {
         struct StoredSigningKey: Codable {

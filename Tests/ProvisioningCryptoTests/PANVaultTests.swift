@@ -155,6 +155,22 @@ struct LocalKeyFileTests {
         #expect(error.message.contains("chmod 600"))
     }
 
+    @Test func readsThroughASymbolicLinkButRefusesADirectoryOrAnOversizedFile() throws {
+        let (created, _) = try LocalKeyFile.loadOrCreate(at: path)
+        // Kubernetes mounts a secret as a link into a timestamped directory.
+        let link = directory.appendingPathComponent("linked.json").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        #expect(try LocalKeyFile.load(at: link).activationSigningKeys.map(\.id) == created.activationSigningKeys.map(\.id))
+        let folder = directory.appendingPathComponent("folder.json")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let notAFile = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: folder.path) }
+        #expect(notAFile.message == "key file \(folder.path) is not a regular file")
+        let large = directory.appendingPathComponent("large.json").path
+        #expect(FileManager.default.createFile(atPath: large, contents: Data(count: (1 << 20) + 1), attributes: [.posixPermissions: 0o600]))
+        let oversized = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: large) }
+        #expect(oversized.message == "key file \(large) is larger than 1048576 bytes")
+    }
+
     @Test func refusesTwoActivationSigningKeysUnderOneId() throws {
         _ = try LocalKeyFile.loadOrCreate(at: path)
         // A rotation done by hand: a new key added under the id of the old one.
