@@ -7,14 +7,19 @@ import ProvisioningModels
 /// Activation data is a compact ES256 JWS (`typ` = `pushprov-activation+jws`) that TMP issues
 /// with each sealed card and a token service provider verifies with TMP's published keys
 /// before it activates a token on the green path. It binds the card by its pan-unique
-/// reference (never the PAN), the Wallet nonce by its SHA-256, and the device type, and it
-/// lives at most ten minutes. `jti` makes it single-use: verifiers record it.
+/// reference (never the PAN) and the Wallet nonce by its SHA-256, and it lives at most ten
+/// minutes. `jti` makes it single-use: verifiers record it.
+///
+/// `dev` says which device the app asked for, and is not a binding: when the card is on
+/// neither device, Wallet's add sheet lets the cardholder pick the iPhone or the paired Watch
+/// after the app has asked for the card data, and PassKit does not tell the app which one.
+/// The nonce, which Wallet makes for this one add, is what ties the data to the device.
 public struct ActivationDataClaims: Codable, Sendable, Hashable {
     /// The card's pan-unique reference.
     public var pur: String
     /// base64url SHA-256 of the nonce Wallet supplied.
     public var nh: String
-    /// The device the card is being added to.
+    /// The device the app asked to add the card to (informational; see the type's notes).
     public var dev: DeviceType
     /// Issued at, seconds since 1970.
     public var iat: Int64
@@ -35,8 +40,8 @@ public struct ActivationDataClaims: Codable, Sendable, Hashable {
 
     /// The card's pan-unique reference.
     public var panUniqueReference: String { pur }
-    /// The device type.
-    public var deviceType: DeviceType { dev }
+    /// The device the app asked for.
+    public var requestedDeviceType: DeviceType { dev }
     /// When it was issued.
     public var issuedAt: Date { Date(timeIntervalSince1970: TimeInterval(iat)) }
     /// When it stops being valid.
@@ -79,7 +84,7 @@ public struct ActivationDataIssuer: Sendable {
         self.lifetime = lifetime
     }
 
-    /// Issues activation data for a card, a Wallet nonce and a device.
+    /// Issues activation data for a card and a Wallet nonce, noting the device the app asked for.
     ///
     /// - Parameters:
     ///   - now: The issue time (injected so tests are deterministic).
@@ -177,15 +182,15 @@ public struct ActivationDataVerifier: Sendable {
     ///     decision passes nil here and compares ``ActivationDataClaims/panUniqueReference``
     ///     once it knows it.
     ///   - nonce: The Wallet nonce, when the caller knows it; must match when given.
-    ///   - deviceType: The device the token is for, when known; must match when given.
     ///   - now: The verification time.
+    ///
+    /// The device type is deliberately not compared (see ``ActivationDataClaims``).
     /// - Returns: The claims, or the first reason the data is refused. Single use is the
     ///   caller's to enforce with the returned `jti`.
     public func verify(
         _ token: String,
         panUniqueReference: String?,
         nonce: Data? = nil,
-        deviceType: DeviceType? = nil,
         now: Date
     ) -> ActivationDataVerdict {
         let parts: CompactJWS.Parts
@@ -223,9 +228,6 @@ public struct ActivationDataVerifier: Sendable {
         }
         if let nonce, !constantTimeEquals(claims.nh, Self.nonceHash(nonce)) {
             return .refused(.init(.wrongNonce, "activation data was issued for another Wallet nonce"))
-        }
-        if let deviceType, claims.dev != deviceType {
-            return .refused(.init(.wrongDevice, "activation data was issued for a \(claims.dev.rawValue), not a \(deviceType.rawValue)"))
         }
         return .valid(claims)
     }
@@ -269,8 +271,6 @@ public struct ActivationDataRefusal: Error, Sendable, Hashable, CustomStringConv
         case wrongCard = "wrong_card"
         /// Bound to another Wallet nonce.
         case wrongNonce = "wrong_nonce"
-        /// Bound to another device type.
-        case wrongDevice = "wrong_device"
     }
 
     /// The reason.

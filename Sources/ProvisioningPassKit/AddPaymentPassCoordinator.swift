@@ -85,8 +85,9 @@ extension AddPaymentPassCoordinator: @preconcurrency PKAddPaymentPassViewControl
         #if canImport(UIKit)
         controller.dismiss(animated: true)
         #endif
-        let target = session.configuration.target
-        let result: WalletAddResult = error.map { .failed(WalletAddError($0)) } ?? .added(pass.map { WalletPass($0, device: target) })
+        // Where the pass is, not where the app asked for it: with the card on neither device,
+        // Wallet's sheet lets the cardholder pick the iPhone or the paired Watch.
+        let result: WalletAddResult = error.map { .failed(WalletAddError($0)) } ?? .added(pass.map { WalletPass($0, device: $0.isRemotePass ? .watch : .phone) })
         let session = session
         Task { @MainActor in
             let (outcome, status) = await session.finish(result)

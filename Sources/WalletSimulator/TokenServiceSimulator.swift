@@ -254,7 +254,7 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         }
         let verifier = ActivationDataVerifier(keys: verificationKeys, allowedClockSkew: configuration.allowedClockSkew)
         let time = now()
-        let verdict = verifier.verify(text, panUniqueReference: nil, nonce: request.card.nonce, deviceType: request.deviceType, now: time)
+        let verdict = verifier.verify(text, panUniqueReference: nil, nonce: request.card.nonce, now: time)
         guard let claims = verdict.claims else {
             return refused(verdict.refusal?.code.rawValue ?? ActivationDataRefusal.Code.malformed.rawValue)
         }

@@ -232,6 +232,27 @@ struct EndToEndTests {
         }
     }
 
+    @Test func theCardholderPickingTheWatchInWalletsSheetGetsTheCardOnTheWatch() async throws {
+        // The app asks for the iPhone; the card is on neither device, so Wallet's sheet offers
+        // both and the cardholder picks the Watch after the app sealed the card for "PHONE".
+        try await World().run { world in
+            _ = try await world.alice.refreshStatus()
+            let (outcome, sheet) = try await world.add(to: .phone, user: .add(preferring: .watch))
+            #expect(sheet.device == .watch)
+            #expect(sheet.violations.isEmpty)
+            #expect(outcome == .added(.watch))
+            let pass = try #require(sheet.pass)
+            #expect(world.wallet.passes(on: .watch).map(\.serialNumber) == [pass.serialNumber])
+            #expect(world.wallet.passes(on: .phone).isEmpty)
+            // TMP knows the token as the Watch's, waiting for activation in the app (the first
+            // device of this card, so the yellow path), and the status says so per device.
+            let token = try #require(try await world.platform.store.token(reference: pass.deviceAccountIdentifier))
+            #expect(token.deviceType == .watch && token.status == .inactive)
+            let card = try #require(try await world.alice.refreshStatus()[DemoData.visaCard])
+            #expect(card.watch.state == .requiresActivation && card.phone.state == .notAdded)
+        }
+    }
+
     @Test func theWatchCannotBeTargetedBeforeTheIPhoneHasTheCard() async throws {
         try await World().run { world in
             _ = try await world.alice.refreshStatus()

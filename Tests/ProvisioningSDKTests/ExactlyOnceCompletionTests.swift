@@ -159,6 +159,13 @@ struct ExactlyOnceCompletionTests {
         #expect(refreshed.current == 1)
     }
 
+    @Test func theOutcomeNamesTheDeviceThePassLandedOnNotTheTarget() async {
+        // The target is the iPhone; the cardholder picked the Watch in Wallet's sheet.
+        let session = session(transport: Fixtures.server(cards: [], tokens: []), clock: ManualClock())
+        let onWatch = WalletPass(serialNumber: "S1", deviceAccountIdentifier: "DAI1", primaryAccountIdentifier: "PAI1", primaryAccountNumberSuffix: "1111", activationState: .requiresActivation, device: .watch)
+        #expect(await session.finish(.added(onWatch)).outcome == .added(.watch))
+    }
+
     @Test func userCancellationIsCancelledNotFailed() async {
         let session = session(transport: Fixtures.server(cards: [], tokens: []), clock: ManualClock())
         #expect(await session.finish(.failed(WalletAddError(.userCancelled))).outcome == .cancelled)

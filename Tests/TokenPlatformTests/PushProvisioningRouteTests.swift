@@ -26,8 +26,8 @@ struct PushProvisioningRouteTests {
             #expect(payload.nonceSignature == Data("apple-signature".utf8))
             let card = try #require(try await platform.store.card(externalCardId: "card-1"))
             let verdict = ActivationDataVerifier(keySet: platform.environment.activationKeySet)
-                .verify(String(decoding: response.activationData.data, as: UTF8.self), panUniqueReference: card.panUniqueReference, nonce: nonce, deviceType: .phone, now: platform.clock.current)
-            #expect(verdict.claims != nil)
+                .verify(String(decoding: response.activationData.data, as: UTF8.self), panUniqueReference: card.panUniqueReference, nonce: nonce, now: platform.clock.current)
+            #expect(verdict.claims?.requestedDeviceType == .phone)
             let audit = try await platform.store.auditEntries(subject: "card:card-1").map(\.action)
             #expect(audit.contains("card.seal"))
         }

@@ -100,7 +100,7 @@ struct TSPRouteTests {
         }
     }
 
-    @Test func activationDataIsSingleUseAndBoundToCardDeviceAndTime() async throws {
+    @Test func activationDataIsSingleUseAndBoundToCardAndTimeButNotToTheDeviceAskedFor() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice", pan: "4111111111111111")
@@ -111,7 +111,11 @@ struct TSPRouteTests {
 
             let forC1 = try await activationData(api)
             #expect(try await decide(api, pan: "5555555555554444", activationData: forC1).reason == "activation_data_wrong_card")
-            #expect(try await decide(api, activationData: forC1, device: .watch).reason == "activation_data_wrong_device")
+            // Asked for the phone, added to the Watch (Wallet's sheet lets the cardholder pick):
+            // approved, and used up like any other.
+            let pickedWatch = try await decide(api, activationData: forC1, device: .watch)
+            #expect(pickedWatch.decision == .approved && pickedWatch.reason == "activation_data_valid")
+            #expect(try await decide(api, activationData: forC1, device: .watch).reason == "activation_data_replayed")
 
             let late = try await activationData(api)
             platform.advance(601)

@@ -10,7 +10,9 @@ public struct AddPassConfiguration: Sendable, Hashable, Codable {
 
     /// The card to add.
     public var externalCardId: String
-    /// The device to add it to; sent to `signed-cards` as `deviceType`.
+    /// The device to add it to; sent to `signed-cards` as `deviceType`. With the card on
+    /// neither device, Wallet's sheet still lets the cardholder pick the other one; TMP's
+    /// activation data does not depend on it, and the outcome names where the card went.
     public var target: DeviceType
     /// Always ``eccV2``.
     public var encryptionScheme: String

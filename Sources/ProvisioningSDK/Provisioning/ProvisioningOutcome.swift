@@ -94,7 +94,9 @@ public enum WalletAddResult: Sendable, Hashable {
 
 /// The end of one in-app provisioning flow.
 public enum ProvisioningOutcome: Sendable, Hashable {
-    /// The card was added to this device.
+    /// The card was added to this device: the one Wallet reports the pass on, which can be
+    /// the other device than the flow's target when the card was on neither and the
+    /// cardholder picked it in Wallet's sheet.
     case added(DeviceType)
     /// The cardholder cancelled; nothing to report.
     case cancelled

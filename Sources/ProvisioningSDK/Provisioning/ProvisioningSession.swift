@@ -73,8 +73,9 @@ public final class ProvisioningSession: Sendable {
     /// failure (more precise than Wallet's generic error) when the last request failed.
     static func outcome(of result: WalletAddResult, target: DeviceType, lastFailure: ProvisioningFailure?) -> ProvisioningOutcome {
         switch result {
-        case .added:
-            return .added(target)
+        case .added(let pass):
+            // The device Wallet added to, which the cardholder may have picked in the sheet.
+            return .added(pass?.device ?? target)
         case .failed(let error):
             if let lastFailure { return .failed(lastFailure) }
             return error.reason == .userCancelled ? .cancelled : .failed(.wallet(error))

@@ -56,7 +56,7 @@ public struct TSPService: Sendable {
             // No proof that the issuer app started this: the owner must activate it in the app.
             return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"), nil)
         }
-        let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, deviceType: request.deviceType, now: now)
+        let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, now: now)
         guard let claims = verdict.claims else {
             return declined("activation_data_\(verdict.refusal?.code.rawValue ?? "invalid")")
         }
