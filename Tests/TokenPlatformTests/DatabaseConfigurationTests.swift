@@ -184,3 +184,27 @@ struct SQLiteAtOddsMigrationTests {
         }
     }
 }
+
+@Suite("SQLite migrations from several processes")
+struct SQLiteConcurrentMigrationTests {
+    @Test func twoStoresMigratingOneNewFileTogetherBothSucceedAndApplyEachMigrationOnce() async throws {
+        // Two processes started together on one new database file (two connection pools here):
+        // each reads which migrations are applied, then applies the rest one transaction at a
+        // time, so the second can find a migration applied after it looked.
+        for round in 0..<12 {
+            let file = TemporarySQLiteFile("pushprov-race-\(round)")
+            defer { file.remove() }
+            let stores = [try SQLiteStore(path: file.path), try SQLiteStore(path: file.path)]
+            let applied = try await withThrowingTaskGroup(of: [String].self) { group in
+                for store in stores { group.addTask { try await store.migrate() } }
+                return try await group.reduce(into: []) { $0.append(contentsOf: $1) }
+            }
+            #expect(Set(applied) == Set(SQLiteStore.migrator.migrations), "round \(round)")
+            #expect(applied.count == SQLiteStore.migrator.migrations.count, "each migration reported by the store that applied it (round \(round)): \(applied)")
+            for store in stores {
+                #expect(try await store.pendingMigrations().isEmpty)
+                await store.close()
+            }
+        }
+    }
+}

@@ -31,6 +31,30 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test func aMigrationBlockedByALongTransactionGivesUpWithoutChangingAnything() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            #expect(try await store.migrate(lockTimeout: .seconds(5), upTo: "v3") == ["v1", "v2", "v3"])
+            // Another session reads the token table in a transaction it keeps open: v4's
+            // ALTER TABLE needs the table to itself.
+            let error = try await PostgresTestDatabase.withConnection(url) { other in
+                try await other.query("BEGIN", logger: PostgresTestDatabase.logger)
+                _ = try await other.query("SELECT count(*) FROM \(unescaped: schema).token", logger: PostgresTestDatabase.logger).collect()
+                let started = ContinuousClock.now
+                let error = await #expect(throws: PostgresStore.MigrationLockTimeout.self) { try await store.migrate(lockTimeout: .milliseconds(300)) }
+                #expect(ContinuousClock.now - started < .seconds(30), "gave up instead of waiting for the other session")
+                try await other.query("ROLLBACK", logger: PostgresTestDatabase.logger)
+                return error
+            }
+            #expect(error?.migration == "v4")
+            #expect(error?.description.contains("no migration was applied") == true)
+            #expect(try await store.pendingMigrations() == Array(PostgresStore.migrationNames.dropFirst(3)))
+            // Once that session has ended, the same call applies the rest.
+            #expect(try await store.migrate(lockTimeout: .milliseconds(300)) == Array(PostgresStore.migrationNames.dropFirst(3)))
+            await store.close()
+        }
+    }
+
     @Test func aWrongPasswordIsAClearErrorThatNeverShowsIt() async throws {
         var url = try #require(PostgresTestDatabase.url)
         url.password = "not-the-password-7x"

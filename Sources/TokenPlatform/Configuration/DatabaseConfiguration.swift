@@ -120,6 +120,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                 throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); run `pushprov migrate --database …` first, or start without --no-migrate")
             }
             return (store, [])
+        } catch let timeout as PostgresStore.MigrationLockTimeout {
+            await store.close()
+            throw ConfigurationError(timeout.description)
         } catch {
             await store.close()
             throw error

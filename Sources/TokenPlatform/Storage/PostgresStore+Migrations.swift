@@ -140,22 +140,67 @@ extension PostgresStore {
         ]),
     ]
 
-    /// Applies the pending migrations in one transaction under an advisory lock.
+    /// The names of the schema's migrations, in order.
+    public static var migrationNames: [String] { migrations.map(\.name) }
+
+    /// How long a migration statement waits for a table lock by default.
+    public static let defaultMigrationLockTimeout: Duration = .seconds(5)
+
+    /// Applies the pending migrations, waiting at most ``defaultMigrationLockTimeout`` for
+    /// each table lock; see ``migrate(lockTimeout:upTo:)``.
     @discardableResult
     public func migrate() async throws -> [String] {
-        try await transaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
-            try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
-            let applied = try await Self.appliedMigrations(connection, logger: logger)
-            var ran: [String] = []
-            for migration in Self.migrations where !applied.contains(migration.name) {
-                for statement in migration.statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        try await migrate(lockTimeout: Self.defaultMigrationLockTimeout)
+    }
+
+    /// Applies the pending migrations in one transaction under an advisory lock.
+    ///
+    /// Once it holds the advisory lock (instances starting together wait for each other
+    /// there), each statement waits at most `lockTimeout` for the table locks it needs. A
+    /// schema change such as `ALTER TABLE` needs its table to itself, and while it waits every
+    /// other query on that table queues behind it, so a long transaction elsewhere would stall
+    /// the live instances; instead the migration gives up, nothing is changed, and the error
+    /// says so. `upTo` stops after the named migration (tests of upgrades).
+    @discardableResult
+    public func migrate(lockTimeout: Duration, upTo last: String? = nil) async throws -> [String] {
+        precondition(lockTimeout > .zero, "the migration lock timeout must be positive")
+        let milliseconds = max(1, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let names = Self.migrations.map(\.name)
+        let end = last.flatMap { names.firstIndex(of: $0) }.map { $0 + 1 } ?? names.count
+        precondition(last == nil || end <= names.count && names[end - 1] == last, "unknown migration \(last ?? "")")
+        var current: String?
+        do {
+            return try await transaction { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(milliseconds)"), logger: logger)
+                try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
+                let applied = try await Self.appliedMigrations(connection, logger: logger)
+                var ran: [String] = []
+                for migration in Self.migrations[..<end] where !applied.contains(migration.name) {
+                    current = migration.name
+                    for statement in migration.statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query("INSERT INTO \(unescaped: Self.migrationsTable) (name) VALUES (\(migration.name))", logger: logger)
+                    ran.append(migration.name)
                 }
-                try await connection.query("INSERT INTO \(unescaped: Self.migrationsTable) (name) VALUES (\(migration.name))", logger: logger)
-                ran.append(migration.name)
+                return ran
             }
-            return ran
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
+            throw MigrationLockTimeout(migration: current ?? "?", timeout: lockTimeout)
+        }
+    }
+
+    /// A migration gave up waiting for a table lock; nothing was applied.
+    public struct MigrationLockTimeout: Error, CustomStringConvertible {
+        /// The migration that was waiting.
+        public var migration: String
+        /// How long it waited.
+        public var timeout: Duration
+
+        /// One line for the operator.
+        public var description: String {
+            "migration \(migration) waited \(timeout.formattedSeconds) for a table lock another session holds (a long transaction?) and gave up; no migration was applied. Run `pushprov migrate` again once that session ends"
         }
     }
 

@@ -2,9 +2,19 @@ import GRDB
 
 extension SQLiteStore {
     /// The schema, as named migrations applied in order.
-    package static var migrator: DatabaseMigrator {
+    package static var migrator: DatabaseMigrator { migrator(onApplied: { _ in }) }
+
+    /// The schema's migrations, calling `onApplied` with each one's name once its transaction
+    /// has committed (so a migration another process applied first is never reported here).
+    static func migrator(onApplied: @escaping @Sendable (String) -> Void) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
+        func register(_ name: String, _ body: @escaping @Sendable (Database) throws -> Void) {
+            migrator.registerMigration(name) { db in
+                try body(db)
+                db.afterNextTransaction(onCommit: { _ in onApplied(name) })
+            }
+        }
+        register("v1") { db in
             try db.execute(sql: """
                 CREATE TABLE card (
                     external_card_id TEXT PRIMARY KEY NOT NULL,
@@ -94,7 +104,7 @@ extension SQLiteStore {
         // A seal's audit entry is its provisioning attempt (signed-cards stores that one row):
         // index attempts by card for the trail, and drop the audit rows that repeated them. Each
         // was written in the same transaction as its attempt, so nothing is lost.
-        migrator.registerMigration("v2") { db in
+        register("v2") { db in
             try db.execute(sql: """
                 CREATE INDEX provisioning_attempt_card ON provisioning_attempt(external_card_id, created_at);
                 DELETE FROM audit_event WHERE action = 'card.seal';
@@ -103,7 +113,7 @@ extension SQLiteStore {
         // Since when each token has been at odds with its card's status (a token service command
         // is owed), so that commands never sent or never confirmed are found and sent again.
         // Tokens already at odds start their clock at the upgrade.
-        migrator.registerMigration("v3") { db in
+        register("v3") { db in
             try db.execute(sql: """
                 ALTER TABLE token ADD COLUMN at_odds_since DATETIME;
                 CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL;
@@ -112,13 +122,13 @@ extension SQLiteStore {
         }
         // When the newest applied event of each token happened at the token service, so that
         // an older event delivered later is recognised as stale.
-        migrator.registerMigration("v4") { db in
+        register("v4") { db in
             try db.execute(sql: "ALTER TABLE token ADD COLUMN last_event_ms INTEGER")
         }
         // The pan-unique references cards had before their PAN was replaced, so that a token the
         // token service reports for an old PAN is recognised, recorded and deactivated; and
         // decisions by request id, so that a retried tokenization request gets its answer again.
-        migrator.registerMigration("v5") { db in
+        register("v5") { db in
             try db.execute(sql: """
                 CREATE TABLE retired_pan_reference (
                     pan_unique_reference TEXT PRIMARY KEY NOT NULL,

@@ -75,13 +75,28 @@ public struct SQLiteStore: TMPStore {
     }
 
     /// Applies the named migrations; returns those this call applied.
+    ///
+    /// GRDB's migrator reads which migrations are applied, then runs each missing one in its
+    /// own transaction. Another process migrating the same file at the same time (two
+    /// instances started together on a new database) can apply one in between, and this run's
+    /// copy then fails (`table … already exists`). So a failure is retried as long as the
+    /// applied migrations keep growing, that is, while someone else is making progress; a
+    /// failure with nothing new applied is thrown.
     @discardableResult
     public func migrate() async throws -> [String] {
-        let migrator = SQLiteStore.migrator
-        let before = try await writer.read { db in try migrator.appliedIdentifiers(db) }
-        try migrator.migrate(writer)
-        let after = try await writer.read { db in try migrator.appliedIdentifiers(db) }
-        return migrator.migrations.filter { after.contains($0) && !before.contains($0) }
+        let ran = NIOLockedValueBox<[String]>([])
+        let migrator = SQLiteStore.migrator(onApplied: { name in ran.withLockedValue { $0.append(name) } })
+        var applied = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        while true {
+            do {
+                try migrator.migrate(writer)
+                return ran.withLockedValue { $0 }
+            } catch {
+                let now = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+                guard now.isStrictSuperset(of: applied) else { throw error }
+                applied = now
+            }
+        }
     }
 
     /// The named migrations not yet applied.
