@@ -325,6 +325,64 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func aRealignmentClaimRestartsTheClocksOfTheTokensItTakes(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let t = { @Sendable (seconds: Double) in Self.now.addingTimeInterval(seconds) }
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            for reference in ["A", "B", "C"] {
+                try await Self.insert(store, Self.token(reference, status: .active))
+            }
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: t(10)) { _ in Self.audit("card:c1") }
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(9), limit: 10, at: t(100)).isEmpty)
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(70), limit: 0, at: t(100)).isEmpty)
+            // The round at t(100) with a 30 s grace takes two, oldest first, restarting their clocks.
+            let first = try await store.claimTokensAtOddsWithTheirCard(since: t(70), limit: 2, at: t(100))
+            #expect(first.map(\.tokenUniqueReference) == ["A", "B"])
+            #expect(first.allSatisfy { $0.status == .active && $0.externalCardId == "c1" })
+            #expect(try await store.tokensAtOddsWithTheirCard(since: t(99), limit: 10).map(\.tokenUniqueReference) == ["C"])
+            #expect(try await store.tokensAtOddsWithTheirCard(since: t(100), limit: 10).map(\.tokenUniqueReference) == ["C", "A", "B"])
+            // Another round at the same time takes only what is left…
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(70), limit: 10, at: t(100)).map(\.tokenUniqueReference) == ["C"])
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(70), limit: 10, at: t(100)).isEmpty)
+            // …and a grace after the claims, all three are due again.
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(100), limit: 10, at: t(130)).map(\.tokenUniqueReference) == ["A", "B", "C"])
+            // A token that stopped being at odds is never taken.
+            _ = try await store.updateToken(reference: "B", audit: Self.audit("token:B")) { _, _ in .set(.suspended, suspendedBy: .cardBlocked) }
+            #expect(try await store.claimTokensAtOddsWithTheirCard(since: t(1_000), limit: 10, at: t(1_000)).map(\.tokenUniqueReference) == ["A", "C"])
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func concurrentRealignmentClaimsOnTwoHandlesTakeEachTokenOnce(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { first, second in
+            let t = { @Sendable (seconds: Double) in Self.now.addingTimeInterval(seconds) }
+            _ = try await first.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            let references = (0..<40).map { String(format: "T%02d", $0) }
+            for reference in references {
+                try await Self.insert(first, Self.token(reference, status: .active))
+            }
+            _ = try await first.setCardStatus(externalCardId: "c1", status: .blocked, at: t(10)) { _ in Self.audit("card:c1") }
+            // Two instances' rounds at once, each in steps of 7 until nothing is left.
+            let taken = try await withThrowingTaskGroup(of: [String].self) { group in
+                for store in [first, second] {
+                    group.addTask {
+                        var mine: [String] = []
+                        while true {
+                            let claimed = try await store.claimTokensAtOddsWithTheirCard(since: t(70), limit: 7, at: t(100)).map(\.tokenUniqueReference)
+                            if claimed.isEmpty { return mine }
+                            mine += claimed
+                        }
+                    }
+                }
+                return try await group.reduce(into: [[String]]()) { $0.append($1) }
+            }
+            let all = taken.flatMap { $0 }
+            #expect(all.count == references.count, "no token taken twice")
+            #expect(Set(all) == Set(references))
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func tokenSearchFiltersByOwner(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))

@@ -114,6 +114,52 @@ struct TokenRealignmentTests {
         }
     }
 
+    @Test(arguments: StoreFactory.all)
+    func twoInstancesRealigningTogetherSendEachOwedCommandOnce(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { firstStore, secondStore in
+            let secrets = try TestPlatform.Secrets()
+            let first = try TestPlatform(policy: .immediate, store: firstStore, secrets: secrets, instance: "A")
+            let second = try TestPlatform(policy: .immediate, store: secondStore, secrets: secrets, instance: "B")
+            let references = (0..<12).map { "T\($0)" }
+            try await first.run { api in
+                let card = try await api.putCard("c1", user: "alice")
+                for reference in references {
+                    _ = try await api.event(reference, pur: card.panUniqueReference, .created)
+                    _ = try await api.event(reference, pur: card.panUniqueReference, .activated)
+                }
+                // The block is recorded, but no command reached the token service.
+                first.connector.failing.withValue { $0 = true }
+                #expect(Set(try await Self.block(api, "c1").tokens.map(\.result)) == ["FAILED"])
+                first.connector.failing.withValue { $0 = false }
+            }
+            let sentByTheBlock = first.connector.commands.current.count
+            for platform in [first, second] { platform.advance(120) }
+            // Both instances' rounds at once, in steps of 5 tokens.
+            let rounds = [TokenRealigner(environment: first.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5),
+                          TokenRealigner(environment: second.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5)]
+            let outcomes = await withTaskGroup(of: [LifecycleService.StatusChange.TokenOutcome].self) { group in
+                for realigner in rounds {
+                    group.addTask {
+                        var all: [LifecycleService.StatusChange.TokenOutcome] = []
+                        while true {
+                            let round = await realigner.realignOnce()
+                            if round.isEmpty { return all }
+                            all += round
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(outcomes.map(\.tokenUniqueReference).sorted() == references.sorted())
+            #expect(outcomes.allSatisfy { $0.result == "SUSPENDED" })
+            let sent = Array(first.connector.commands.current.dropFirst(sentByTheBlock)) + second.connector.commands.current
+            #expect(sent.sorted() == references.map { "suspend \($0)" }.sorted(), "each token's suspension sent once, by one instance")
+            for reference in references {
+                #expect(try await firstStore.token(reference: reference)?.status == .suspended)
+            }
+        }
+    }
+
     /// A token the token service created active for a card blocked meanwhile, whose correction
     /// it did not confirm, is suspended by a later round.
     @Test func aTokenEventsCorrectionTheTokenServiceMissedIsSentAgain() async throws {

@@ -190,9 +190,11 @@ public struct LifecycleService: Sendable {
     /// Each token is decided on as stored now, and recorded as ``setStatus(externalCardId:status:)``
     /// records it, with `tmp` as the actor. A token the token service again does not confirm
     /// restarts its clock, so it is tried again once `cutoff` has moved past that time.
+    /// The tokens are claimed (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``):
+    /// a round running at the same time, here or on another instance, takes other tokens.
     /// ``TokenRealigner`` calls this periodically.
     public func realignTokens(atOddsSince cutoff: Date, limit: Int) async throws -> [StatusChange.TokenOutcome] {
-        let candidates = try await environment.store.tokensAtOddsWithTheirCard(since: cutoff, limit: limit)
+        let candidates = try await environment.store.claimTokensAtOddsWithTheirCard(since: cutoff, limit: limit, at: environment.now())
         let store = environment.store
         return await candidates.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] token -> StatusChange.TokenOutcome? in
             guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {

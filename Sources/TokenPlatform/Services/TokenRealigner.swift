@@ -18,8 +18,14 @@ import ServiceLifecycle
 /// ``LifecycleService/maximumConcurrentCommands`` at a time, each within the connector's time
 /// limit) normally settle the tokens first. Should the realignment still overlap one, the
 /// token service gets the same command twice (which a ``TokenServiceConnector`` takes as one),
-/// and TMP records it once. Several TMP instances on one PostgreSQL database each run this
-/// service, with the same effect.
+/// and TMP records it once.
+///
+/// Several TMP instances on one PostgreSQL database each run this service and share the work:
+/// a round claims the tokens it commands by restarting their clocks in the transaction that
+/// reads them (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``), so another
+/// instance's round takes other tokens, or those again only after a further grace. A round
+/// that outlasts the grace (hundreds of tokens with a slow token service) can overlap the
+/// next claim of its tokens, which again means a command sent twice and taken as one.
 public struct TokenRealigner: Service {
     /// The default time between two rounds.
     public static let defaultInterval: Duration = .seconds(30)

@@ -271,6 +271,23 @@ public struct PostgresStore: TMPStore {
         ).map(TokenRecord.init(postgres:))
     }
 
+    public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
+        guard limit > 0 else { return [] }
+        return try await transaction { connection in
+            // SKIP LOCKED: rows another instance's claim holds are left to it rather than
+            // waited for; once it commits, their restarted clocks keep them out of this round.
+            let tokens = try await connection.all(
+                "SELECT \(unescaped: Self.tokenColumns) FROM token WHERE at_odds_since <= \(cutoff) ORDER BY at_odds_since, token_unique_reference LIMIT \(limit) FOR UPDATE SKIP LOCKED",
+                logger: logger
+            ).map(TokenRecord.init(postgres:))
+            if !tokens.isEmpty {
+                let references = tokens.map(\.tokenUniqueReference)
+                try await connection.query("UPDATE token SET at_odds_since = \(now) WHERE token_unique_reference = ANY(\(references))", logger: logger)
+            }
+            return tokens
+        }
+    }
+
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         _ = try await rows("UPDATE token SET at_odds_since = \(time) WHERE token_unique_reference = \(reference) AND at_odds_since IS NOT NULL")
     }

@@ -292,6 +292,18 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
+        guard limit > 0 else { return [] }
+        return try await writer.write { db in
+            let tokens = try allRows(db.cachedStatement(sql: SQL.tokensAtOdds), [cutoff, limit], TokenRecord.init(row:))
+            let restart = try db.cachedStatement(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ?")
+            for token in tokens {
+                try restart.execute(arguments: [now, token.tokenUniqueReference])
+            }
+            return tokens
+        }
+    }
+
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         try await writer.write { db in
             try db.execute(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ? AND at_odds_since IS NOT NULL", arguments: [time, reference])

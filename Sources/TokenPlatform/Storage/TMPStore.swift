@@ -89,6 +89,15 @@ public protocol TMPStore: Sendable {
     /// time from which the token has been at odds with its card, so a command that was never
     /// sent or never confirmed (the token service failed, the process stopped) is found here.
     func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord]
+    /// Takes tokens for a realignment round: those ``tokensAtOddsWithTheirCard(since:limit:)``
+    /// returns, whose clocks this call restarts at `now` in the same transaction.
+    ///
+    /// Another round, on this instance or another one sharing the database, then finds them
+    /// only once their clock is past its own cutoff again (a grace later), so instances share
+    /// the owed commands instead of each sending all of them. A token whose command succeeds
+    /// stops being at odds; one whose command fails comes back after the grace. Concurrent
+    /// calls take disjoint sets: one waits for, or (PostgreSQL) skips, tokens another holds.
+    func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord]
     /// Restarts at `time` the clock of a token still at odds with its card (after a command to
     /// realign it that the token service did not confirm); does nothing to a token not at odds.
     func restartAtOddsClock(reference: String, at time: Date) async throws
