@@ -16,11 +16,23 @@ public final class PassKitPassLibrary: PassLibrary {
     // nonisolated(unsafe): assigned once by the nonisolated initializer, then read only by
     // this class's main-actor methods.
     nonisolated(unsafe) private let library: PKPassLibrary
+    private let watchPairing: (@MainActor @Sendable () -> Bool?)?
 
     /// Wraps `library` (a fresh `PKPassLibrary` by default). Nonisolated, so a Wallet
     /// extension's handler can make one in its own initializer.
-    nonisolated public init(library: PKPassLibrary = PKPassLibrary()) {
+    ///
+    /// `watchPairing` tells whether an Apple Watch is paired, or nil while the app does not
+    /// know; PassKit cannot say. An app using WatchConnectivity passes, for instance,
+    /// `{ WCSession.isSupported() && WCSession.default.activationState == .activated ? WCSession.default.isPaired : nil }`.
+    /// Without it the Watch is offered as `canAddSecureElementPass` says.
+    nonisolated public init(library: PKPassLibrary = PKPassLibrary(), watchPairing: (@MainActor @Sendable () -> Bool?)? = nil) {
         self.library = library
+        self.watchPairing = watchPairing
+    }
+
+    /// The app's `watchPairing` answer (nil without one).
+    public func isWatchPaired() async -> Bool? {
+        watchPairing?()
     }
 
     /// `PKPassLibrary.isPassLibraryAvailable()`.

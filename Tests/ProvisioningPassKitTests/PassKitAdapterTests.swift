@@ -36,6 +36,17 @@ struct PassKitAdapterTests {
         #expect(PKAddPaymentPassViewController.canAddPaymentPass() == false)
     }
 
+    @Test func theWatchPairingIsTheAppsAnswerAndUnknownWithoutOne() async {
+        #expect(await PassKitPassLibrary().isWatchPaired() == nil)
+        let answer = Locked<Bool?>(nil)
+        let library = PassKitPassLibrary(watchPairing: { answer.current })
+        #expect(await library.isWatchPaired() == nil)
+        answer.withValue { $0 = true }
+        #expect(await library.isWatchPaired() == true)
+        answer.withValue { $0 = false }
+        #expect(await library.isWatchPaired() == false)
+    }
+
     @Test func everyActivationStateMapsOneToOne() {
         let states: [PKSecureElementPass.PassActivationState] = [.activated, .requiresActivation, .activating, .suspended, .deactivated]
         #expect(states.map(WalletPass.ActivationState.init) == [.activated, .requiresActivation, .activating, .suspended, .deactivated])

@@ -163,6 +163,38 @@ struct WalletStatusTableTests {
         #expect(library.canAddQueries == ["PAI-1"])
     }
 
+    @Test func aKnownPairedWatchIsOfferedTheCardEvenWhenPassKitSaysNo() async throws {
+        // The PassKit trap: the card is on the iPhone, a paired Watch lacks it, and
+        // canAddSecureElementPass still answers false. The app knows the Watch is paired.
+        let passes = [Fixtures.pass("DA-P", account: "PAI-1", device: .phone)]
+        let tokens = [Fixtures.token("DA-P", card: "card-1", status: .active)]
+        let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
+        let unknown = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes, canAddAnswer: false)).read()
+        #expect(unknown["card-1"]?.watch.action == WalletCardAction.none)
+        let known = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes, watchPaired: true, pairingKnown: true, canAddAnswer: false)).read()
+        #expect(known["card-1"]?.watch.action == .addToWallet)
+        #expect(known["card-1"]?.watch.state == .notAdded)
+        #expect(known["card-1"]?.phone.action == .inWallet)
+        // A card blocked at the issuer is still not offered.
+        let blocked = Fixtures.server(cards: [Fixtures.card("card-1", status: .blocked)], tokens: tokens)
+        let blockedStatus = try await WalletStatusReader(client: Fixtures.client(blocked), passLibrary: FakePassLibrary(passes: passes, watchPaired: true, pairingKnown: true)).read()
+        #expect(blockedStatus["card-1"]?.watch.action == WalletCardAction.none)
+    }
+
+    @Test func aKnownUnpairedIPhoneNeverOffersTheWatch() async throws {
+        let passes = [Fixtures.pass("DA-P", account: "PAI-1", device: .phone)]
+        let tokens = [Fixtures.token("DA-P", card: "card-1", status: .active)]
+        let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
+        let snapshot = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes, watchPaired: false, pairingKnown: true, canAddAnswer: true)).read()
+        #expect(snapshot["card-1"]?.watch.action == WalletCardAction.none)
+        // The iPhone side still follows PassKit: a card on the Watch only is offered there.
+        let onWatch = [Fixtures.pass("DA-W", account: "PAI-1", device: .watch)]
+        let watchTokens = [Fixtures.token("DA-W", card: "card-1", status: .active, device: .watch)]
+        let watchOnly = try await WalletStatusReader(client: Fixtures.client(Fixtures.server(cards: [Fixtures.card("card-1")], tokens: watchTokens)), passLibrary: FakePassLibrary(passes: onWatch, watchPaired: true, pairingKnown: true)).read()
+        #expect(watchOnly["card-1"]?.phone.action == .addToWallet)
+        #expect(watchOnly["card-1"]?.watch.action == .inWallet)
+    }
+
     @Test func aLivePassWinsOverADeactivatedOneOnTheSameDevice() {
         let passes = [Fixtures.pass("old", account: "PAI-1", device: .phone, state: .deactivated), Fixtures.pass("new", account: "PAI-1", device: .phone, state: .requiresActivation)]
         let tokens = [Fixtures.token("old", card: "card-1", status: .deactivated), Fixtures.token("new", card: "card-1", status: .inactive)]

@@ -9,14 +9,23 @@ public final class FakePassLibrary: PassLibrary, Sendable {
         var passes: [WalletPass]
         var available: Bool
         var watchPaired: Bool
+        var pairingKnown: Bool
+        var canAddAnswer: Bool?
         var canAddQueries: [String] = []
     }
 
     private let state: Locked<State>
 
-    /// A library holding `passes`.
-    public init(passes: [WalletPass] = [], available: Bool = true, watchPaired: Bool = true) {
-        state = Locked(State(passes: passes, available: available, watchPaired: watchPaired))
+    /// A library holding `passes`. `pairingKnown` makes ``isWatchPaired()`` report
+    /// `watchPaired` (as an app using WatchConnectivity would); `canAddAnswer` replaces
+    /// `canAddSecureElementPass`'s computed answer (PassKit's wrong answers).
+    public init(passes: [WalletPass] = [], available: Bool = true, watchPaired: Bool = true, pairingKnown: Bool = false, canAddAnswer: Bool? = nil) {
+        state = Locked(State(passes: passes, available: available, watchPaired: watchPaired, pairingKnown: pairingKnown, canAddAnswer: canAddAnswer))
+    }
+
+    /// `watchPaired` when the pairing is known, else nil.
+    public func isWatchPaired() async -> Bool? {
+        state.current.pairingKnown ? state.current.watchPaired : nil
     }
 
     /// The passes now in the library.
@@ -39,6 +48,7 @@ public final class FakePassLibrary: PassLibrary, Sendable {
         state.withValue { state in
             state.canAddQueries.append(primaryAccountIdentifier)
             guard state.available else { return false }
+            if let answer = state.canAddAnswer { return answer }
             let devices: [DeviceType] = state.watchPaired ? [.phone, .watch] : [.phone]
             return devices.contains { device in
                 !state.passes.contains { $0.device == device && $0.primaryAccountIdentifier == primaryAccountIdentifier && $0.activationState != .deactivated }

@@ -13,4 +13,17 @@ public protocol PassLibrary: Sendable {
     /// Whether a pass for this card account can still be added to this iPhone or a paired
     /// device (`PKPassLibrary.canAddSecureElementPass(primaryAccountIdentifier:)`).
     func canAddSecureElementPass(primaryAccountIdentifier: String) async -> Bool
+
+    /// Whether an Apple Watch is paired with this iPhone, when the app knows it; nil when it
+    /// does not (the default).
+    ///
+    /// PassKit has no such query, and `canAddSecureElementPass` has been seen answering false
+    /// while a paired Watch still lacked the card. Known, the pairing decides whether the
+    /// Watch is offered a card already on the iPhone (``WalletStatusCalculator``).
+    func isWatchPaired() async -> Bool?
+}
+
+extension PassLibrary {
+    /// Unknown: the Watch is offered as `canAddSecureElementPass` says.
+    public func isWatchPaired() async -> Bool? { nil }
 }

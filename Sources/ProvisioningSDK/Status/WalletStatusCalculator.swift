@@ -17,6 +17,8 @@ import ProvisioningModels
 ///   the account is known). For the Watch it needs the card on the iPhone, because only the
 ///   iPhone pass's `primaryAccountIdentifier` lets the add sheet target the Watch; a card on
 ///   neither device is added from the iPhone button, where Wallet itself offers a paired Watch.
+///   When the app knows whether a Watch is paired (``Input/watchPaired``), that decides for
+///   the Watch instead of PassKit's answer, which can be a false "no".
 public enum WalletStatusCalculator {
     /// What a status computation needs.
     public struct Input: Sendable, Hashable {
@@ -30,14 +32,17 @@ public enum WalletStatusCalculator {
         public var passLibraryAvailable: Bool
         /// The accounts for which `canAddSecureElementPass(primaryAccountIdentifier:)` is true.
         public var addablePrimaryAccountIdentifiers: Set<String>
+        /// Whether an Apple Watch is paired, when the app knows (``PassLibrary/isWatchPaired()``).
+        public var watchPaired: Bool?
 
         /// Creates an input.
-        public init(cards: [CardSummary], passes: [WalletPass], tokens: [TokenSearchResult], passLibraryAvailable: Bool, addablePrimaryAccountIdentifiers: Set<String>) {
+        public init(cards: [CardSummary], passes: [WalletPass], tokens: [TokenSearchResult], passLibraryAvailable: Bool, addablePrimaryAccountIdentifiers: Set<String>, watchPaired: Bool? = nil) {
             self.cards = cards
             self.passes = passes
             self.tokens = tokens
             self.passLibraryAvailable = passLibraryAvailable
             self.addablePrimaryAccountIdentifiers = addablePrimaryAccountIdentifiers
+            self.watchPaired = watchPaired
         }
     }
 
@@ -66,10 +71,13 @@ public enum WalletStatusCalculator {
             let account = primaryAccountIdentifier(of: owned.map(\.pass))
             let phoneState = bestState(owned.filter { $0.pass.device == .phone })
             let watchState = bestState(owned.filter { $0.pass.device == .watch })
-            let canAddAnywhere = input.passLibraryAvailable && card.status == .active
-                && (account.map { input.addablePrimaryAccountIdentifiers.contains($0) } ?? true)
-            let phone = deviceStatus(phoneState, canAdd: canAddAnywhere)
-            let watch = deviceStatus(watchState, canAdd: canAddAnywhere && account != nil && phoneState.state != .notAdded)
+            let canAddHere = input.passLibraryAvailable && card.status == .active
+            let passKitAgrees = account.map { input.addablePrimaryAccountIdentifiers.contains($0) } ?? true
+            let phone = deviceStatus(phoneState, canAdd: canAddHere && passKitAgrees)
+            // With the card on the iPhone, PassKit's "can add" is about the Watch alone; a
+            // known pairing answers that better (a Watch without the card shows `notAdded`).
+            let watchCanTakeIt = input.watchPaired ?? passKitAgrees
+            let watch = deviceStatus(watchState, canAdd: canAddHere && watchCanTakeIt && account != nil && phoneState.state != .notAdded)
             return CardWalletStatus(card: card, primaryAccountIdentifier: account, phone: phone, watch: watch)
         }
         return WalletStatusSnapshot(cards: cards, passLibraryAvailable: input.passLibraryAvailable)

@@ -2,7 +2,7 @@ import ProvisioningModels
 
 /// Reads the wallet status of the cardholder's cards: the device's passes, one
 /// `tokens/searches` call for all of them, PassKit's `canAddSecureElementPass` per known
-/// account, then ``WalletStatusCalculator``.
+/// account and the app's word on a paired Watch, then ``WalletStatusCalculator``.
 public struct WalletStatusReader: Sendable {
     /// TMP.
     public let client: TMPClient
@@ -32,6 +32,7 @@ public struct WalletStatusReader: Sendable {
                 addable.insert(account)
             }
         }
-        return WalletStatusCalculator.statuses(.init(cards: listed, passes: passes, tokens: tokens, passLibraryAvailable: available, addablePrimaryAccountIdentifiers: addable))
+        let watchPaired = available ? await passLibrary.isWatchPaired() : nil
+        return WalletStatusCalculator.statuses(.init(cards: listed, passes: passes, tokens: tokens, passLibraryAvailable: available, addablePrimaryAccountIdentifiers: addable, watchPaired: watchPaired))
     }
 }
