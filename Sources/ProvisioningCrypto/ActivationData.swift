@@ -13,7 +13,7 @@ import ProvisioningModels
 /// `dev` says which device the app asked for, and is not a binding: when the card is on
 /// neither device, Wallet's add sheet lets the cardholder pick the iPhone or the paired Watch
 /// after the app has asked for the card data, and PassKit does not tell the app which one.
-/// The nonce, which Wallet makes for this one add, is what ties the data to the device.
+/// The nonce, which Wallet makes for this one add, is what ties the data to the add.
 public struct ActivationDataClaims: Codable, Sendable, Hashable {
     /// The card's pan-unique reference.
     public var pur: String

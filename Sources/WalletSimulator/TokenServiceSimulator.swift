@@ -9,7 +9,7 @@ import TokenPlatform
 ///
 /// On the tokenization side it does what a real TSP does with the card Apple opened: verifies
 /// TMP's activation data itself with the keys TMP publishes (`GET /tsp/activation-keys`:
-/// signature, expiry, the Wallet nonce, the device, single use), asks TMP for a decision
+/// signature, expiry, the Wallet nonce, single use), asks TMP for a decision
 /// (`POST /tsp/tokenization-decisions`), creates the token and reports it
 /// (`POST /tsp/token-events`). On the lifecycle side it is TMP's ``TokenServiceConnector``:
 /// activate, suspend, resume and deactivate change its token, tell the
@@ -235,8 +235,8 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         return TokenizationDecline(reason: "issuer_unavailable", source: .tokenService)
     }
 
-    /// Verifies activation data with TMP's published keys, the Wallet nonce and the device, and
-    /// uses it up. The card binding is checked once TMP's decision names the card.
+    /// Verifies activation data with TMP's published keys and the Wallet nonce, and uses it
+    /// up. The card binding is checked once TMP's decision names the card.
     ///
     /// - Throws: ``TokenServiceSimulatorError/issuerRefused(_:)`` when TMP refuses to publish
     ///   its keys to this caller (wrong API key).

@@ -187,12 +187,29 @@ struct WalletStatusTableTests {
         let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
         let snapshot = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes, watchPaired: false, pairingKnown: true, canAddAnswer: true)).read()
         #expect(snapshot["card-1"]?.watch.action == WalletCardAction.none)
-        // The iPhone side still follows PassKit: a card on the Watch only is offered there.
+    }
+
+    @Test func theIPhoneFollowsPassKitWhateverThePairingSays() async throws {
+        // The card on the Watch only: whether the iPhone may add it is PassKit's answer.
         let onWatch = [Fixtures.pass("DA-W", account: "PAI-1", device: .watch)]
-        let watchTokens = [Fixtures.token("DA-W", card: "card-1", status: .active, device: .watch)]
-        let watchOnly = try await WalletStatusReader(client: Fixtures.client(Fixtures.server(cards: [Fixtures.card("card-1")], tokens: watchTokens)), passLibrary: FakePassLibrary(passes: onWatch, watchPaired: true, pairingKnown: true)).read()
-        #expect(watchOnly["card-1"]?.phone.action == .addToWallet)
-        #expect(watchOnly["card-1"]?.watch.action == .inWallet)
+        let tokens = [Fixtures.token("DA-W", card: "card-1", status: .active, device: .watch)]
+        let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
+        for (paired, passKit) in [(false, true), (true, false)] {
+            let snapshot = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: onWatch, watchPaired: paired, pairingKnown: true, canAddAnswer: passKit)).read()
+            #expect(snapshot["card-1"]?.phone.action == (passKit ? .addToWallet : WalletCardAction.none), "paired \(paired), PassKit \(passKit)")
+            #expect(snapshot["card-1"]?.watch.action == .inWallet)
+        }
+    }
+
+    @Test func aKnownPairedWatchWithALivePassOfTheAccountIsNotOfferedIt() async throws {
+        // The Watch holds a live pass of the account that TMP does not list (so no card owns
+        // it here): PassKit would refuse the add, and so does the status.
+        let passes = [Fixtures.pass("DA-P", account: "PAI-1", device: .phone), Fixtures.pass("DA-OLD", account: "PAI-1", device: .watch)]
+        let tokens = [Fixtures.token("DA-P", card: "card-1", status: .active)]
+        let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: tokens)
+        let snapshot = try await WalletStatusReader(client: Fixtures.client(server), passLibrary: FakePassLibrary(passes: passes, watchPaired: true, pairingKnown: true, canAddAnswer: true)).read()
+        #expect(snapshot["card-1"]?.watch.state == .notAdded)
+        #expect(snapshot["card-1"]?.watch.action == WalletCardAction.none)
     }
 
     @Test func aLivePassWinsOverADeactivatedOneOnTheSameDevice() {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ProvisioningModels
+import SDKTestSupport
 import ServiceLifecycle
 import Testing
 import TokenPlatform
@@ -134,22 +135,23 @@ struct TokenRealignmentTests {
             }
             let sentByTheBlock = first.connector.commands.current.count
             for platform in [first, second] { platform.advance(120) }
-            // Both instances' rounds at once, in steps of 5 tokens.
-            let rounds = [TokenRealigner(environment: first.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5),
-                          TokenRealigner(environment: second.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5)]
-            let outcomes = await withTaskGroup(of: [LifecycleService.StatusChange.TokenOutcome].self) { group in
-                for realigner in rounds {
-                    group.addTask {
-                        var all: [LifecycleService.StatusChange.TokenOutcome] = []
-                        while true {
-                            let round = await realigner.realignOnce()
-                            if round.isEmpty { return all }
-                            all += round
-                        }
-                    }
-                }
-                return await group.reduce(into: []) { $0 += $1 }
+            // Instance A's round claims its first tokens and waits at the token service while
+            // instance B's rounds run to the end; then A's commands go through.
+            let gate = AsyncGate()
+            first.connector.meanwhile.withValue { $0 = { _, _ in await gate.wait() } }
+            let a = TokenRealigner(environment: first.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5)
+            let b = TokenRealigner(environment: second.environment, interval: .seconds(30), grace: .seconds(60), roundLimit: 5)
+            let aRound = Task { await a.realignOnce() }
+            await gate.waitForArrivals(5)
+            var outcomes: [LifecycleService.StatusChange.TokenOutcome] = []
+            while true {
+                let round = await b.realignOnce()
+                if round.isEmpty { break }
+                outcomes += round
             }
+            #expect(outcomes.count == references.count - 5, "B took only what A had not claimed")
+            gate.open()
+            outcomes += await aRound.value
             #expect(outcomes.map(\.tokenUniqueReference).sorted() == references.sorted())
             #expect(outcomes.allSatisfy { $0.result == "SUSPENDED" })
             let sent = Array(first.connector.commands.current.dropFirst(sentByTheBlock)) + second.connector.commands.current
@@ -158,6 +160,35 @@ struct TokenRealignmentTests {
                 #expect(try await firstStore.token(reference: reference)?.status == .suspended)
             }
         }
+    }
+
+    @Test func aRoundClaimsItsTokensABatchAtATimeJustBeforeSendingThem() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        let references = (0..<20).map { String(format: "T%02d", $0) }
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            for reference in references {
+                _ = try await api.event(reference, pur: card.panUniqueReference, .created)
+                _ = try await api.event(reference, pur: card.panUniqueReference, .activated)
+            }
+            platform.connector.failing.withValue { $0 = true }
+            _ = try await Self.block(api, "c1")
+            platform.connector.failing.withValue { $0 = false }
+        }
+        platform.advance(120)
+        let gate = AsyncGate()
+        platform.connector.meanwhile.withValue { $0 = { _, _ in await gate.wait() } }
+        let round = Task { await Self.realigner(platform).realignOnce() }
+        await gate.waitForArrivals(8)
+        // The first eight are with the token service; the other twelve are not claimed yet, so
+        // another instance's round could take them now.
+        let due = try await platform.store.tokensAtOddsWithTheirCard(since: platform.clock.current.addingTimeInterval(-60), limit: 100)
+        #expect(due.count == 12)
+        #expect(Set(due.map(\.tokenUniqueReference)).isDisjoint(with: platform.connector.commands.current.map { String($0.dropFirst("suspend ".count)) }))
+        gate.open()
+        let outcomes = await round.value
+        #expect(outcomes.map(\.tokenUniqueReference).sorted() == references)
+        #expect(outcomes.allSatisfy { $0.result == "SUSPENDED" })
     }
 
     /// A token the token service created active for a card blocked meanwhile, whose correction

@@ -75,6 +75,8 @@ public final class ProvisioningSession: Sendable {
         switch result {
         case .added(let pass):
             // The device Wallet added to, which the cardholder may have picked in the sheet.
+            // Without the pass (Wallet may hand over none) the target is the best guess; the
+            // status read right after shows where the card really is.
             return .added(pass?.device ?? target)
         case .failed(let error):
             if let lastFailure { return .failed(lastFailure) }

@@ -75,8 +75,11 @@ public enum WalletStatusCalculator {
             let passKitAgrees = account.map { input.addablePrimaryAccountIdentifiers.contains($0) } ?? true
             let phone = deviceStatus(phoneState, canAdd: canAddHere && passKitAgrees)
             // With the card on the iPhone, PassKit's "can add" is about the Watch alone; a
-            // known pairing answers that better (a Watch without the card shows `notAdded`).
-            let watchCanTakeIt = input.watchPaired ?? passKitAgrees
+            // known pairing answers that better, provided the Watch holds no live pass of the
+            // account at all (also one TMP does not list, which no card here owns).
+            let watchCanTakeIt = input.watchPaired.map { paired in
+                paired && !input.passes.contains { $0.device == .watch && $0.primaryAccountIdentifier == account && $0.activationState != .deactivated }
+            } ?? passKitAgrees
             let watch = deviceStatus(watchState, canAdd: canAddHere && watchCanTakeIt && account != nil && phoneState.state != .notAdded)
             return CardWalletStatus(card: card, primaryAccountIdentifier: account, phone: phone, watch: watch)
         }

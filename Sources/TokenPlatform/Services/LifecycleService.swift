@@ -190,26 +190,36 @@ public struct LifecycleService: Sendable {
     /// Each token is decided on as stored now, and recorded as ``setStatus(externalCardId:status:)``
     /// records it, with `tmp` as the actor. A token the token service again does not confirm
     /// restarts its clock, so it is tried again once `cutoff` has moved past that time.
-    /// The tokens are claimed (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``):
-    /// a round running at the same time, here or on another instance, takes other tokens.
-    /// ``TokenRealigner`` calls this periodically.
+    /// The tokens are claimed (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``)
+    /// a batch of ``maximumConcurrentCommands`` at a time, just before their commands are
+    /// sent: a round running at the same time, here or on another instance, takes other
+    /// tokens, and a long round (a slow token service, hundreds of tokens) never holds a claim
+    /// on a token it has not reached yet, so the grace protects each batch and not only the
+    /// start of the round. ``TokenRealigner`` calls this periodically.
     public func realignTokens(atOddsSince cutoff: Date, limit: Int) async throws -> [StatusChange.TokenOutcome] {
-        let candidates = try await environment.store.claimTokensAtOddsWithTheirCard(since: cutoff, limit: limit, at: environment.now())
         let store = environment.store
-        return await candidates.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] token -> StatusChange.TokenOutcome? in
-            guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
-                return nil
-            }
-            let why = token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)"
-            let outcome = await apply(
-                command.target, source: command.source, result: command.result, to: command.token, actor: "tmp",
-                reason: "\(why); sent again, the token had been at odds with its card", call: command.call
-            )
-            if outcome.result == "FAILED" {
-                try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
-            }
-            return outcome
-        }.compactMap { $0 }
+        var outcomes: [StatusChange.TokenOutcome] = []
+        var taken = 0
+        while taken < limit {
+            let batch = try await store.claimTokensAtOddsWithTheirCard(since: cutoff, limit: min(Self.maximumConcurrentCommands, limit - taken), at: environment.now())
+            if batch.isEmpty { break }
+            taken += batch.count
+            outcomes += await batch.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] token -> StatusChange.TokenOutcome? in
+                guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
+                    return nil
+                }
+                let why = token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)"
+                let outcome = await apply(
+                    command.target, source: command.source, result: command.result, to: command.token, actor: "tmp",
+                    reason: "\(why); sent again, the token had been at odds with its card", call: command.call
+                )
+                if outcome.result == "FAILED" {
+                    try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
+                }
+                return outcome
+            }.compactMap { $0 }
+        }
+        return outcomes
     }
 
     /// One token service command a card status asks of a token.

@@ -21,11 +21,12 @@ import ServiceLifecycle
 /// and TMP records it once.
 ///
 /// Several TMP instances on one PostgreSQL database each run this service and share the work:
-/// a round claims the tokens it commands by restarting their clocks in the transaction that
-/// reads them (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``), so another
-/// instance's round takes other tokens, or those again only after a further grace. A round
-/// that outlasts the grace (hundreds of tokens with a slow token service) can overlap the
-/// next claim of its tokens, which again means a command sent twice and taken as one.
+/// a round claims the tokens it commands, a batch of eight at a time just before sending
+/// their commands, by restarting their clocks in the transaction that reads them
+/// (``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``), so another instance's
+/// round takes other tokens, or those again only after a further grace. Only a batch whose
+/// commands outlast the grace (six time limits for eight commands sent at once) can overlap
+/// the next claim of its tokens, which again means a command sent twice and taken as one.
 public struct TokenRealigner: Service {
     /// The default time between two rounds.
     public static let defaultInterval: Duration = .seconds(30)

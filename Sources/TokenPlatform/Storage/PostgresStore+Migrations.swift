@@ -160,14 +160,20 @@ extension PostgresStore {
     /// schema change such as `ALTER TABLE` needs its table to itself, and while it waits every
     /// other query on that table queues behind it, so a long transaction elsewhere would stall
     /// the live instances; instead the migration gives up, nothing is changed, and the error
-    /// says so. `upTo` stops after the named migration (tests of upgrades).
+    /// says so.
     @discardableResult
-    public func migrate(lockTimeout: Duration, upTo last: String? = nil) async throws -> [String] {
+    public func migrate(lockTimeout: Duration) async throws -> [String] {
+        try await migrate(lockTimeout: lockTimeout, upTo: nil)
+    }
+
+    /// ``migrate(lockTimeout:)`` stopping after the migration named `last` (tests of upgrades).
+    @discardableResult
+    package func migrate(lockTimeout: Duration, upTo last: String?) async throws -> [String] {
         precondition(lockTimeout > .zero, "the migration lock timeout must be positive")
         let milliseconds = max(1, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
         let names = Self.migrations.map(\.name)
         let end = last.flatMap { names.firstIndex(of: $0) }.map { $0 + 1 } ?? names.count
-        precondition(last == nil || end <= names.count && names[end - 1] == last, "unknown migration \(last ?? "")")
+        precondition(last == nil || names[end - 1] == last, "unknown migration \(last ?? "")")
         var current: String?
         do {
             return try await transaction { connection in
@@ -187,20 +193,20 @@ extension PostgresStore {
                 return ran
             }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
-            throw MigrationLockTimeout(migration: current ?? "?", timeout: lockTimeout)
+            throw MigrationLockTimeout(migration: current, timeout: lockTimeout)
         }
     }
 
     /// A migration gave up waiting for a table lock; nothing was applied.
     public struct MigrationLockTimeout: Error, CustomStringConvertible {
-        /// The migration that was waiting.
-        public var migration: String
+        /// The migration that was waiting (nil: the migrations table itself, before any).
+        public var migration: String?
         /// How long it waited.
         public var timeout: Duration
 
         /// One line for the operator.
         public var description: String {
-            "migration \(migration) waited \(timeout.formattedSeconds) for a table lock another session holds (a long transaction?) and gave up; no migration was applied. Run `pushprov migrate` again once that session ends"
+            "\(migration.map { "migration \($0)" } ?? "reading the migrations table") waited \(timeout.formattedSeconds) for a table lock another session holds (a long transaction?) and gave up; no migration was applied. Run `pushprov migrate` again once that session ends"
         }
     }
 

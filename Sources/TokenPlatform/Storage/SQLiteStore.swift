@@ -92,8 +92,10 @@ public struct SQLiteStore: TMPStore {
                 try migrator.migrate(writer)
                 return ran.withLockedValue { $0 }
             } catch {
+                // Progress by someone else: applied now, but neither before nor by this call.
                 let now = try await writer.read { db in try migrator.appliedIdentifiers(db) }
-                guard now.isStrictSuperset(of: applied) else { throw error }
+                let mine = Set(ran.withLockedValue { $0 })
+                guard !now.subtracting(applied).subtracting(mine).isEmpty else { throw error }
                 applied = now
             }
         }

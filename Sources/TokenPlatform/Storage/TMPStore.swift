@@ -85,9 +85,12 @@ public protocol TMPStore: Sendable {
     /// Tokens whose state their card forbids (``TokenRecord/isAtOdds(with:)``)
     /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
     ///
-    /// Every write of a card's status or a token's state keeps, in its own transaction, the
-    /// time from which the token has been at odds with its card, so a command that was never
-    /// sent or never confirmed (the token service failed, the process stopped) is found here.
+    /// Every write of a card's status or a token's state keeps, in its own transaction, a
+    /// clock for each token at odds with its card, so a command that was never sent or never
+    /// confirmed (the token service failed, the process stopped) is found here. The clock
+    /// starts when the token falls at odds, and restarts when a realignment claims the token
+    /// or a command sent again is not confirmed: it says when the token is next due, not how
+    /// long it has been at odds.
     func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord]
     /// Takes tokens for a realignment round: those ``tokensAtOddsWithTheirCard(since:limit:)``
     /// returns, whose clocks this call restarts at `now` in the same transaction.
