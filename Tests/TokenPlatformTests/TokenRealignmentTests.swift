@@ -31,6 +31,21 @@ struct TokenRealignmentTests {
         return results
     }
 
+    /// Card c1 of alice with an active token per reference (created by token events), then
+    /// blocked while the token service does not answer: every suspension is owed.
+    static func activeTokensOfABlockTheTokenServiceMissed(_ references: [String], on platform: TestPlatform) async throws {
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            for reference in references {
+                _ = try await api.event(reference, pur: card.panUniqueReference, .created)
+                _ = try await api.event(reference, pur: card.panUniqueReference, .activated)
+            }
+            platform.connector.failing.withValue { $0 = true }
+            #expect(Set(try await block(api, "c1").tokens.map(\.result)) == ["FAILED"])
+            platform.connector.failing.withValue { $0 = false }
+        }
+    }
+
     @Test func aBlockTheTokenServiceMissedIsSentAgainOnceTheGraceHasPassed() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         let metrics = PlatformMetrics()
@@ -122,17 +137,7 @@ struct TokenRealignmentTests {
             let first = try TestPlatform(policy: .immediate, store: firstStore, secrets: secrets, instance: "A")
             let second = try TestPlatform(policy: .immediate, store: secondStore, secrets: secrets, instance: "B")
             let references = (0..<12).map { "T\($0)" }
-            try await first.run { api in
-                let card = try await api.putCard("c1", user: "alice")
-                for reference in references {
-                    _ = try await api.event(reference, pur: card.panUniqueReference, .created)
-                    _ = try await api.event(reference, pur: card.panUniqueReference, .activated)
-                }
-                // The block is recorded, but no command reached the token service.
-                first.connector.failing.withValue { $0 = true }
-                #expect(Set(try await Self.block(api, "c1").tokens.map(\.result)) == ["FAILED"])
-                first.connector.failing.withValue { $0 = false }
-            }
+            try await Self.activeTokensOfABlockTheTokenServiceMissed(references, on: first)
             let sentByTheBlock = first.connector.commands.current.count
             for platform in [first, second] { platform.advance(120) }
             // Instance A's round claims its first tokens and waits at the token service while
@@ -165,16 +170,7 @@ struct TokenRealignmentTests {
     @Test func aRoundClaimsItsTokensABatchAtATimeJustBeforeSendingThem() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         let references = (0..<20).map { String(format: "T%02d", $0) }
-        try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            for reference in references {
-                _ = try await api.event(reference, pur: card.panUniqueReference, .created)
-                _ = try await api.event(reference, pur: card.panUniqueReference, .activated)
-            }
-            platform.connector.failing.withValue { $0 = true }
-            _ = try await Self.block(api, "c1")
-            platform.connector.failing.withValue { $0 = false }
-        }
+        try await Self.activeTokensOfABlockTheTokenServiceMissed(references, on: platform)
         platform.advance(120)
         let gate = AsyncGate()
         platform.connector.meanwhile.withValue { $0 = { _, _ in await gate.wait() } }
