@@ -49,6 +49,17 @@ struct PostgresStoreTests {
             #expect(error?.migration == "v4")
             #expect(error?.description.contains("no migration was applied") == true)
             #expect(try await store.pendingMigrations() == Array(PostgresStore.migrationNames.dropFirst(3)))
+            // `serve` and `pushprov migrate` (through the database configuration) say it in one line.
+            var configuration = DatabaseConfiguration(location: .postgres(url))
+            configuration.migrationLockTimeout = .milliseconds(300)
+            let line = try await PostgresTestDatabase.withConnection(url) { other in
+                try await other.query("BEGIN", logger: PostgresTestDatabase.logger)
+                _ = try await other.query("SELECT count(*) FROM \(unescaped: schema).token", logger: PostgresTestDatabase.logger).collect()
+                let refusal = await #expect(throws: ConfigurationError.self) { _ = try await configuration.migrate(store) }
+                try await other.query("ROLLBACK", logger: PostgresTestDatabase.logger)
+                return refusal?.message
+            }
+            #expect(line?.hasPrefix("migration v4 waited 0.3 s for a table lock") == true, "\(line ?? "")")
             // Once that session has ended, the same call applies the rest.
             #expect(try await store.migrate(lockTimeout: .milliseconds(300)) == Array(PostgresStore.migrationNames.dropFirst(3)))
             await store.close()

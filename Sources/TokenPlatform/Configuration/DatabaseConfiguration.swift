@@ -22,6 +22,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var location: Location
     /// The most connections one instance opens (PostgreSQL; SQLite ignores it).
     public var poolSize: Int
+    /// How long a PostgreSQL migration statement waits for a table lock before the migration
+    /// gives up (``PostgresStore/defaultMigrationLockTimeout``; SQLite ignores it).
+    public var migrationLockTimeout: Duration = PostgresStore.defaultMigrationLockTimeout
 
     /// Connections per instance when not configured.
     public static let defaultPoolSize = 10
@@ -105,6 +108,20 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         }
     }
 
+    /// Applies `store`'s pending migrations as `serve` and `pushprov migrate` do: a PostgreSQL
+    /// migration waits at most ``migrationLockTimeout`` for each table lock, and giving up is
+    /// a ``ConfigurationError`` of one line.
+    package func migrate(_ store: any TMPStore) async throws -> [String] {
+        do {
+            if let postgres = store as? PostgresStore {
+                return try await postgres.migrate(lockTimeout: migrationLockTimeout)
+            }
+            return try await store.migrate()
+        } catch let timeout as PostgresStore.MigrationLockTimeout {
+            throw ConfigurationError(timeout.description)
+        }
+    }
+
     /// Opens the store and brings its schema up to date: applies pending migrations when
     /// `migrate` is true, and otherwise refuses a schema with pending migrations.
     ///
@@ -113,16 +130,13 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         let store = try await openStore(logger: logger)
         do {
             if migrate {
-                return (store, try await store.migrate())
+                return (store, try await self.migrate(store))
             }
             let pending = try await store.pendingMigrations()
             guard pending.isEmpty else {
                 throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); run `pushprov migrate --database …` first, or start without --no-migrate")
             }
             return (store, [])
-        } catch let timeout as PostgresStore.MigrationLockTimeout {
-            await store.close()
-            throw ConfigurationError(timeout.description)
         } catch {
             await store.close()
             throw error
