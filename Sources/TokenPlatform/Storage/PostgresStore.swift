@@ -271,6 +271,25 @@ public struct PostgresStore: TMPStore {
         ).map(TokenRecord.init(postgres:))
     }
 
+    public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
+        let rows = try await rows("SELECT count(*) FROM \(unescaped: table.rawValue) WHERE \(unescaped: table.timeColumn) < \(cutoff)")
+        return try rows.first?.decode(Int.self) ?? 0
+    }
+
+    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        return try await rows(
+            """
+            WITH gone AS (
+                DELETE FROM \(unescaped: table.rawValue) WHERE ctid IN (
+                    SELECT ctid FROM \(unescaped: table.rawValue) WHERE \(unescaped: table.timeColumn) < \(cutoff) LIMIT \(limit)
+                ) RETURNING 1
+            )
+            SELECT count(*) FROM gone
+            """
+        ).first?.decode(Int.self) ?? 0
+    }
+
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try await transaction { connection in

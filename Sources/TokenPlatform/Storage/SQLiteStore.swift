@@ -294,6 +294,25 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
+        try await writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.rawValue) WHERE \(table.timeColumn) < ?", arguments: [SQLiteTimestamp(cutoff)]) ?? 0
+        }
+    }
+
+    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        return try await writer.write { db in
+            // Rows are appended in time order, so the old ones come first in rowid order and
+            // each batch reads little more than what it deletes.
+            try db.execute(
+                sql: "DELETE FROM \(table.rawValue) WHERE rowid IN (SELECT rowid FROM \(table.rawValue) WHERE \(table.timeColumn) < ? ORDER BY rowid LIMIT ?)",
+                arguments: [SQLiteTimestamp(cutoff), limit]
+            )
+            return db.changesCount
+        }
+    }
+
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try await writer.write { db in

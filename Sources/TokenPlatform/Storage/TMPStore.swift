@@ -128,6 +128,39 @@ public protocol TMPStore: Sendable {
 
     /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
     func auditEntries(subject: String) async throws -> [AuditEntry]
+
+    /// How many rows of `table` were recorded before `cutoff`.
+    func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int
+    /// Deletes at most `limit` rows of `table` recorded before `cutoff`, in one transaction;
+    /// returns how many it deleted (fewer than `limit`: none of them are left).
+    func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int
+}
+
+/// The tables that only keep history, which grow with every call and event: nothing TMP
+/// decides on reads their rows once those are older than a few days (activation data lives
+/// ten minutes; a token service retries for hours at most). See ``HistoryPruning``.
+public enum HistoryTable: String, CaseIterable, Sendable, Hashable {
+    /// The audit trail (`audit_event`).
+    case auditEvents = "audit_event"
+    /// One row per `signed-cards` call, also the seal's audit entry (`provisioning_attempt`).
+    case provisioningAttempts = "provisioning_attempt"
+    /// The token service's decisions, by request id (`tokenization_decision`).
+    case tokenizationDecisions = "tokenization_decision"
+    /// The token-event ids already applied, for idempotency (`token_event`).
+    case tokenEventIds = "token_event"
+    /// Activation data used, for single use (`activation_data_use`).
+    case activationDataUses = "activation_data_use"
+
+    /// The column holding when a row was recorded.
+    package var timeColumn: String {
+        switch self {
+        case .auditEvents: "at"
+        case .provisioningAttempts: "created_at"
+        case .tokenizationDecisions: "decided_at"
+        case .tokenEventIds: "received_at"
+        case .activationDataUses: "used_at"
+        }
+    }
 }
 
 extension TMPStore {

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Deletes history older than a retention period, so the tables that grow with every call
+/// and event (``HistoryTable``) do not grow for ever. `pushprov prune` runs it.
+///
+/// Only history goes: cards, tokens, card art and retired PAN references are state and are
+/// never touched. The retention is at least ``minimumRetentionDays``: the card industry's
+/// rules keep audit history for a year (PCI DSS requirement 10.5.1), far beyond the minutes
+/// and hours for which TMP itself reads these rows (single use of activation data, the
+/// correlation of a token service's decision with its attempt, retried events and requests).
+public struct HistoryPruning: Sendable {
+    /// The shortest retention accepted, in days.
+    public static let minimumRetentionDays = 366
+    /// Rows deleted per transaction by default: short transactions, so a running server's
+    /// writes wait at most for one batch.
+    public static let defaultBatchSize = 5_000
+
+    /// The store pruned.
+    public let store: any TMPStore
+    /// Rows deleted per transaction.
+    public let batchSize: Int
+
+    /// Prunes `store` in transactions of `batchSize` rows (positive).
+    public init(store: any TMPStore, batchSize: Int = defaultBatchSize) {
+        precondition(batchSize > 0, "a pruning batch must hold at least one row")
+        self.store = store
+        self.batchSize = batchSize
+    }
+
+    /// The time before which history goes when `days` are kept, counted back from `now`.
+    ///
+    /// Throws a ``ConfigurationError`` for fewer than ``minimumRetentionDays`` days (or more
+    /// than a hundred years).
+    public static func cutoff(keepingDays days: Int, now: Date) throws(ConfigurationError) -> Date {
+        guard days >= minimumRetentionDays else {
+            throw ConfigurationError("--keep-days must be at least \(minimumRetentionDays): the card industry's rules keep audit history for a year (PCI DSS 10.5.1)")
+        }
+        guard days <= 36_500 else { throw ConfigurationError("--keep-days must be at most 36500") }
+        return now.addingTimeInterval(-Double(days) * 86_400)
+    }
+
+    /// How many rows of each table are older than `cutoff` (what ``prune(before:progress:)``
+    /// would delete now).
+    public func count(before cutoff: Date) async throws -> [HistoryTable: Int] {
+        var counts: [HistoryTable: Int] = [:]
+        for table in HistoryTable.allCases {
+            counts[table] = try await store.historyCount(table, before: cutoff)
+        }
+        return counts
+    }
+
+    /// Deletes every row of every history table recorded before `cutoff`, a batch at a time,
+    /// calling `progress` with each table's running total after every batch; returns the
+    /// totals. A failure leaves the batches already deleted deleted, and running it again
+    /// goes on from there.
+    @discardableResult
+    public func prune(before cutoff: Date, progress: (HistoryTable, Int) -> Void = { _, _ in }) async throws -> [HistoryTable: Int] {
+        var totals: [HistoryTable: Int] = [:]
+        for table in HistoryTable.allCases {
+            var total = 0
+            while true {
+                let deleted = try await store.deleteHistory(table, before: cutoff, limit: batchSize)
+                total += deleted
+                if deleted > 0 { progress(table, total) }
+                if deleted < batchSize { break }
+            }
+            totals[table] = total
+        }
+        return totals
+    }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TokenPlatform
+
+/// `pushprov prune`: deletes history older than a retention period (audit trail, provisioning
+/// attempts, tokenization decisions, token-event ids, activation data uses), a batch at a time.
+struct PruneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Delete history older than --keep-days (at least 366) from the database; cards and tokens are never touched.",
+        discussion: """
+            Run it from a scheduled job (cron, a Kubernetes CronJob) against the database the \
+            servers use; it may run while they serve: it deletes in short transactions of \
+            --batch-size rows. --dry-run only counts.
+            """
+    )
+
+    @OptionGroup var databaseOptions: DatabaseOptions
+    @Option(name: .customLong("data-dir"), help: "Data directory holding the default SQLite file (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
+    @Option(name: .customLong("keep-days"), help: "Keep this many days of history (at least 366).") var keepDays: Int
+    @Option(name: .customLong("batch-size"), help: "Rows deleted per transaction (1 to 100000).") var batchSize: Int = HistoryPruning.defaultBatchSize
+    @Flag(name: .customLong("dry-run"), help: "Count what would be deleted, delete nothing.") var dryRun = false
+
+    func run() async throws {
+        let cutoff: Date
+        do {
+            cutoff = try HistoryPruning.cutoff(keepingDays: keepDays, now: Date())
+        } catch {
+            throw CLIError(error.message)
+        }
+        guard (1...100_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 100000 (got \(batchSize))") }
+        var settings = ServerSettings()
+        settings.dataDirectory = dataDirectory
+        databaseOptions.apply(to: &settings)
+        let database: DatabaseConfiguration
+        do {
+            database = try settings.resolveDatabase()
+        } catch {
+            throw CLIError(error.message)
+        }
+        var logger = Logger(label: "pushprov")
+        logger.logLevel = .warning
+        let store: any TMPStore
+        do {
+            // The schema must be current: pruning never migrates.
+            store = try await database.openMigratedStore(migrate: false, logger: logger).store
+        } catch let error as ConfigurationError {
+            throw CLIError(error.message)
+        }
+        let pruning = HistoryPruning(store: store, batchSize: batchSize)
+        let before = cutoff.formatted(.iso8601)
+        do {
+            if dryRun {
+                let counts = try await pruning.count(before: cutoff)
+                for table in HistoryTable.allCases {
+                    print("\(table.rawValue): \(counts[table] ?? 0) rows recorded before \(before) would be deleted")
+                }
+            } else {
+                var reported: [HistoryTable: Int] = [:]
+                let totals = try await pruning.prune(before: cutoff) { table, total in
+                    // Progress on long runs: every 100,000 rows of a table.
+                    if total / 100_000 > (reported[table] ?? 0) / 100_000 {
+                        print("\(table.rawValue): \(total) rows deleted so far")
+                        reported[table] = total
+                    }
+                }
+                for table in HistoryTable.allCases {
+                    print("\(table.rawValue): deleted \(totals[table] ?? 0) rows recorded before \(before)")
+                }
+            }
+        } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import TokenPlatform
+
+@Suite("pushprov prune")
+struct PruneCommandTests {
+    /// A migrated SQLite file with one attempt (and nothing else) recorded `daysAgo` days ago
+    /// and one now.
+    static func database(daysAgo: Double) async throws -> String {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        let migrated = try CLI.run(["migrate", "--database", path])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let store = try SQLiteStore(path: path)
+        for (id, at) in [("jti-old", Date().addingTimeInterval(-daysAgo * 86_400)), ("jti-new", Date())] {
+            try await store.recordProvisioningAttempt(ProvisioningAttempt(activationDataId: id, externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at, expiresAt: at.addingTimeInterval(600)))
+        }
+        await store.close()
+        return path
+    }
+
+    @Test func aDryRunCountsAndARunDeletesOnlyWhatIsOlderThanTheRetention() async throws {
+        let path = try await Self.database(daysAgo: 500)
+        let dry = try CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", path])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        let dryLines = dry.stdout.split(separator: "\n")
+        #expect(dryLines.count == HistoryTable.allCases.count)
+        #expect(dryLines.contains { $0.hasPrefix("provisioning_attempt: 1 rows recorded before ") && $0.hasSuffix(" would be deleted") }, "\(dry.stdout)")
+        #expect(dryLines.contains { $0.hasPrefix("audit_event: 0 rows") })
+
+        let run = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "1", "--database", path])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("provisioning_attempt: deleted 1 rows recorded before "), "\(run.stdout)")
+        let store = try SQLiteStore(path: path)
+        #expect(try await store.provisioningAttempt(activationDataId: "jti-old") == nil)
+        #expect(try await store.provisioningAttempt(activationDataId: "jti-new") != nil)
+        await store.close()
+
+        let again = try CLI.run(["prune", "--keep-days", "400", "--database", path])
+        #expect(again.stdout.contains("provisioning_attempt: deleted 0 rows"), "\(again.stdout)")
+    }
+
+    @Test func aRetentionUnderAYearOrAnUnmigratedDatabaseIsRefusedInOneLine() async throws {
+        let path = try await Self.database(daysAgo: 500)
+        let short = try CLI.run(["prune", "--keep-days", "30", "--database", path])
+        #expect(short.status != 0)
+        #expect(short.stderr.contains("--keep-days must be at least 366"), "\(short.stderr)")
+        #expect(short.stderr.split(separator: "\n").count == 1)
+        let store = try SQLiteStore(path: path)
+        #expect(try await store.provisioningAttempt(activationDataId: "jti-old") != nil, "nothing deleted")
+        await store.close()
+
+        let batch = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "0", "--database", path])
+        #expect(batch.status != 0 && batch.stderr.contains("--batch-size must be from 1 to 100000"), "\(batch.stderr)")
+
+        let fresh = MigrateCommandTests.temporaryPath("fresh.sqlite")
+        let unmigrated = try CLI.run(["prune", "--keep-days", "400", "--database", fresh])
+        #expect(unmigrated.status != 0)
+        #expect(unmigrated.stderr.contains("lacks migrations"), "\(unmigrated.stderr)")
+    }
+}
