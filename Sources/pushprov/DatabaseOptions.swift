@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import TokenPlatform
 
 /// `--database` and `--database-pool-size`, shared by every command that opens TMP's storage.
@@ -13,5 +14,31 @@ struct DatabaseOptions: ParsableArguments {
     func apply(to settings: inout ServerSettings) {
         settings.database = database
         settings.databasePoolSize = poolSize
+    }
+}
+
+extension DatabaseOptions {
+    /// Opens the database these options name (the default SQLite file in `dataDirectory`
+    /// when none is given) for a command that runs once: migrating it first when `migrate`,
+    /// else refusing it while migrations are pending. A bad setting or a database that cannot
+    /// be opened is a one-line ``CLIError``.
+    func openStore(dataDirectory: String?, migrate: Bool) async throws -> (database: DatabaseConfiguration, store: any TMPStore, applied: [String]) {
+        var settings = ServerSettings()
+        settings.dataDirectory = dataDirectory
+        apply(to: &settings)
+        let database: DatabaseConfiguration
+        do {
+            database = try settings.resolveDatabase()
+        } catch {
+            throw CLIError(error.message)
+        }
+        var logger = Logger(label: "pushprov")
+        logger.logLevel = .warning
+        do {
+            let opened = try await database.openMigratedStore(migrate: migrate, logger: logger)
+            return (database, opened.store, opened.applied)
+        } catch let error as ConfigurationError {
+            throw CLIError(error.message)
+        }
     }
 }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import TokenPlatform
 
 /// `pushprov migrate`: brings the database schema up to date and says what it applied.
@@ -19,25 +18,8 @@ struct MigrateCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Data directory holding the default SQLite file (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
 
     func run() async throws {
-        var settings = ServerSettings()
-        settings.dataDirectory = dataDirectory
-        databaseOptions.apply(to: &settings)
-        let database: DatabaseConfiguration
-        do {
-            database = try settings.resolveDatabase()
-        } catch {
-            throw CLIError(error.message)
-        }
-        var logger = Logger(label: "pushprov")
-        logger.logLevel = .warning
-        let applied: [String]
-        do {
-            let opened = try await database.openMigratedStore(migrate: true, logger: logger)
-            applied = opened.applied
-            await opened.store.close()
-        } catch let error as ConfigurationError {
-            throw CLIError(error.message)
-        }
+        let (database, store, applied) = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: true)
+        await store.close()
         if applied.isEmpty {
             print("database \(database): up to date, no migration applied")
         } else {

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import TokenPlatform
 
 /// `pushprov prune`: deletes history older than a retention period (audit trail, provisioning
@@ -30,24 +29,8 @@ struct PruneCommand: AsyncParsableCommand {
             throw CLIError(error.message)
         }
         guard (1...100_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 100000 (got \(batchSize))") }
-        var settings = ServerSettings()
-        settings.dataDirectory = dataDirectory
-        databaseOptions.apply(to: &settings)
-        let database: DatabaseConfiguration
-        do {
-            database = try settings.resolveDatabase()
-        } catch {
-            throw CLIError(error.message)
-        }
-        var logger = Logger(label: "pushprov")
-        logger.logLevel = .warning
-        let store: any TMPStore
-        do {
-            // The schema must be current: pruning never migrates.
-            store = try await database.openMigratedStore(migrate: false, logger: logger).store
-        } catch let error as ConfigurationError {
-            throw CLIError(error.message)
-        }
+        // The schema must be current: pruning never migrates.
+        let store = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false).store
         let pruning = HistoryPruning(store: store, batchSize: batchSize)
         let before = cutoff.formatted(.iso8601)
         do {
