@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import TokenPlatform
 
@@ -22,7 +23,9 @@ extension DatabaseOptions {
     /// when none is given) for a command that runs once: migrating it first when `migrate`,
     /// else refusing it while migrations are pending. A bad setting or a database that cannot
     /// be opened is a one-line ``CLIError``.
-    func openStore(dataDirectory: String?, migrate: Bool) async throws -> (database: DatabaseConfiguration, store: any TMPStore, applied: [String]) {
+    ///
+    /// Without `migrate`, a SQLite file that does not exist is refused rather than created.
+    func openStore(dataDirectory: String?, migrate: Bool, pendingAdvice: String = "run `pushprov migrate --database …` first") async throws -> (database: DatabaseConfiguration, store: any TMPStore, applied: [String]) {
         var settings = ServerSettings()
         settings.dataDirectory = dataDirectory
         apply(to: &settings)
@@ -32,10 +35,13 @@ extension DatabaseOptions {
         } catch {
             throw CLIError(error.message)
         }
+        if !migrate, case .sqlite(let path) = database.location, !FileManager.default.fileExists(atPath: path) {
+            throw CLIError("database \(path) does not exist")
+        }
         var logger = Logger(label: "pushprov")
         logger.logLevel = .warning
         do {
-            let opened = try await database.openMigratedStore(migrate: migrate, logger: logger)
+            let opened = try await database.openMigratedStore(migrate: migrate, logger: logger, pendingAdvice: pendingAdvice)
             return (database, opened.store, opened.applied)
         } catch let error as ConfigurationError {
             throw CLIError(error.message)

@@ -30,32 +30,38 @@ struct PruneCommand: AsyncParsableCommand {
         }
         guard (1...100_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 100000 (got \(batchSize))") }
         // The schema must be current: pruning never migrates.
-        let store = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false).store
+        let store = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false, pendingAdvice: "run `pushprov migrate --database …` first").store
         let pruning = HistoryPruning(store: store, batchSize: batchSize)
         let before = cutoff.formatted(.iso8601)
+        var deletedSoFar: [HistoryTable: Int] = [:]
         do {
             if dryRun {
                 let counts = try await pruning.count(before: cutoff)
                 for table in HistoryTable.allCases {
-                    print("\(table.rawValue): \(counts[table] ?? 0) rows recorded before \(before) would be deleted")
+                    print("\(table.rawValue): \(Self.rows(counts[table] ?? 0)) recorded before \(before) would be deleted")
                 }
             } else {
-                var reported: [HistoryTable: Int] = [:]
                 let totals = try await pruning.prune(before: cutoff) { table, total in
-                    // Progress on long runs: every 100,000 rows of a table.
-                    if total / 100_000 > (reported[table] ?? 0) / 100_000 {
-                        print("\(table.rawValue): \(total) rows deleted so far")
-                        reported[table] = total
+                    // Progress on long runs, every 100,000 rows of a table, shown at once even
+                    // when the output is a pipe (a scheduled job's log).
+                    if total / 100_000 > (deletedSoFar[table] ?? 0) / 100_000 {
+                        print("\(table.rawValue): \(Self.rows(total)) deleted so far")
+                        fflush(nil)
                     }
+                    deletedSoFar[table] = total
                 }
                 for table in HistoryTable.allCases {
-                    print("\(table.rawValue): deleted \(totals[table] ?? 0) rows recorded before \(before)")
+                    print("\(table.rawValue): deleted \(Self.rows(totals[table] ?? 0)) recorded before \(before)")
                 }
             }
         } catch {
             await store.close()
-            throw error
+            let done = HistoryTable.allCases.compactMap { table in deletedSoFar[table].map { "\(table.rawValue) \($0)" } }
+            throw CLIError("pruning stopped (\(done.isEmpty ? "nothing deleted" : "deleted so far: " + done.joined(separator: ", ")); run it again to go on): \(DatabaseConfiguration.reason(error))")
         }
         await store.close()
     }
+
+    /// "1 row", "5 rows".
+    static func rows(_ count: Int) -> String { count == 1 ? "1 row" : "\(count) rows" }
 }

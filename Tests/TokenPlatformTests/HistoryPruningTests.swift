@@ -38,14 +38,17 @@ struct HistoryPruningTests {
             // Token events also write audit entries: the card's put plus one per event.
             #expect(try await Self.counts(store, before: cutoff) == [.auditEvents: 4, .provisioningAttempts: 3, .tokenizationDecisions: 3, .tokenEventIds: 3, .activationDataUses: 3])
             #expect(try await Self.counts(store, before: everything) == [.auditEvents: 6, .provisioningAttempts: 5, .tokenizationDecisions: 5, .tokenEventIds: 5, .activationDataUses: 5])
-            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 0) == 0)
-            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2) == 2)
-            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2) == 1)
-            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2) == 0)
+            // Batches of 2 from the start: two, then the last one (and the pass ends).
+            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 0, after: nil) == HistoryBatch(deleted: 0, next: nil))
+            let first = try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2, after: nil)
+            #expect(first.deleted == 2 && first.next != nil)
+            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2, after: first.next) == HistoryBatch(deleted: 1, next: nil))
+            #expect(try await store.deleteHistory(.provisioningAttempts, before: cutoff, limit: 2, after: nil) == HistoryBatch(deleted: 0, next: nil))
             #expect(try await store.provisioningAttempt(activationDataId: "jti-2") == nil)
             #expect(try await store.provisioningAttempt(activationDataId: "jti-3") != nil)
             for table in HistoryTable.allCases where table != .provisioningAttempts {
-                while try await store.deleteHistory(table, before: cutoff, limit: 2) > 0 {}
+                var position: HistoryPosition?
+                repeat { position = try await store.deleteHistory(table, before: cutoff, limit: 2, after: position).next } while position != nil
             }
             #expect(try await Self.counts(store, before: cutoff).values.allSatisfy { $0 == 0 })
             #expect(try await Self.counts(store, before: everything) == [.auditEvents: 2, .provisioningAttempts: 2, .tokenizationDecisions: 2, .tokenEventIds: 2, .activationDataUses: 2])
@@ -67,9 +70,12 @@ struct HistoryPruningTests {
         #expect(try HistoryPruning.cutoff(keepingDays: 366, now: Self.now) == Self.day(-366))
     }
 
-    @Test func pruningGoesThroughEveryTableABatchAtATimeAndReportsProgress() async throws {
-        let store = try SQLiteStore.inMemory()
-        try await store.migrate()
+    @Test(arguments: StoreFactory.all)
+    func pruningGoesThroughEveryTableABatchAtATimeAndReportsProgress(factory: StoreFactory) async throws {
+        try await factory.withStore { store in try await Self.pruneInBatches(store) }
+    }
+
+    static func pruneInBatches(_ store: any TMPStore) async throws {
         try await Self.seed(store, days: [-900, -800, -700, -600, -500, 0])
         var progress: [String] = []
         let totals = try await HistoryPruning(store: store, batchSize: 2).prune(before: Self.day(-400)) { table, total in
@@ -85,5 +91,21 @@ struct HistoryPruningTests {
         ])
         #expect(try await HistoryPruning(store: store).prune(before: Self.day(-400)).values.allSatisfy { $0 == 0 })
         #expect(try await Self.counts(store, before: Self.day(1)).values.allSatisfy { $0 == 1 })
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func aRowAtTheCutoffOrOutOfStorageOrderIsJudgedByItsTime(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let cutoff = Self.day(-400)
+            // Stored newest first: a new row, one exactly at the cutoff, then two old ones.
+            for (id, at) in [("new", Self.day(0)), ("at-cutoff", cutoff), ("old-1", Self.day(-900)), ("old-2", Self.day(-401))] {
+                try await store.recordProvisioningAttempt(ProvisioningAttempt(activationDataId: id, externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at, expiresAt: at.addingTimeInterval(600)))
+            }
+            let totals = try await HistoryPruning(store: store, batchSize: 1).prune(before: cutoff)
+            #expect(totals[.provisioningAttempts] == 2)
+            for (id, kept) in [("new", true), ("at-cutoff", true), ("old-1", false), ("old-2", false)] {
+                #expect((try await store.provisioningAttempt(activationDataId: id) != nil) == kept, "\(id)")
+            }
+        }
     }
 }

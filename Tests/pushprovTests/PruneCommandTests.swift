@@ -24,12 +24,12 @@ struct PruneCommandTests {
         #expect(dry.status == 0, "\(dry.stderr)")
         let dryLines = dry.stdout.split(separator: "\n")
         #expect(dryLines.count == HistoryTable.allCases.count)
-        #expect(dryLines.contains { $0.hasPrefix("provisioning_attempt: 1 rows recorded before ") && $0.hasSuffix(" would be deleted") }, "\(dry.stdout)")
-        #expect(dryLines.contains { $0.hasPrefix("audit_event: 0 rows") })
+        #expect(dryLines.contains { $0.hasPrefix("provisioning_attempt: 1 row recorded before ") && $0.hasSuffix(" would be deleted") }, "\(dry.stdout)")
+        #expect(dryLines.contains { $0.hasPrefix("audit_event: 0 rows recorded before ") })
 
         let run = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "1", "--database", path])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout.contains("provisioning_attempt: deleted 1 rows recorded before "), "\(run.stdout)")
+        #expect(run.stdout.contains("provisioning_attempt: deleted 1 row recorded before "), "\(run.stdout)")
         let store = try SQLiteStore(path: path)
         #expect(try await store.provisioningAttempt(activationDataId: "jti-old") == nil)
         #expect(try await store.provisioningAttempt(activationDataId: "jti-new") != nil)
@@ -52,9 +52,20 @@ struct PruneCommandTests {
         let batch = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "0", "--database", path])
         #expect(batch.status != 0 && batch.stderr.contains("--batch-size must be from 1 to 100000"), "\(batch.stderr)")
 
-        let fresh = MigrateCommandTests.temporaryPath("fresh.sqlite")
-        let unmigrated = try CLI.run(["prune", "--keep-days", "400", "--database", fresh])
+        // A mistyped path is not created.
+        let missing = MigrateCommandTests.temporaryPath("missing.sqlite")
+        let none = try CLI.run(["prune", "--keep-days", "400", "--database", missing])
+        #expect(none.status != 0)
+        #expect(none.stderr == "Error: database \(missing) does not exist\n", "\(none.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: missing))
+
+        // An existing database with pending migrations is refused, saying what to do.
+        let unmigratedPath = MigrateCommandTests.temporaryPath("unmigrated.sqlite")
+        try FileManager.default.createDirectory(atPath: (unmigratedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let empty = try SQLiteStore(path: unmigratedPath)
+        await empty.close()
+        let unmigrated = try CLI.run(["prune", "--keep-days", "400", "--database", unmigratedPath])
         #expect(unmigrated.status != 0)
-        #expect(unmigrated.stderr.contains("lacks migrations"), "\(unmigrated.stderr)")
+        #expect(unmigrated.stderr.contains("lacks migrations v1, v2, v3, v4, v5; run `pushprov migrate --database …` first\n"), "\(unmigrated.stderr)")
     }
 }

@@ -108,6 +108,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         }
     }
 
+    /// A store failure in one line for an operator: the server's message for PostgreSQL
+    /// (postgres-nio's own text hides it), else the error's description.
+    public static func reason(_ error: any Error) -> String {
+        PostgresStore.reason(error)
+    }
+
     /// Applies `store`'s pending migrations as `serve` and `pushprov migrate` do: a PostgreSQL
     /// migration waits at most ``migrationLockTimeout`` for each table lock, and giving up is
     /// a ``ConfigurationError`` of one line.
@@ -123,10 +129,11 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Opens the store and brings its schema up to date: applies pending migrations when
-    /// `migrate` is true, and otherwise refuses a schema with pending migrations.
+    /// `migrate` is true, and otherwise refuses a schema with pending migrations, saying
+    /// `pendingAdvice` (what to do about them).
     ///
     /// - Returns: The store and the names of the migrations this call applied.
-    public func openMigratedStore(migrate: Bool, logger: Logger) async throws -> (store: any TMPStore, applied: [String]) {
+    public func openMigratedStore(migrate: Bool, logger: Logger, pendingAdvice: String = "run `pushprov migrate --database …` first, or start without --no-migrate") async throws -> (store: any TMPStore, applied: [String]) {
         let store = try await openStore(logger: logger)
         do {
             if migrate {
@@ -134,7 +141,7 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             }
             let pending = try await store.pendingMigrations()
             guard pending.isEmpty else {
-                throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); run `pushprov migrate --database …` first, or start without --no-migrate")
+                throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); \(pendingAdvice)")
             }
             return (store, [])
         } catch {

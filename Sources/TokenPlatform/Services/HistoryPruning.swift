@@ -58,12 +58,13 @@ public struct HistoryPruning: Sendable {
         var totals: [HistoryTable: Int] = [:]
         for table in HistoryTable.allCases {
             var total = 0
-            while true {
-                let deleted = try await store.deleteHistory(table, before: cutoff, limit: batchSize)
-                total += deleted
-                if deleted > 0 { progress(table, total) }
-                if deleted < batchSize { break }
-            }
+            var position: HistoryPosition?
+            repeat {
+                let batch = try await store.deleteHistory(table, before: cutoff, limit: batchSize, after: position)
+                total += batch.deleted
+                if batch.deleted > 0 { progress(table, total) }
+                position = batch.next
+            } while position != nil
             totals[table] = total
         }
         return totals

@@ -276,18 +276,31 @@ public struct PostgresStore: TMPStore {
         return try rows.first?.decode(Int.self) ?? 0
     }
 
-    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int {
-        guard limit > 0 else { return 0 }
-        return try await rows(
-            """
-            WITH gone AS (
-                DELETE FROM \(unescaped: table.rawValue) WHERE ctid IN (
-                    SELECT ctid FROM \(unescaped: table.rawValue) WHERE \(unescaped: table.timeColumn) < \(cutoff) LIMIT \(limit)
-                ) RETURNING 1
-            )
-            SELECT count(*) FROM gone
-            """
-        ).first?.decode(Int.self) ?? 0
+    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
+        guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
+        let start = position?.value ?? "(0,0)"
+        // A TID range scan from `position` on (PostgreSQL 14 and later), so a batch does not
+        // pass again over the rows earlier batches deleted (dead until vacuumed). The scan
+        // starts at `position`: synchronized scans, which may start mid-table, are off.
+        let row = try await transaction { connection in
+            try await connection.query("SET LOCAL synchronize_seqscans = off", logger: logger)
+            return try await connection.all(
+                """
+                WITH found AS (
+                    SELECT ctid FROM \(unescaped: table.rawValue)
+                    WHERE ctid > \(start)::tid AND \(unescaped: table.timeColumn) < \(cutoff) LIMIT \(limit)
+                ), gone AS (
+                    DELETE FROM \(unescaped: table.rawValue) WHERE ctid IN (SELECT ctid FROM found) RETURNING ctid
+                )
+                SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM gone), (SELECT max(ctid)::text FROM found)
+                """,
+                logger: logger
+            ).first
+        }
+        guard let (found, deleted, last) = try row?.decode((Int, Int, String?).self), let last else {
+            return HistoryBatch(deleted: 0, next: nil)
+        }
+        return HistoryBatch(deleted: deleted, next: found < limit ? nil : HistoryPosition(last))
     }
 
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {

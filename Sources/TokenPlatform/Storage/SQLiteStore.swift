@@ -300,17 +300,28 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int {
-        guard limit > 0 else { return 0 }
-        return try await writer.write { db in
-            // Rows are appended in time order, so the old ones come first in rowid order and
-            // each batch reads little more than what it deletes.
+    public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
+        guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
+        let start = position.flatMap { Int64($0.value) } ?? 0
+        // Found on a reader (WAL: the servers' writes go on meanwhile), from `position` on in
+        // rowid order, which is the order rows were appended in.
+        let found = try await writer.read { db in
+            try Int64.fetchAll(
+                db, sql: "SELECT rowid FROM \(table.rawValue) WHERE rowid > ? AND \(table.timeColumn) < ? ORDER BY rowid LIMIT ?",
+                arguments: [start, SQLiteTimestamp(cutoff), limit]
+            )
+        }
+        guard let first = found.first, let last = found.last else { return HistoryBatch(deleted: 0, next: nil) }
+        // The write deletes by rowid range, a B-tree range: only what was found, since rows
+        // added meanwhile are new (not before `cutoff`) whatever rowid they got.
+        let deleted = try await writer.write { db in
             try db.execute(
-                sql: "DELETE FROM \(table.rawValue) WHERE rowid IN (SELECT rowid FROM \(table.rawValue) WHERE \(table.timeColumn) < ? ORDER BY rowid LIMIT ?)",
-                arguments: [SQLiteTimestamp(cutoff), limit]
+                sql: "DELETE FROM \(table.rawValue) WHERE rowid BETWEEN ? AND ? AND \(table.timeColumn) < ?",
+                arguments: [first, last, SQLiteTimestamp(cutoff)]
             )
             return db.changesCount
         }
+        return HistoryBatch(deleted: deleted, next: found.count < limit ? nil : HistoryPosition(String(last)))
     }
 
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {

@@ -131,9 +131,36 @@ public protocol TMPStore: Sendable {
 
     /// How many rows of `table` were recorded before `cutoff`.
     func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int
-    /// Deletes at most `limit` rows of `table` recorded before `cutoff`, in one transaction;
-    /// returns how many it deleted (fewer than `limit`: none of them are left).
-    func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int) async throws -> Int
+    /// Deletes the next at most `limit` rows of `table` recorded before `cutoff`, going on
+    /// from `position` (nil: the start), in one short transaction.
+    ///
+    /// The rows are found in storage order from `position` on, outside the write, so neither
+    /// a batch nor the search for the last one holds the database's write lock or passes rows
+    /// an earlier batch deleted; only rows recorded before `cutoff` are deleted, whatever their
+    /// order. The answer says how many went and where the next batch starts (nil: none left
+    /// after this one, as far as this pass is concerned).
+    func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch
+}
+
+/// Where a pass over a history table has got to (a row's place in storage: SQLite's rowid,
+/// PostgreSQL's `ctid`); opaque outside the store that made it.
+public struct HistoryPosition: Sendable, Hashable {
+    package var value: String
+    package init(_ value: String) { self.value = value }
+}
+
+/// One batch of ``TMPStore/deleteHistory(_:before:limit:after:)``.
+public struct HistoryBatch: Sendable, Hashable {
+    /// Rows deleted.
+    public var deleted: Int
+    /// Where the next batch starts; nil when this pass has reached the end of the table.
+    public var next: HistoryPosition?
+
+    /// Creates a batch result.
+    public init(deleted: Int, next: HistoryPosition?) {
+        self.deleted = deleted
+        self.next = next
+    }
 }
 
 /// The tables that only keep history, which grow with every call and event: nothing TMP
