@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenPlatform
 
-@Suite("pushprov prune")
+@Suite("pushprov prune", .serialized)
 struct PruneCommandTests {
     /// A migrated SQLite file with one attempt (and nothing else) recorded `daysAgo` days ago
     /// and one now.
