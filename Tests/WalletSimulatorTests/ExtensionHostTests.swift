@@ -22,13 +22,18 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     override func status(completion: @escaping (PKIssuerProvisioningExtensionStatus) -> Void) {
         let status = PKIssuerProvisioningExtensionStatus()
         status.passEntriesAvailable = true
+        if answerStatusTwice {
+            // Both answers before `status` returns: the misuse is seen whatever the load on
+            // the machine (from a task, the second could come after the host has looked).
+            completion(status)
+            completion(status)
+            return
+        }
         let delay = statusDelay
-        let twice = answerStatusTwice
         let transfer = UncheckedBox((completion, status))
         Task {
             if delay > .zero { try? await Task.sleep(for: delay) }
             transfer.value.0(transfer.value.1)
-            if twice { transfer.value.0(transfer.value.1) }
         }
     }
 
@@ -73,8 +78,10 @@ struct ExtensionHostTests {
 
     @Test func statusInsideTheBudgetIsUsedAndMeasured() async throws {
         // A generous budget: this checks the answer is used and timed, not how fast a loaded
-        // test machine schedules it (the 100 ms default is what the demo enforces).
-        let call = await host(statusBudget: .seconds(10)).status(of: HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey))
+        // test machine schedules it (the 100 ms default is what the demo enforces). The answer
+        // comes from a main-actor task, queued behind the main-actor work of every other
+        // suite running meanwhile: on two busy cores that once took more than 10 s.
+        let call = await host(statusBudget: .seconds(60)).status(of: HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey))
         #expect(call.value == .init(requiresAuthentication: false, passEntriesAvailable: true, remotePassEntriesAvailable: false))
         #expect(call.elapsed != nil)
         #expect(call.violations.isEmpty)

@@ -23,7 +23,19 @@ struct CLI {
 
     static func cert(_ name: String) -> String { certificates.appendingPathComponent(name).path }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    /// Runs the binary to its end on a thread of its own, so the wait (the pipes, the exit)
+    /// never holds one of Swift concurrency's few threads, which the other suites running
+    /// meanwhile need (a blocked pool once made a timing test in another suite miss its budget).
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: environment) })
+            }
+            thread.start()
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Result {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -54,9 +66,9 @@ struct CLITests {
     static let vector1Output = "E3EF6BA2FFA05B6985FE129E3CB6845C4EA1E94AE98D31A538A4E24906FB720D764D640894CD9DE7CEC00114396651A1CCAEDCF480C57A959E925C04492B9CF85FC711FAB3CBED10DC2BA99A2BB063CEFF8DE1"
     static let vector1Ephemeral = "0499A6F42E83EA4F150A78780FFB562C9CDB9B7507BC5D28CBFBF8CC3EF0AF68B36E60CB10DB69127830F7F899492017089E3B73C83FCF0EBDF2C06B613C3F88B7"
 
-    @Test func sealReproducesVectorOne() throws {
+    @Test func sealReproducesVectorOne() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
-        let result = try CLI.run([
+        let result = try await CLI.run([
             "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
             "--ephemeral-key", "7EEE47DEE108A08EDD2BCD2BB762A543CA23EA96C9AF09AD54BEB9FA3CE1A026",
         ])
@@ -64,9 +76,9 @@ struct CLITests {
         #expect(result.stdout == "encryptedData: \(Self.vector1Output)\nephemeralPublicKey: \(Self.vector1Ephemeral)\n")
     }
 
-    @Test func sealPrintsBase64OnRequest() throws {
+    @Test func sealPrintsBase64OnRequest() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
-        let result = try CLI.run([
+        let result = try await CLI.run([
             "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
             "--ephemeral-key", "7eee47dee108a08edd2bcd2bb762a543ca23ea96c9af09ad54beb9fa3ce1a026", "--base64",
         ])
@@ -75,40 +87,40 @@ struct CLITests {
         #expect(result.stdout.contains("encryptedData (base64): \(base64)\n"))
     }
 
-    @Test func sealWithoutAFixedKeyUsesAFreshOne() throws {
+    @Test func sealWithoutAFixedKeyUsesAFreshOne() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
         let args = ["crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext]
-        let first = try CLI.run(args)
-        let second = try CLI.run(args)
+        let first = try await CLI.run(args)
+        let second = try await CLI.run(args)
         #expect(first.status == 0 && second.status == 0)
         #expect(first.stdout != second.stdout)
     }
 
-    @Test func verifyChainAcceptsApplesProductionChain() throws {
-        let result = try CLI.run(["crypto", "verify-chain", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+    @Test func verifyChainAcceptsApplesProductionChain() async throws {
+        let result = try await CLI.run(["crypto", "verify-chain", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("accepted: "))
         #expect(result.stdout.contains("Apple Root CA - G3"))
     }
 
-    @Test func verifyChainRefusesWithReasonAndNonZeroExit() throws {
-        let result = try CLI.run(["crypto", "verify-chain", CLI.cert("apple-wwdr-ca-g2.pem"), CLI.cert("apple-encipherment-leaf-prod-2020.pem")])
+    @Test func verifyChainRefusesWithReasonAndNonZeroExit() async throws {
+        let result = try await CLI.run(["crypto", "verify-chain", CLI.cert("apple-wwdr-ca-g2.pem"), CLI.cert("apple-encipherment-leaf-prod-2020.pem")])
         #expect(result.status != 0)
         #expect(result.stdout.hasPrefix("refused: wrong_order: "))
     }
 
-    @Test func verifyChainChecksValidityOnRequest() throws {
-        let result = try CLI.run(["crypto", "verify-chain", "--check-validity", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+    @Test func verifyChainChecksValidityOnRequest() async throws {
+        let result = try await CLI.run(["crypto", "verify-chain", "--check-validity", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
         #expect(result.status != 0)
         #expect(result.stdout.hasPrefix("refused: certificate_expired: "))
     }
 
-    @Test func throughputMeasuresTheCryptoOnlyRateForAnAcceptedChain() throws {
-        let result = try CLI.run(["crypto", "throughput", "--seconds", "0.3", "--workers", "1", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+    @Test func throughputMeasuresTheCryptoOnlyRateForAnAcceptedChain() async throws {
+        let result = try await CLI.run(["crypto", "throughput", "--seconds", "0.3", "--workers", "1", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("crypto-only signed-cards: "))
         #expect(result.stdout.contains(" ops/s ("))
-        let refused = try CLI.run(["crypto", "throughput", "--seconds", "0.3", CLI.cert("apple-encipherment-leaf-test-vector.pem")])
+        let refused = try await CLI.run(["crypto", "throughput", "--seconds", "0.3", CLI.cert("apple-encipherment-leaf-test-vector.pem")])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("not an accepted Apple chain"))
     }
@@ -120,7 +132,7 @@ struct CLITests {
         (["crypto", "seal", "--leaf", "ROOT", "--plaintext", "PLAIN"], "not EC P-256"),
         (["crypto", "seal", "--leaf", "PLAIN", "--plaintext", "PLAIN"], "neither PEM nor a DER"),
     ])
-    func badInputGivesOneClearLineAndNonZeroExit(arguments: [String], expected: String) throws {
+    func badInputGivesOneClearLineAndNonZeroExit(arguments: [String], expected: String) async throws {
         let plaintext = try CLI.temporaryFile(Data("{}".utf8))
         let substituted = arguments.map {
             switch $0 {
@@ -130,7 +142,7 @@ struct CLITests {
             default: $0
             }
         }
-        let result = try CLI.run(substituted)
+        let result = try await CLI.run(substituted)
         #expect(result.status != 0)
         #expect(result.stderr.contains(expected), "\(result.stderr)")
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")

@@ -4,21 +4,21 @@ import Testing
 
 @Suite("pushprov card-art check", .serialized)
 struct CardArtCLITests {
-    @Test func acceptsAppleSizedPNGAndPDF() throws {
+    @Test func acceptsAppleSizedPNGAndPDF() async throws {
         let png = try CLI.temporaryFile(TestPNG.file(width: 1536, height: 969))
         let pdf = try CLI.temporaryFile(TestPDF.onePage(page: "/MediaBox [0 0 768 484.5]").data)
-        let result = try CLI.run(["card-art", "check", png, pdf])
+        let result = try await CLI.run(["card-art", "check", png, pdf])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         #expect(result.stdout.contains("\(png): ok: PNG, 1536×969 pixels, "))
         #expect(result.stdout.contains("\(pdf): ok: PDF, 768.0×484.5 points, "))
     }
 
-    @Test func refusesWithTheCodeAndWhatIsWrongForEachFile() throws {
+    @Test func refusesWithTheCodeAndWhatIsWrongForEachFile() async throws {
         let good = try CLI.temporaryFile(TestPNG.file(width: 1536, height: 969))
         let small = try CLI.temporaryFile(TestPNG.file(width: 1024, height: 768))
         let portrait = try CLI.temporaryFile(TestPDF.onePage(page: "/MediaBox [0 0 969 1536]").data)
         let jpeg = try CLI.temporaryFile(Data([0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10]))
-        let result = try CLI.run(["card-art", "check", good, small, portrait, jpeg, "/nonexistent/art.png"])
+        let result = try await CLI.run(["card-art", "check", good, small, portrait, jpeg, "/nonexistent/art.png"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("\(good): ok: "))
         #expect(result.stdout.contains("\(small): refused: png_wrong_size: "))
@@ -28,15 +28,15 @@ struct CardArtCLITests {
         #expect(result.stdout.contains("/nonexistent/art.png: refused: unreadable: cannot open the file"))
     }
 
-    @Test func refusesAFileOfFourMegabytesWithoutReadingItAll() throws {
+    @Test func refusesAFileOfFourMegabytesWithoutReadingItAll() async throws {
         let big = try CLI.temporaryFile(TestPDF.onePage(exactSize: 8 * 1024 * 1024).data)
-        let result = try CLI.run(["card-art", "check", big])
+        let result = try await CLI.run(["card-art", "check", big])
         #expect(result.status == 1)
         #expect(result.stdout.contains("refused: too_large: file is 8388608 bytes; "))
     }
 
-    @Test func needsAtLeastOneFile() throws {
-        let result = try CLI.run(["card-art", "check"])
+    @Test func needsAtLeastOneFile() async throws {
+        let result = try await CLI.run(["card-art", "check"])
         #expect(result.status != 0)
     }
 }

@@ -9,18 +9,18 @@ struct MigrateCommandTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-migrate-\(UUID().uuidString)/\(name)").path
     }
 
-    @Test func migrateAppliesTheNamedMigrationsOnceAndSaysWhich() throws {
+    @Test func migrateAppliesTheNamedMigrationsOnceAndSaysWhich() async throws {
         let path = Self.temporaryPath("tmp.sqlite")
-        let first = try CLI.run(["migrate", "--database", path])
+        let first = try await CLI.run(["migrate", "--database", path])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout == "database \(path): applied v1, v2, v3, v4, v5\n")
-        let second = try CLI.run(["migrate", "--database", path])
+        let second = try await CLI.run(["migrate", "--database", path])
         #expect(second.stdout == "database \(path): up to date, no migration applied\n")
     }
 
-    @Test func serveWithoutMigratingRefusesAnUnmigratedDatabase() throws {
+    @Test func serveWithoutMigratingRefusesAnUnmigratedDatabase() async throws {
         let directory = Self.temporaryPath("data")
-        let result = try CLI.run(["serve", "--no-migrate", "--port", "0", "--data-dir", directory])
+        let result = try await CLI.run(["serve", "--no-migrate", "--port", "0", "--data-dir", directory])
         #expect(result.status != 0)
         #expect(result.stderr.contains("lacks migrations v1, v2, v3, v4, v5; run `pushprov migrate --database …` first"), "\(result.stderr)")
     }
@@ -30,16 +30,16 @@ struct MigrateCommandTests {
         (["migrate", "--database", "postgres://tmp:hunter2-secret@/pushprov"], "database URL has no host"),
         (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-pool-size", "0"], "database pool size must be a number from 1 to 200 (got 0)"),
     ])
-    func aBadDatabaseSettingIsOneClearLineWithoutThePassword(arguments: [String], expected: String) throws {
-        let result = try CLI.run(arguments)
+    func aBadDatabaseSettingIsOneClearLineWithoutThePassword(arguments: [String], expected: String) async throws {
+        let result = try await CLI.run(arguments)
         #expect(result.status != 0)
         #expect(result.stderr.contains(expected), "\(result.stderr)")
         #expect(result.stderr.split(separator: "\n").count == 1)
         #expect(!result.stderr.contains("hunter2"))
     }
 
-    @Test func anUnreachablePostgresIsAClearStartupError() throws {
-        let result = try CLI.run(["migrate", "--database", "postgres://tmp:hunter2-secret@127.0.0.1:1/pushprov?sslmode=disable"])
+    @Test func anUnreachablePostgresIsAClearStartupError() async throws {
+        let result = try await CLI.run(["migrate", "--database", "postgres://tmp:hunter2-secret@127.0.0.1:1/pushprov?sslmode=disable"])
         #expect(result.status != 0)
         #expect(result.stderr.contains("cannot connect to database postgres://tmp@127.0.0.1:1/pushprov?sslmode=disable"), "\(result.stderr)")
         #expect(!result.stderr.contains("hunter2"))
@@ -48,7 +48,7 @@ struct MigrateCommandTests {
     @Test(.enabled(if: TestPostgres.url != nil, "set PUSHPROV_TEST_POSTGRES_URL (scripts/postgres-dev.sh start) to run the PostgreSQL CLI test"))
     func migrateThenServeOnPostgresShowsNoPasswordAndStopsCleanly() async throws {
         try await TestPostgres.withDatabase { url in
-            let migrated = try CLI.run(["migrate", "--database", url.absoluteString])
+            let migrated = try await CLI.run(["migrate", "--database", url.absoluteString])
             #expect(migrated.status == 0, "\(migrated.stderr)")
             #expect(migrated.stdout.hasSuffix(": applied v1, v2, v3, v4, v5\n"))
             // The dev server's password may equal its user name: look for the credential pair.

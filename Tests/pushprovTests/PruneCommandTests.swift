@@ -8,7 +8,7 @@ struct PruneCommandTests {
     /// and one now.
     static func database(daysAgo: Double) async throws -> String {
         let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
-        let migrated = try CLI.run(["migrate", "--database", path])
+        let migrated = try await CLI.run(["migrate", "--database", path])
         #expect(migrated.status == 0, "\(migrated.stderr)")
         let store = try SQLiteStore(path: path)
         for (id, at) in [("jti-old", Date().addingTimeInterval(-daysAgo * 86_400)), ("jti-new", Date())] {
@@ -20,14 +20,14 @@ struct PruneCommandTests {
 
     @Test func aDryRunCountsAndARunDeletesOnlyWhatIsOlderThanTheRetention() async throws {
         let path = try await Self.database(daysAgo: 500)
-        let dry = try CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", path])
+        let dry = try await CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", path])
         #expect(dry.status == 0, "\(dry.stderr)")
         let dryLines = dry.stdout.split(separator: "\n")
         #expect(dryLines.count == HistoryTable.allCases.count)
         #expect(dryLines.contains { $0.hasPrefix("provisioning_attempt: 1 row recorded before ") && $0.hasSuffix(" would be deleted") }, "\(dry.stdout)")
         #expect(dryLines.contains { $0.hasPrefix("audit_event: 0 rows recorded before ") })
 
-        let run = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "1", "--database", path])
+        let run = try await CLI.run(["prune", "--keep-days", "400", "--batch-size", "1", "--database", path])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("provisioning_attempt: deleted 1 row recorded before "), "\(run.stdout)")
         let store = try SQLiteStore(path: path)
@@ -35,13 +35,13 @@ struct PruneCommandTests {
         #expect(try await store.provisioningAttempt(activationDataId: "jti-new") != nil)
         await store.close()
 
-        let again = try CLI.run(["prune", "--keep-days", "400", "--database", path])
+        let again = try await CLI.run(["prune", "--keep-days", "400", "--database", path])
         #expect(again.stdout.contains("provisioning_attempt: deleted 0 rows"), "\(again.stdout)")
     }
 
     @Test func aRetentionUnderAYearOrAnUnmigratedDatabaseIsRefusedInOneLine() async throws {
         let path = try await Self.database(daysAgo: 500)
-        let short = try CLI.run(["prune", "--keep-days", "30", "--database", path])
+        let short = try await CLI.run(["prune", "--keep-days", "30", "--database", path])
         #expect(short.status != 0)
         #expect(short.stderr.contains("--keep-days must be at least 366"), "\(short.stderr)")
         #expect(short.stderr.split(separator: "\n").count == 1)
@@ -49,12 +49,12 @@ struct PruneCommandTests {
         #expect(try await store.provisioningAttempt(activationDataId: "jti-old") != nil, "nothing deleted")
         await store.close()
 
-        let batch = try CLI.run(["prune", "--keep-days", "400", "--batch-size", "0", "--database", path])
+        let batch = try await CLI.run(["prune", "--keep-days", "400", "--batch-size", "0", "--database", path])
         #expect(batch.status != 0 && batch.stderr.contains("--batch-size must be from 1 to 100000"), "\(batch.stderr)")
 
         // A mistyped path is not created.
         let missing = MigrateCommandTests.temporaryPath("missing.sqlite")
-        let none = try CLI.run(["prune", "--keep-days", "400", "--database", missing])
+        let none = try await CLI.run(["prune", "--keep-days", "400", "--database", missing])
         #expect(none.status != 0)
         #expect(none.stderr == "Error: database \(missing) does not exist\n", "\(none.stderr)")
         #expect(!FileManager.default.fileExists(atPath: missing))
@@ -64,7 +64,7 @@ struct PruneCommandTests {
         try FileManager.default.createDirectory(atPath: (unmigratedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let empty = try SQLiteStore(path: unmigratedPath)
         await empty.close()
-        let unmigrated = try CLI.run(["prune", "--keep-days", "400", "--database", unmigratedPath])
+        let unmigrated = try await CLI.run(["prune", "--keep-days", "400", "--database", unmigratedPath])
         #expect(unmigrated.status != 0)
         #expect(unmigrated.stderr.contains("lacks migrations v1, v2, v3, v4, v5; run `pushprov migrate --database …` first\n"), "\(unmigrated.stderr)")
     }

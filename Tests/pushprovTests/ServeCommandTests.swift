@@ -83,7 +83,7 @@ struct ServeCommandTests {
             let mode = try FileManager.default.attributesOfItem(atPath: server.dataDirectory + "/" + file)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file)")
         }
-        let token = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
+        let token = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
         #expect(token.status == 0)
         let jwt = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let (cardsStatus, cards) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: jwt)
@@ -106,15 +106,15 @@ struct ServeCommandTests {
         let expected = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"]
         let server = try Server(environment: expected)
         let port = try await server.port()
-        let matching = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory], environment: expected)
+        let matching = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory], environment: expected)
         #expect(matching.status == 0)
         let (accepted, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: matching.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(accepted == 200)
-        let plain = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
+        let plain = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
         let (refused, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(refused == 401, "a token without the audience is not for this server")
         // The flags name them as `serve`'s flags do.
-        let flagged = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
+        let flagged = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
         let (viaFlags, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(viaFlags == 200)
         #expect(server.stop() == 0)
@@ -127,7 +127,7 @@ struct ServeCommandTests {
         let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
         #expect(status == 200 && body.contains("\"ok\""))
         #expect(server.stop() == 0)
-        let refused = try CLI.run(["serve", "--executor", "threads", "--data-dir", "/tmp/pushprov-unused"])
+        let refused = try await CLI.run(["serve", "--executor", "threads", "--data-dir", "/tmp/pushprov-unused"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
     }
@@ -143,7 +143,7 @@ struct ServeCommandTests {
         let issuerKey = try #require(secrets["issuerApiKey"] as? String)
         let card = #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#
         #expect(try await Self.send("PUT", "\(base)/lifecycle/cards/card-1", bearer: issuerKey, json: card).0 == 201)
-        let jwt = try CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let jwt = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         func base64(_ name: String) throws -> String {
             let pem = try String(contentsOfFile: CLI.cert(name), encoding: .utf8)
             let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
@@ -167,20 +167,20 @@ struct ServeCommandTests {
         #expect(server.stop() == 0)
     }
 
-    @Test func productionRefusesToStartWithoutExplicitSecrets() throws {
-        let result = try CLI.run(["serve", "--production", "--port", "0", "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-prod-\(UUID().uuidString)").path])
+    @Test func productionRefusesToStartWithoutExplicitSecrets() async throws {
+        let result = try await CLI.run(["serve", "--production", "--port", "0", "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-prod-\(UUID().uuidString)").path])
         #expect(result.status != 0)
         #expect(result.stderr.contains("missing: PUSHPROV_ISSUER_API_KEY, PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS, PUSHPROV_KEY_FILE"))
     }
 
-    @Test func productionRefusesExtraTrustAnchors() throws {
-        let result = try CLI.run(["serve", "--production", "--trust-anchor", CLI.cert("apple-root-ca-g3.pem"), "--port", "0"])
+    @Test func productionRefusesExtraTrustAnchors() async throws {
+        let result = try await CLI.run(["serve", "--production", "--trust-anchor", CLI.cert("apple-root-ca-g3.pem"), "--port", "0"])
         #expect(result.status != 0)
         #expect(result.stderr.contains("trusts only Apple Root CA - G3"))
     }
 
-    @Test func aBadPortOrPolicyIsOneClearLine() throws {
-        let policy = try CLI.run(["serve", "--activation-policy", "sometimes", "--data-dir", "/tmp/pushprov-unused"])
+    @Test func aBadPortOrPolicyIsOneClearLine() async throws {
+        let policy = try await CLI.run(["serve", "--activation-policy", "sometimes", "--data-dir", "/tmp/pushprov-unused"])
         #expect(policy.status != 0)
         #expect(policy.stderr.contains("activation policy must be in-app or immediate"))
         #expect(policy.stderr.split(separator: "\n").count == 1)
@@ -204,12 +204,12 @@ struct ServeCommandTests {
         ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds from 0.1 to 300 (got 0)"),
         ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be 0 (off) or a number of seconds from 1 to 3600 (got 7200)"),
     ])
-    func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) throws {
-        let fromFlag = try CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])
+    func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) async throws {
+        let fromFlag = try await CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])
         #expect(fromFlag.status != 0)
         #expect(fromFlag.stderr.contains(message))
         #expect(fromFlag.stderr.split(separator: "\n").count == 1)
-        let fromEnvironment = try CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
+        let fromEnvironment = try await CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
         #expect(fromEnvironment.status != 0)
         #expect(fromEnvironment.stderr.contains("(got soon)"))
     }
