@@ -94,6 +94,29 @@ struct HistoryPruningTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func pruningWhileAnotherConnectionWritesLosesNoNewRowAndLeavesNoOldOne(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { pruner, server in
+            func attempt(_ id: String, at: Date) -> ProvisioningAttempt {
+                ProvisioningAttempt(activationDataId: id, externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at, expiresAt: at.addingTimeInterval(600))
+            }
+            for index in 0..<300 {
+                try await server.recordProvisioningAttempt(attempt(String(format: "old-%03d", index), at: Self.day(-500)))
+            }
+            // A server records new attempts while the pruner deletes in batches of 10.
+            async let writes: Void = {
+                for index in 0..<100 {
+                    try await server.recordProvisioningAttempt(attempt(String(format: "new-%03d", index), at: Self.day(0)))
+                }
+            }()
+            let totals = try await HistoryPruning(store: pruner, batchSize: 10).prune(before: Self.day(-400))
+            try await writes
+            #expect(totals[.provisioningAttempts] == 300)
+            #expect(try await server.historyCount(.provisioningAttempts, before: Self.day(-400)) == 0)
+            #expect(try await server.historyCount(.provisioningAttempts, before: Self.day(1)) == 100)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func aRowAtTheCutoffOrOutOfStorageOrderIsJudgedByItsTime(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             let cutoff = Self.day(-400)
