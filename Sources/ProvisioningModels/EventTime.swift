@@ -1,12 +1,20 @@
 import Foundation
 
-/// When something happened at the token service: an RFC 3339 time in UTC on the wire
-/// (`2026-11-22T11:50:00.123Z`; fractional seconds optional, at most millisecond precision
-/// kept), so events of one token can be put in the order they happened whatever order they
-/// are delivered in.
+/// When something happened at the token service: an RFC 3339 time on the wire
+/// (`2026-11-22T11:50:00.123Z`), kept to the millisecond, so events of one token can be put in
+/// the order they happened whatever order they are delivered in.
+///
+/// Reading takes RFC 3339's whole `date-time` grammar (section 5.6): years 0000–9999, `T` or
+/// `t`, a fraction of any length (rounded to the nearest millisecond), `Z`, `z` or a numeric
+/// offset up to ±23:59, and a leap second (`:60`, counted as the next minute's first second).
+/// Writing always gives UTC with milliseconds.
 public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public let millisecondsSince1970: Int64
+
+    /// The longest text read: a 14-digit fraction and an offset (longer fractions carry no
+    /// time a millisecond clock can keep).
+    public static let maximumTextLength = 40
 
     /// A time in milliseconds since 1970-01-01T00:00:00Z.
     public init(millisecondsSince1970: Int64) {
@@ -18,49 +26,108 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
         millisecondsSince1970 = Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 
-    /// Parses an RFC 3339 time with a `Z` or numeric offset; a refusal names `field`.
+    /// Parses an RFC 3339 `date-time`; a refusal names `field`.
     public init(_ text: String, field: String = "occurredAt") throws {
-        let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-        let plain = Date.ISO8601FormatStyle()
-        guard text.utf8.count <= 40, Self.hasValidDateAndTime(text), let date = (try? withFraction.parse(text)) ?? (try? plain.parse(text)) else {
+        guard let milliseconds = Self.parse(Array(text.utf8)) else {
             throw ValidationError(code: .invalidField, field: field, message: "must be an RFC 3339 time, e.g. 2026-11-22T11:50:00.123Z")
         }
-        self.init(date)
+        self.init(millisecondsSince1970: milliseconds)
     }
 
-    /// Whether `YYYY-MM-DDTHH:MM:SS` at the start names a real day and time (the parser
-    /// itself rolls 30 February over into March).
-    private static func hasValidDateAndTime(_ text: String) -> Bool {
-        let bytes = Array(text.utf8.prefix(19))
-        guard bytes.count == 19 else { return false }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
+    /// Milliseconds since the epoch of RFC 3339 text, or `nil` when it is not one.
+    private static func parse(_ bytes: [UInt8]) -> Int64? {
+        guard bytes.count >= 20, bytes.count <= maximumTextLength else { return nil }
+        func number(_ start: Int, _ count: Int) -> Int64? {
+            var value: Int64 = 0
+            for byte in bytes[start..<start + count] {
                 guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
             }
             return value
         }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), hour < 24, minute < 60, second < 60
-        else { return false }
+        // full-date "T" partial-time: YYYY-MM-DDTHH:MM:SS
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t"),
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+            let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+            (1...12).contains(month), hour < 24, minute < 60, second <= 60
+        else { return nil }
         let isLeap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let days = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        return (1...days).contains(day)
+        let days: Int64 = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][Int(month) - 1]
+        guard (1...days).contains(day) else { return nil }
+
+        // time-secfrac: "." 1*DIGIT, rounded to the millisecond.
+        var at = 19
+        var milliseconds: Int64 = 0
+        if bytes[at] == UInt8(ascii: ".") {
+            at += 1
+            let start = at
+            while at < bytes.count, bytes[at] >= UInt8(ascii: "0"), bytes[at] <= UInt8(ascii: "9") { at += 1 }
+            guard at > start else { return nil }
+            for index in 0..<3 {
+                milliseconds = milliseconds * 10 + (start + index < at ? Int64(bytes[start + index] - UInt8(ascii: "0")) : 0)
+            }
+            if start + 3 < at, bytes[start + 3] >= UInt8(ascii: "5") { milliseconds += 1 }
+        }
+
+        // time-offset: "Z" / ("+" / "-") HH ":" MM
+        var offsetMinutes: Int64 = 0
+        guard at < bytes.count else { return nil }
+        switch bytes[at] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            guard at + 1 == bytes.count else { return nil }
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard at + 6 == bytes.count, bytes[at + 3] == UInt8(ascii: ":"),
+                let offsetHour = number(at + 1, 2), let offsetMinute = number(at + 4, 2),
+                offsetHour < 24, offsetMinute < 60
+            else { return nil }
+            offsetMinutes = (offsetHour * 60 + offsetMinute) * (bytes[at] == UInt8(ascii: "-") ? -1 : 1)
+        default:
+            return nil
+        }
+
+        let localSeconds = daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
+        return (localSeconds - offsetMinutes * 60) * 1_000 + milliseconds
+    }
+
+    /// Days from 1970-01-01 to a day of the proleptic Gregorian calendar.
+    private static func daysSince1970(year: Int64, month: Int64, day: Int64) -> Int64 {
+        // Count from 0000-03-01 so that the leap day ends a year: 400-year eras of 146,097
+        // days, and months from March of 153 days per five.
+        let marchYear = month <= 2 ? year - 1 : year
+        let era = (marchYear >= 0 ? marchYear : marchYear - 399) / 400
+        let yearOfEra = marchYear - era * 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The calendar day `days` after 1970-01-01.
+    private static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// The time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: TimeInterval(millisecondsSince1970) / 1000) }
 
-    /// RFC 3339 in UTC with milliseconds.
+    /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-22T11:50:00.123Z`.
     public var description: String {
-        // Whole seconds through the formatter, milliseconds by hand: formatting the `Date`
-        // itself could print .122 for .123 (binary floating point).
-        let (seconds, milliseconds) = millisecondsSince1970.quotientAndRemainder(dividingBy: 1000)
-        let (whole, fraction) = milliseconds < 0 ? (seconds - 1, milliseconds + 1000) : (seconds, milliseconds)
-        let text = Date(timeIntervalSince1970: TimeInterval(whole)).formatted(Date.ISO8601FormatStyle())
-        return text.dropLast() + ".\(String(fraction + 1000).dropFirst())Z"
+        let (days, rest) = millisecondsSince1970.floorDivided(by: 86_400_000)
+        let (year, month, day) = Self.civilDate(daysSince1970: days)
+        func digits(_ value: Int64, _ count: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, count - text.count)) + text
+        }
+        return "\(digits(year, 4))-\(digits(month, 2))-\(digits(day, 2))T\(digits(rest / 3_600_000, 2)):\(digits(rest / 60_000 % 60, 2)):\(digits(rest / 1_000 % 60, 2)).\(digits(rest % 1_000, 3))Z"
     }
 
     public static func < (lhs: EventTime, rhs: EventTime) -> Bool {
@@ -76,5 +143,13 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
+    }
+}
+
+extension Int64 {
+    /// Quotient rounded down and a remainder in `0..<divisor`.
+    fileprivate func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let (quotient, remainder) = quotientAndRemainder(dividingBy: divisor)
+        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
     }
 }
