@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Checks the TMP server against its own OpenAPI document (openapi.yaml) with Schemathesis:
+# property-based requests, valid and invalid, generated from the document for every route;
+# every response must be one the document lists (status, content type, headers, body schema),
+# no request may cause a 5xx, invalid requests must be refused, authentication must be
+# enforced, and wrong methods must answer 405 with an Allow header.
+#
+#   scripts/api-conformance.sh [--examples N] [--seed N]   (defaults: 60 examples per operation, seed 20261122)
+#
+# Installs Schemathesis (pinned) into .build/api-conformance-venv from PyPI, builds pushprov
+# (debug), starts `pushprov serve` on a free loopback port with a throwaway data directory,
+# seeds the records the document's examples name (card card-001 of user-42 with art
+# art-debit-blue, token DAPLMC…0001 on it), and runs Schemathesis with
+# scripts/api-conformance/schemathesis.toml. A fixed seed makes a run repeatable; pass another
+# seed, or more examples, to look further. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXAMPLES=60
+SEED=20261122
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --examples) EXAMPLES="$2"; shift ;;
+        --seed) SEED="$2"; shift ;;
+        *) echo "api-conformance: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$EXAMPLES$SEED" in *[!0-9]*|'') echo "api-conformance: --examples and --seed take whole numbers" >&2; exit 2 ;; esac
+SCHEMATHESIS_VERSION=4.32.5
+
+VENV=.build/api-conformance-venv
+if [ ! -x "$VENV/bin/schemathesis" ] || [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
+    echo "api-conformance: installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+
+echo "api-conformance: building pushprov (debug)"
+swift build --product pushprov
+BIN="$(swift build --show-bin-path)/pushprov"
+
+DATA="$(mktemp -d /tmp/pushprov-conformance.XXXXXX)"
+LOG="$DATA/serve.log"
+cleanup() {
+    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; fi
+    rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+"$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
+[ -n "$PORT" ] || { echo "api-conformance: server did not start" >&2; cat "$LOG" >&2; exit 1; }
+BASE="http://127.0.0.1:$PORT"
+grep "listening on" "$LOG"
+secret() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$DATA/secrets.json" "$1"; }
+export CONFORMANCE_ISSUER_KEY="$(secret issuerApiKey)" CONFORMANCE_TSP_KEY="$(secret tspApiKey)"
+export CONFORMANCE_JWT="$("$BIN" dev-token --user user-42 --data-dir "$DATA" --ttl 3600)"
+
+echo "api-conformance: seeding card-001 (user-42), art-debit-blue and token DAPLMC0000000000000000000000000001"
+python3 scripts/api-conformance/card-art.py "$DATA/art.png"
+curl -sf -X PUT "$BASE/lifecycle/card-art/art-debit-blue" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: image/png' --data-binary "@$DATA/art.png" >/dev/null
+PUR="$(curl -sf -X PUT "$BASE/lifecycle/cards/card-001" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: application/json' \
+    -d '{"userId":"user-42","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"JANE APPLESEED","network":"VISA","productTitle":"Everyday Debit","artId":"art-debit-blue"}' \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
+curl -sf -X POST "$BASE/tsp/token-events" -H "authorization: Bearer $CONFORMANCE_TSP_KEY" -H 'content-type: application/json' \
+    -d "{\"eventId\":\"seed-1\",\"tokenUniqueReference\":\"DAPLMC0000000000000000000000000001\",\"panUniqueReference\":\"$PUR\",\"event\":\"CREATED\",\"walletType\":\"APPLE_PAY\",\"deviceType\":\"PHONE\",\"tokenLast4\":\"4321\"}" >/dev/null
+
+# The seeded card's PAN reference is a keyed hash, new with every data directory: token events
+# name it through a dictionary added to a copy of the settings.
+cp scripts/api-conformance/schemathesis.toml "$DATA/schemathesis.toml"
+printf '\n[dictionaries.seeded-card]\nvalues = ["%s"]\n\n[parameters]\n"body.panUniqueReference" = { dictionary = "seeded-card", probability = 0.8 }\n' "$PUR" >>"$DATA/schemathesis.toml"
+
+echo "api-conformance: schemathesis, $EXAMPLES examples per operation, seed $SEED"
+set +e
+"$VENV/bin/schemathesis" --config-file "$DATA/schemathesis.toml" run Sources/TokenPlatform/Resources/openapi.yaml \
+    --url "$BASE" --max-examples "$EXAMPLES" --seed "$SEED" --generation-database none \
+    --workers 2 --no-color --request-timeout 10
+STATUS=$?
+set -e
+# The server logs an unexpected failure at level error or critical (a refusal is not one).
+# Without a connector, a token the token service should correct is logged as an error too:
+# that is the missing connector, not a fault.
+FAILURES="$(grep -E '^[^ ]+ (error|critical) ' "$LOG" | grep -v 'error=no token service connector is configured' || true)"
+if [ -n "$FAILURES" ]; then
+    echo "api-conformance: the server logged a failure during the run:" >&2
+    echo "$FAILURES" | head -20 >&2
+    STATUS=1
+fi
+exit "$STATUS"
