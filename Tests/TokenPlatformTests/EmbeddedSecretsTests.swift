@@ -54,4 +54,34 @@ struct EmbeddedSecretsTests {
         #expect(throws: ConfigurationError.self) { try settings.resolve(environment: ["PUSHPROV_JWKS": jwks.path]) }
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))
     }
+
+    @Test func startUpNamesWhereEachAPIKeyComesFromAndPrintsOnlyTheGeneratedOnes() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.appendingPathComponent("both-set").path
+        let both = ["PUSHPROV_ISSUER_API_KEY": "issuer-key-from-env", "PUSHPROV_TSP_API_KEY": "tsp-key-from-env"]
+        // Both keys from the environment: nothing is announced as printed, no key is printed.
+        let first = try settings.resolve(environment: both).notices
+        #expect(first.contains { $0.hasPrefix("generated embedded-run secrets in") && $0.hasSuffix("the API keys come from the environment") })
+        #expect(!first.contains { $0.contains("printed this once") || $0.contains("API key (PUSHPROV_") })
+        #expect(try settings.resolve(environment: both).notices.isEmpty)
+
+        // Only the issuer key set: the TSP key is printed once, then named with its file.
+        settings.dataDirectory = directory.appendingPathComponent("issuer-set").path
+        let issuerOnly = ["PUSHPROV_ISSUER_API_KEY": "issuer-key-from-env"]
+        let created = try settings.resolve(environment: issuerOnly)
+        #expect(created.notices.contains { $0.hasSuffix("the API keys taken from it are printed this once:") })
+        #expect(created.notices.contains("  TSP API key (PUSHPROV_TSP_API_KEY): \(created.tspAPIKey)"))
+        #expect(!created.notices.contains { $0.contains("issuer API key") || $0.contains("issuer-key-from-env") })
+        let restarted = try settings.resolve(environment: issuerOnly).notices
+        #expect(restarted == ["TSP API key: from \(settings.dataDirectory!)/secrets.json"])
+
+        // Neither set: both printed once, then named together.
+        settings.dataDirectory = directory.appendingPathComponent("none-set").path
+        let generated = try settings.resolve(environment: [:])
+        #expect(generated.notices.contains("  issuer API key (PUSHPROV_ISSUER_API_KEY): \(generated.issuerAPIKey)"))
+        #expect(generated.notices.contains("  TSP API key (PUSHPROV_TSP_API_KEY): \(generated.tspAPIKey)"))
+        #expect(try settings.resolve(environment: [:]).notices == ["issuer API key and TSP API key: from \(settings.dataDirectory!)/secrets.json"])
+    }
 }

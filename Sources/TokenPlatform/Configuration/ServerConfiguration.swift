@@ -192,9 +192,6 @@ public struct ServerSettings: Sendable {
         }
         let secretsPath = (dataDirectory as NSString).appendingPathComponent("secrets.json")
         let secrets = try EmbeddedSecrets.loadOrCreate(at: secretsPath)
-        if secrets.created {
-            notices.append("generated embedded-run secrets in \(secretsPath) (mode 0600); they are printed this once:")
-        }
         let issuerKey = env("PUSHPROV_ISSUER_API_KEY") ?? secrets.value.issuerAPIKey
         let tspKey = env("PUSHPROV_TSP_API_KEY") ?? secrets.value.tspAPIKey
         try Self.checkAPIKeys(
@@ -202,11 +199,20 @@ public struct ServerSettings: Sendable {
             source: env("PUSHPROV_ISSUER_API_KEY") == nil ? "issuerApiKey in \(secretsPath)" : "PUSHPROV_ISSUER_API_KEY",
             env("PUSHPROV_TSP_API_KEY") == nil ? "tspApiKey in \(secretsPath)" : "PUSHPROV_TSP_API_KEY"
         )
+        // The API keys the run takes from the file: printed the once it is made, named after.
+        let keysFromFile = [
+            ("issuer API key", "PUSHPROV_ISSUER_API_KEY", issuerKey),
+            ("TSP API key", "PUSHPROV_TSP_API_KEY", tspKey),
+        ].filter { env($0.1) == nil }
         if secrets.created {
-            if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("  issuer API key (PUSHPROV_ISSUER_API_KEY): \(issuerKey)") }
-            if env("PUSHPROV_TSP_API_KEY") == nil { notices.append("  TSP API key (PUSHPROV_TSP_API_KEY): \(tspKey)") }
-        } else {
-            if env("PUSHPROV_ISSUER_API_KEY") == nil { notices.append("issuer and TSP API keys: from \(secretsPath)") }
+            if keysFromFile.isEmpty {
+                notices.append("generated embedded-run secrets in \(secretsPath) (mode 0600): the key dev-token signs with; the API keys come from the environment")
+            } else {
+                notices.append("generated embedded-run secrets in \(secretsPath) (mode 0600); the API keys taken from it are printed this once:")
+                notices += keysFromFile.map { "  \($0.0) (\($0.1)): \($0.2)" }
+            }
+        } else if !keysFromFile.isEmpty {
+            notices.append("\(keysFromFile.map(\.0).joined(separator: " and ")): from \(secretsPath)")
         }
         let devKey = secrets.value.cardholderDevelopmentKey
         let cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK] + extraCardholderKeys)
