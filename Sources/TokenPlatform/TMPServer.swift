@@ -63,6 +63,8 @@ public enum TMPServer {
             serverName: "pushprov",
             logger: logger,
             bodyLimit: bodyLimit(issuerKey: APIKey(configuration.issuerAPIKey)),
+            maximumConnections: configuration.maximumConnections,
+            metrics: metrics,
             onServerRunning: onServerRunning
         )
     }

@@ -341,6 +341,79 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func aConnectionTheClientClosedIsClosedAtOnceNotAfterTheIdleTimeout() async throws {
+        try await Self.serveAsTheServerDoes(idleTimeout: .seconds(30)) { _, port in
+            let (answered, closedAfter) = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let answered = try connection.readResponse().status
+                let start = ContinuousClock.now
+                connection.closeSending()
+                _ = try connection.readToEnd()  // returns when the server closes
+                return (answered, ContinuousClock.now - start)
+            }
+            #expect(answered == 200)
+            #expect(closedAfter < .seconds(10), "\(closedAfter)")
+            // One that closes before sending anything goes the same way.
+            let silentClosedAfter = try await blocking {
+                let connection = try RawConnection(port: port)
+                let start = ContinuousClock.now
+                connection.closeSending()
+                _ = try connection.readToEnd()
+                return ContinuousClock.now - start
+            }
+            #expect(silentClosedAfter < .seconds(10), "\(silentClosedAfter)")
+        }
+    }
+
+    @Test func requestsSentBeforeTheClientClosedItsSideAreAllAnsweredFirst() async throws {
+        try await Self.serveAsTheServerDoes(idleTimeout: .seconds(30)) { platform, port in
+            let (statuses, rest) = try await blocking {
+                let connection = try RawConnection(port: port)
+                // Two requests and the end of the stream in quick succession: the second waits
+                // behind the first (pipelining), the end behind both.
+                try connection.send(
+                    "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                        + "GET /lifecycle/cards/none HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\n\r\n"
+                )
+                connection.closeSending()
+                let statuses = try [connection.readResponse().status, connection.readResponse().status]
+                return (statuses, try connection.readToEnd())
+            }
+            #expect(statuses == [200, 404])
+            #expect(rest.isEmpty)
+        }
+    }
+
+    @Test func connectionsOverTheLimitWaitUntilOneCloses() async throws {
+        let platform = try await TestPlatform()
+        let router = platform.router()
+        let metrics = PlatformMetrics()
+        try await TestTMP.runLive({ onRunning in
+            TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: platform.logger, maximumConnections: 2, metrics: metrics, onServerRunning: onRunning)
+        }) { client, port in
+            // The test client's connection is one of the two.
+            #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+            let (waited, answeredAfterClose, openWhileWaiting) = try await blocking { () -> (Bool, Int, String) in
+                let second = try RawConnection(port: port)
+                try second.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                #expect(try second.readResponse().status == 200)
+                // The third connects (the kernel queues it) but is not taken while two are open.
+                let third = try RawConnection(port: port, receiveTimeout: .milliseconds(500))
+                try third.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let waited = (try? third.readResponse()) == nil
+                let open = metrics.render().split(separator: "\n").first { $0.hasPrefix("pushprov_http_connections_open ") }.map(String.init) ?? "none"
+                // Once one closes, it is taken and answered.
+                second.shutDown()
+                third.setReceiveTimeout(.seconds(10))
+                return (waited, try third.readResponse().status, open)
+            }
+            #expect(waited)
+            #expect(answeredAfterClose == 200)
+            #expect(openWhileWaiting == "pushprov_http_connections_open 2.0")
+        }
+    }
+
     @Test func gracefulShutdownLetsARequestBeingAnsweredFinish() async throws {
         let platform = try await TestPlatform()
         let (started, startedContinuation) = AsyncStream.makeStream(of: Void.self)
@@ -406,15 +479,14 @@ final class RawConnection: @unchecked Sendable {
     private let socket: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int) throws {
+    init(port: Int, receiveTimeout: Duration = .seconds(10)) throws {
         #if canImport(Glibc)
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard socket >= 0 else { throw TestFailure("socket() failed") }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setReceiveTimeout(receiveTimeout)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -426,6 +498,32 @@ final class RawConnection: @unchecked Sendable {
     }
 
     deinit { close(socket) }
+
+    /// How long a read waits for bytes before it fails.
+    func setReceiveTimeout(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Ends the connection from this side (the descriptor itself closes with the object).
+    func shutDown() {
+        #if canImport(Glibc)
+        _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
+        #else
+        _ = Darwin.shutdown(socket, SHUT_RDWR)
+        #endif
+    }
+
+    /// Closes the sending side only: the server reads the end of the stream, and this side
+    /// can still read.
+    func closeSending() {
+        #if canImport(Glibc)
+        _ = Glibc.shutdown(socket, Int32(SHUT_WR))
+        #else
+        _ = Darwin.shutdown(socket, SHUT_WR)
+        #endif
+    }
 
     func send(_ text: String) throws { try send(bytes: Array(text.utf8)) }
 

@@ -42,12 +42,14 @@ public struct ServerConfiguration: Sendable {
     public var executor: ServerExecutor = .eventLoops
     /// Time between two rounds of ``TokenRealigner`` (default 30 s); nil when it is off.
     public var realignInterval: Duration? = TokenRealigner.defaultInterval
+    /// The most client connections held open at once (``ConnectionLimit``).
+    public var maximumConnections: Int = ConnectionLimit.defaultCeiling
     /// Lines to print once at start-up (generated secrets and where they live).
     public var notices: [String]
 
     /// The line start-up prints.
     public var startupLine: String {
-        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue) · executor \(executor.rawValue)"
+        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue) · connections ≤ \(maximumConnections) · executor \(executor.rawValue)"
     }
 }
 
@@ -92,6 +94,12 @@ public struct ServerSettings: Sendable {
     /// `--realign-interval` / `PUSHPROV_REALIGN_INTERVAL`: seconds between two rounds of
     /// token realignment, as text; `0` turns it off.
     public var realignInterval: String?
+    /// `--max-connections` / `PUSHPROV_MAX_CONNECTIONS`: the most client connections held open
+    /// at once, as text (checked when resolving).
+    public var maximumConnections: String?
+    /// The most files this process may open (`ulimit -n`), which bounds the connection limit;
+    /// nil: read from the process (`pushprov serve` raises it to the hard limit first).
+    public var openFileLimit: Int?
     /// `--jwt-issuer` / `PUSHPROV_JWT_ISSUER`: the identity provider's `iss` in cardholder JWTs.
     public var cardholderIssuer: String?
     /// `--jwt-audience` / `PUSHPROV_JWT_AUDIENCE`: the `aud` cardholder JWTs must name for this server.
@@ -120,6 +128,7 @@ public struct ServerSettings: Sendable {
         }
         let connectorTimeout = try resolveConnectorTimeout(environment: environment)
         let realignInterval = try resolveRealignInterval(environment: environment)
+        let maximumConnections = try resolveMaximumConnections(environment: environment)
         let executorText = executor ?? env("PUSHPROV_EXECUTOR") ?? ServerExecutor.eventLoops.rawValue
         guard let executor = ServerExecutor(rawValue: executorText) else {
             throw ConfigurationError("executor must be event-loops or swift (got \(executorText))")
@@ -173,7 +182,7 @@ public struct ServerSettings: Sendable {
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
                 cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy,
-                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: []
+                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: []
             )
         }
 
@@ -219,7 +228,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, notices: notices
+            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
         )
     }
 
@@ -271,6 +280,24 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("realign interval must be 0 (off) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
         }
         return seconds == 0 ? nil : .seconds(seconds)
+    }
+
+    /// Resolves only the connection limit: `--max-connections` or `PUSHPROV_MAX_CONNECTIONS`, a
+    /// whole number in ``ConnectionLimit/range`` that leaves ``ConnectionLimit/reservedFiles``
+    /// of the process's open-file limit; by default ``ConnectionLimit/defaultLimit(openFileLimit:)``.
+    public func resolveMaximumConnections(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Int {
+        let files = openFileLimit ?? ConnectionLimit.openFileLimit()
+        guard let text = maximumConnections ?? environment["PUSHPROV_MAX_CONNECTIONS"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            return ConnectionLimit.defaultLimit(openFileLimit: files)
+        }
+        let range = ConnectionLimit.range
+        guard let limit = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(limit) else {
+            throw ConfigurationError("max connections must be a whole number from \(range.lowerBound) to \(range.upperBound) (got \(text))")
+        }
+        guard files == Int.max || limit <= files - ConnectionLimit.reservedFiles else {
+            throw ConfigurationError("max connections \(limit) needs \(limit + ConnectionLimit.reservedFiles) open files with the \(ConnectionLimit.reservedFiles) kept for the database and the rest, but this process may open \(files) (ulimit -n); lower --max-connections or raise the limit")
+        }
+        return limit
     }
 
     /// Whether `host` names this machine (`localhost`, 127.0.0.0/8, `::1`).

@@ -56,11 +56,14 @@ public struct TMPHTTPServer: Service {
     let bodyLimit: BodyLimit
     let idleTimeout: Duration
     let requestReadTimeout: Duration
+    let maximumConnections: Int?
+    let metrics: PlatformMetrics?
     let onServerRunning: @Sendable (Int) async -> Void
 
     /// A server for `router` on `host`:`port` (0 picks a free port, reported to
     /// `onServerRunning`), holding at most `bodyLimit(head)` bytes of each request's body
-    /// (capped at ``maximumBodySize``).
+    /// (capped at ``maximumBodySize``) and at most `maximumConnections` connections open
+    /// (``ConnectionLimit``; nil: no limit), counted into `metrics` when given.
     public init(
         router: Router<BasicRequestContext>,
         host: String,
@@ -70,6 +73,8 @@ public struct TMPHTTPServer: Service {
         bodyLimit: @escaping BodyLimit = { _ in TMPHTTPServer.maximumBodySize },
         idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
         requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        maximumConnections: Int? = nil,
+        metrics: PlatformMetrics? = nil,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.responder = router.buildResponder()
@@ -80,6 +85,8 @@ public struct TMPHTTPServer: Service {
         self.bodyLimit = { head in min(bodyLimit(head), TMPHTTPServer.maximumBodySize) }
         self.idleTimeout = idleTimeout
         self.requestReadTimeout = requestReadTimeout
+        self.maximumConnections = maximumConnections
+        self.metrics = metrics
         self.onServerRunning = onServerRunning
     }
 
@@ -95,7 +102,11 @@ public struct TMPHTTPServer: Service {
             logger: logger
         )
         let server = front.server(
-            configuration: .init(address: .hostname(host, port: port), serverName: serverName),
+            configuration: .init(
+                address: .hostname(host, port: port),
+                serverName: serverName,
+                availableConnectionsDelegate: maximumConnections.map { ConnectionCap(limit: $0, logger: logger, metrics: metrics) }
+            ),
             onServerRunning: { [onServerRunning, port] channel in await onServerRunning(channel.localAddress?.port ?? port) },
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             logger: logger
@@ -200,6 +211,13 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var body = ByteBuffer()
     /// Closes the connection if the request being read is not whole by then.
     private var readDeadline: Scheduled<Void>?
+    /// A request of this connection is with the router (NIO's pipelining assistance holds the
+    /// next one until its response is written).
+    private var answering = false
+    /// The client has closed its side: nothing more will arrive.
+    private var inputClosed = false
+    /// The end of the last response written, done once it has been handed to the socket.
+    private var lastResponseWritten: EventLoopFuture<Void>?
 
     init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
         self.respond = respond
@@ -257,6 +275,35 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
+    /// The client closed its side of the connection (Hummingbird's server allows half-closed
+    /// connections): a request being answered still gets its response, after which the
+    /// connection closes; otherwise it closes now (a request half read can never be whole).
+    /// Without this, a connection the client has closed would stay open until the idle
+    /// timeout, holding a file and a place under the connection limit.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case .inputClosed = event as? ChannelEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        inputClosed = true
+        // A request being answered closes the connection once its response is written.
+        guard !answering else { return }
+        // NIO's pipelining assistance may deliver a half-close it held back from inside the
+        // write of the last response's end, before that end is flushed: the close waits for
+        // the current call to finish, and then for the last response to be written.
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = context.channel
+        context.eventLoop.execute {
+            let handler = bound.value
+            guard !handler.answering else { return }
+            if let written = handler.lastResponseWritten {
+                written.whenComplete { _ in channel.close(promise: nil) }
+            } else {
+                channel.close(promise: nil)
+            }
+        }
+    }
+
     /// A request NIO could not parse has had its 400 (from NIO's protocol error handler); any
     /// error ends the connection.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -264,6 +311,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     private func answer(_ request: Request, context: ChannelHandlerContext) {
+        answering = true
         let closeAfter = request.headers[values: .connection].contains { value in
             value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
         }
@@ -291,6 +339,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, context: ChannelHandlerContext) {
+        answering = false
         guard context.channel.isActive else { return }
         guard !failed else {
             // The body could not be produced after its head was decided: nothing sound can be
@@ -300,11 +349,14 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         for buffer in buffers { context.write(wrapOutboundOut(.body(buffer)), promise: nil) }
-        if closeAfter {
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        lastResponseWritten = written
+        // The client may have closed its side while this response was being made, or just now,
+        // from inside the write above (which may also have handed over a request it had sent
+        // before closing: that one's response then closes the connection).
+        if closeAfter || (inputClosed && !answering) {
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            written.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 }

@@ -10,13 +10,19 @@ public final class PlatformMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry = PrometheusCollectorRegistry()
 
+    /// Client connections open now (counted by the HTTP front's connection limit).
+    private let openConnections: Gauge
+
     /// Creates an empty set of metrics.
-    public init() {}
+    public init() {
+        openConnections = registry.makeGauge(descriptor: Self.connections)
+    }
 
     private static var requests: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "requests", unitName: "total", helpText: "HTTP requests by method, route pattern and status.") }
     private static var duration: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "request_duration", unitName: "seconds", helpText: "HTTP request latency by method and route pattern.") }
     private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the refusal code.") }
     private static var realignment: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "realignments", unitName: "total", helpText: "Token service commands sent again for tokens at odds with their card's status, by result.") }
+    private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
@@ -77,6 +83,9 @@ public final class PlatformMetrics: Sendable {
             return counter
         }
     }
+
+    func connectionOpened() { openConnections.increment() }
+    func connectionClosed() { openConnections.decrement() }
 
     /// The Prometheus text exposition.
     public func render() -> String { registry.emitToString() }
