@@ -21,6 +21,10 @@ struct ErrorHandlingTests {
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"13/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#, "expiration"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"DINERS","productTitle":"Gold"}"#, "field network has an unknown value; expected one of VISA"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"","network":"VISA","productTitle":"Gold"}"#, "cardholderName"),
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"   ","network":"VISA","productTitle":"Gold"}"#, "cardholderName must be 1 to 64 characters (Unicode code points), not only spaces"),
+        // 33 letters with a combining accent: 33 characters as Swift counts them, 66 code
+        // points as the OpenAPI document's maxLength counts.
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":""# + String(repeating: #"e\u0301"#, count: 33) + #"","network":"VISA","productTitle":"Gold"}"#, "cardholderName must be 1 to 64 characters (Unicode code points)"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":null}"#, "field productTitle"),
     ])
     func malformedCardBodiesAreRefusedWithTheFieldAndNothingIsStored(json: String, expected: String) async throws {
@@ -31,6 +35,16 @@ struct ErrorHandlingTests {
             #expect(reply.error?.message.contains(expected) == true, "\(reply.text)")
             #expect(!reply.text.contains("4111111111111112"))
             #expect(try await platform.store.card(externalCardId: "c9") == nil)
+        }
+    }
+
+    @Test func textLimitsCountCodePointsAsTheDocumentDoes() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let name = String(repeating: #"e\u0301"#, count: 32)  // 64 code points
+            let reply = try await putCardRaw(api, #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":""# + name + #"","network":"VISA","productTitle":"Gold"}"#)
+            #expect(reply.status == .created, "\(reply.text)")
+            #expect(try await platform.store.card(externalCardId: "c9")?.cardholderName.unicodeScalars.count == 64)
         }
     }
 

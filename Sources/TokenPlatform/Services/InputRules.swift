@@ -16,15 +16,16 @@ enum InputRules {
 
     static func userId(_ value: String, field: String = "userId") throws(TMPError) {
         guard !value.isEmpty, value.utf8.count <= maximumUserIdLength, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) characters without control characters")
+            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) bytes of UTF-8 without control characters")
         }
     }
 
     static func text(_ value: String, field: String, maximum: Int) throws(TMPError) {
-        guard !value.trimmingCharacters(in: .whitespaces).isEmpty, value.count <= maximum,
+        // Counted in Unicode code points, as JSON Schema's maxLength (the OpenAPI document) does.
+        guard !value.trimmingCharacters(in: .whitespaces).isEmpty, value.unicodeScalars.count <= maximum,
             !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
-            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximum) characters without control characters")
+            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximum) characters (Unicode code points), not only spaces, without control characters")
         }
     }
 }
