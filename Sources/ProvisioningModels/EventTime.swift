@@ -87,33 +87,8 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
             return nil
         }
 
-        let localSeconds = daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
+        let localSeconds = CivilDate.days(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
         return (localSeconds - offsetMinutes * 60) * 1_000 + milliseconds
-    }
-
-    /// Days from 1970-01-01 to a day of the proleptic Gregorian calendar.
-    private static func daysSince1970(year: Int64, month: Int64, day: Int64) -> Int64 {
-        // Count from 0000-03-01 so that the leap day ends a year: 400-year eras of 146,097
-        // days, and months from March of 153 days per five.
-        let marchYear = month <= 2 ? year - 1 : year
-        let era = (marchYear >= 0 ? marchYear : marchYear - 399) / 400
-        let yearOfEra = marchYear - era * 400
-        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The calendar day `days` after 1970-01-01.
-    private static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// The time as a `Date`.
@@ -121,8 +96,8 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
 
     /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-22T11:50:00.123Z`.
     public var description: String {
-        let (days, rest) = millisecondsSince1970.floorDivided(by: 86_400_000)
-        let (year, month, day) = Self.civilDate(daysSince1970: days)
+        let (days, rest) = CivilDate.floorDivision(millisecondsSince1970, 86_400_000)
+        let (year, month, day) = CivilDate.date(days: days)
         func digits(_ value: Int64, _ count: Int) -> String {
             let text = String(value)
             return String(repeating: "0", count: max(0, count - text.count)) + text
@@ -143,13 +118,5 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
-    }
-}
-
-extension Int64 {
-    /// Quotient rounded down and a remainder in `0..<divisor`.
-    fileprivate func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
-        let (quotient, remainder) = quotientAndRemainder(dividingBy: divisor)
-        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
     }
 }

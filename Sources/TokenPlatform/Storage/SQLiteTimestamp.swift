@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import ProvisioningModels
 
 /// A date stored in SQLite as GRDB stores `Date`: UTC text `yyyy-MM-dd HH:mm:ss.SSS`.
 ///
@@ -24,8 +25,8 @@ package struct SQLiteTimestamp: DatabaseValueConvertible, StatementColumnConvert
         let milliseconds = ((date.timeIntervalSinceReferenceDate + Self.referenceOffset) * 1000 + 0.5).rounded(.down)
         guard milliseconds.isFinite, abs(milliseconds) < 2.5e14 else { return String.fromDatabaseValue(date.databaseValue) ?? "" }
         let total = Int64(milliseconds)
-        let (days, millisecondOfDay) = Self.floorDivision(total, 86_400_000)
-        let (year, month, day) = Self.civil(fromDays: days)
+        let (days, millisecondOfDay) = CivilDate.floorDivision(total, 86_400_000)
+        let (year, month, day) = CivilDate.date(days: days)
         let hour = millisecondOfDay / 3_600_000
         let minute = millisecondOfDay / 60_000 % 60
         let second = millisecondOfDay / 1000 % 60
@@ -70,7 +71,7 @@ package struct SQLiteTimestamp: DatabaseValueConvertible, StatementColumnConvert
             self.init(date)
             return
         }
-        let days = Self.days(fromCivil: year, month, day)
+        let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second
         // As Foundation's calendar computes it: whole seconds from the reference date, plus the
         // fraction.
@@ -91,34 +92,5 @@ package struct SQLiteTimestamp: DatabaseValueConvertible, StatementColumnConvert
             return
         }
         self.init(text: String(cString: text))
-    }
-
-    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
-        let quotient = value / divisor
-        let remainder = value % divisor
-        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
-    }
-
-    /// Year, month, day of a day count from 1970-01-01 (proleptic Gregorian calendar).
-    private static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthPrime = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthPrime + 2) / 5 + 1
-        let month = monthPrime < 10 ? monthPrime + 3 : monthPrime - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-
-    /// Day count from 1970-01-01 of a date of the proleptic Gregorian calendar.
-    private static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
