@@ -222,16 +222,23 @@ struct HTTPFrontTests {
         }
     }
 
+    /// A `GET /health` on a new connection, then (after closing this side when asked) the wait
+    /// until the server closes the connection: the answer's status and that wait.
+    static func healthThenTimeToClose(port: Int, closingSending: Bool) async throws -> (Int, Duration) {
+        try await blocking {
+            let connection = try RawConnection(port: port)
+            try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let answered = try connection.readResponse().status
+            let start = ContinuousClock.now
+            if closingSending { connection.closeSending() }
+            _ = try connection.readToEnd()  // returns when the server closes
+            return (answered, ContinuousClock.now - start)
+        }
+    }
+
     @Test func aConnectionThatSendsNothingIsClosedAfterTheIdleTimeout() async throws {
         try await Self.serveAsTheServerDoes(idleTimeout: .milliseconds(300)) { _, port in
-            let (answered, closedAfter) = try await blocking {
-                let connection = try RawConnection(port: port)
-                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                let answered = try connection.readResponse().status
-                let start = ContinuousClock.now
-                _ = try connection.readToEnd()  // returns when the server closes
-                return (answered, ContinuousClock.now - start)
-            }
+            let (answered, closedAfter) = try await Self.healthThenTimeToClose(port: port, closingSending: false)
             #expect(answered == 200)
             #expect(closedAfter >= .milliseconds(200) && closedAfter < .seconds(8), "\(closedAfter)")
             // A connection that never sent a request goes the same way.
@@ -343,15 +350,7 @@ struct HTTPFrontTests {
 
     @Test func aConnectionTheClientClosedIsClosedAtOnceNotAfterTheIdleTimeout() async throws {
         try await Self.serveAsTheServerDoes(idleTimeout: .seconds(30)) { _, port in
-            let (answered, closedAfter) = try await blocking {
-                let connection = try RawConnection(port: port)
-                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                let answered = try connection.readResponse().status
-                let start = ContinuousClock.now
-                connection.closeSending()
-                _ = try connection.readToEnd()  // returns when the server closes
-                return (answered, ContinuousClock.now - start)
-            }
+            let (answered, closedAfter) = try await Self.healthThenTimeToClose(port: port, closingSending: true)
             #expect(answered == 200)
             #expect(closedAfter < .seconds(10), "\(closedAfter)")
             // One that closes before sending anything goes the same way.
@@ -507,21 +506,17 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// Ends the connection from this side (the descriptor itself closes with the object).
-    func shutDown() {
-        #if canImport(Glibc)
-        _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
-        #else
-        _ = Darwin.shutdown(socket, SHUT_RDWR)
-        #endif
-    }
+    func shutDown() { shutdownSocket(Int32(SHUT_RDWR)) }
 
     /// Closes the sending side only: the server reads the end of the stream, and this side
     /// can still read.
-    func closeSending() {
+    func closeSending() { shutdownSocket(Int32(SHUT_WR)) }
+
+    private func shutdownSocket(_ how: Int32) {
         #if canImport(Glibc)
-        _ = Glibc.shutdown(socket, Int32(SHUT_WR))
+        _ = Glibc.shutdown(socket, how)
         #else
-        _ = Darwin.shutdown(socket, SHUT_WR)
+        _ = Darwin.shutdown(socket, how)
         #endif
     }
 
