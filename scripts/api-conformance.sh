@@ -28,10 +28,16 @@ done
 case "$EXAMPLES$SEED" in *[!0-9]*|'') echo "api-conformance: --examples and --seed take whole numbers" >&2; exit 2 ;; esac
 SCHEMATHESIS_VERSION=4.32.5
 
+# The server is configured by the command line and its own data directory only: a
+# PUSHPROV_DATABASE or API key in the caller's environment must not reach it.
+for variable in $(compgen -e | grep '^PUSHPROV_' || true); do unset "$variable"; done
+
+command -v python3 >/dev/null 2>&1 || { echo "api-conformance: python3 is required (apt install python3 python3-venv)" >&2; exit 1; }
 VENV=.build/api-conformance-venv
 if [ ! -x "$VENV/bin/schemathesis" ] || [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
     echo "api-conformance: installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
-    python3 -m venv "$VENV"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV" || { echo "api-conformance: python3 cannot make a virtual environment (apt install python3-venv)" >&2; exit 1; }
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
@@ -42,14 +48,14 @@ BIN="$(swift build --show-bin-path)/pushprov"
 DATA="$(mktemp -d /tmp/pushprov-conformance.XXXXXX)"
 LOG="$DATA/serve.log"
 cleanup() {
-    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; fi
+    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true; fi
     rm -rf "$DATA"
 }
 trap cleanup EXIT
 
 "$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+for _ in $(seq 1 300); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
 PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
 [ -n "$PORT" ] || { echo "api-conformance: server did not start" >&2; cat "$LOG" >&2; exit 1; }
 BASE="http://127.0.0.1:$PORT"

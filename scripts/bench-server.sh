@@ -46,6 +46,9 @@ SATURATION="${BENCH_SATURATION_CONNECTIONS:-64}"
 ROUNDS="${BENCH_ROUNDS:-1}"
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench: BENCH_ROUNDS must be a whole number of at least 1" >&2; exit 2 ;; esac
 CERTS=Tests/ProvisioningCryptoTests/Resources/certs
+# The server is configured by this script only: a PUSHPROV_DATABASE or API key in the caller's
+# environment must not reach it.
+for variable in $(compgen -e | grep '^PUSHPROV_' || true); do unset "$variable"; done
 
 if ! command -v wrk >/dev/null 2>&1; then
     echo "bench: installing wrk from apt"
@@ -61,7 +64,7 @@ DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
 LOG="$DATA/serve.log"
 PG_DIR=""
 cleanup() {
-    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; fi
+    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true; fi
     if [ -n "$PG_DIR" ]; then PUSHPROV_PG_DIR="$PG_DIR" scripts/postgres-dev.sh clean || true; fi
     rm -rf "$DATA"
 }

@@ -69,11 +69,11 @@ for target in "${TARGETS[@]}"; do
     # them as lost. Memory that really grows still fails the run (-rss_limit_mb, 2 GB).
     if ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$OUT/$target" "${limit[@]}" -seed="$SEED" -max_len=65536 -print_final_stats=1 -detect_leaks=0 \
         -artifact_prefix="$OUT/artifacts/$target-" "${dictionary[@]}" "$OUT/corpus/$target" "$OUT/seeds/$target" >"$OUT/$target.log" 2>&1; then
-        grep -E "^stat::number_of_executed_units|^stat::new_units_added|^stat::peak_rss_mb" "$OUT/$target.log" | sed "s/^/fuzz: $target: /"
+        grep -E "^stat::number_of_executed_units|^stat::new_units_added|^stat::peak_rss_mb" "$OUT/$target.log" | sed "s/^/fuzz: $target: /" || true
         echo "fuzz: $target: corpus of $(ls "$OUT/corpus/$target" | wc -l) inputs, no failure"
     else
         echo "fuzz: $target FAILED; the input is in $OUT/artifacts/:" >&2
-        grep -E "Fatal error|ERROR:|SUMMARY|Test unit written" "$OUT/$target.log" | head -10 >&2
+        grep -E "Fatal error|ERROR:|SUMMARY|Test unit written" "$OUT/$target.log" | head -10 >&2 || true
         status=1
     fi
 done

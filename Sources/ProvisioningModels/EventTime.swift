@@ -4,10 +4,11 @@ import Foundation
 /// (`2026-11-22T11:50:00.123Z`), kept to the millisecond, so events of one token can be put in
 /// the order they happened whatever order they are delivered in.
 ///
-/// Reading takes RFC 3339's whole `date-time` grammar (section 5.6): years 0000–9999, `T` or
-/// `t`, a fraction of any length (rounded to the nearest millisecond), `Z`, `z` or a numeric
-/// offset up to ±23:59, and a leap second (`:60`, counted as the next minute's first second).
-/// Writing always gives UTC with milliseconds.
+/// Reading takes RFC 3339's whole `date-time` grammar (section 5.6) up to 40 bytes: `T` or `t`,
+/// a fraction of any length that fits (rounded to the nearest millisecond), `Z`, `z` or a
+/// numeric offset up to ±23:59, and a leap second (`:60`, taken at any minute and counted as
+/// the next minute's first second). The instant must fall in the years 0000–9999 in UTC, which
+/// is what writing can give back: always UTC with milliseconds.
 public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public let millisecondsSince1970: Int64
@@ -15,6 +16,9 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
     /// The longest text read: a 14-digit fraction and an offset (longer fractions carry no
     /// time a millisecond clock can keep).
     public static let maximumTextLength = 40
+
+    /// The instants an event time may name: 0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+    public static let range: ClosedRange<Int64> = -62_167_219_200_000...253_402_300_799_999
 
     /// A time in milliseconds since 1970-01-01T00:00:00Z.
     public init(millisecondsSince1970: Int64) {
@@ -88,7 +92,10 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
         }
 
         let localSeconds = CivilDate.days(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
-        return (localSeconds - offsetMinutes * 60) * 1_000 + milliseconds
+        let instant = (localSeconds - offsetMinutes * 60) * 1_000 + milliseconds
+        // An offset, a leap second or rounding can carry a time at either end of the four-digit
+        // years out of them, where it could not be written back.
+        return range.contains(instant) ? instant : nil
     }
 
     /// The time as a `Date`.

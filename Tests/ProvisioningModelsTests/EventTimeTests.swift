@@ -41,6 +41,11 @@ struct EventTimeTests {
         #expect(try EventTime("9999-12-31T23:59:59.999Z").description == "9999-12-31T23:59:59.999Z")
         #expect(try EventTime("0000-01-01T00:00:00Z").description == "0000-01-01T00:00:00.000Z")
         #expect(try EventTime("1543-06-27T19:32:51.18324-23:29").description == "1543-06-28T19:01:51.183Z")
+        // The ends of the range, reached through an offset.
+        #expect(try EventTime("0000-01-01T00:01:00+00:01").description == "0000-01-01T00:00:00.000Z")
+        #expect(try EventTime("9999-12-31T12:00:00-11:59").description == "9999-12-31T23:59:00.000Z")
+        #expect(try EventTime("0000-01-01T00:00:00Z").millisecondsSince1970 == EventTime.range.lowerBound)
+        #expect(try EventTime("9999-12-31T23:59:59.999Z").millisecondsSince1970 == EventTime.range.upperBound)
     }
 
     @Test func agreesWithFoundationAndReadsBackWhatItWrites() throws {
@@ -68,7 +73,7 @@ struct EventTimeTests {
         }
     }
 
-    @Test(arguments: ["", "yesterday", "2026-11-22", "2026-11-22T11:50:00", "2026-02-30T00:00:00Z", "2026-11-22T24:00:00Z", "2026-11-22T11:60:00Z", "2026-11-22T11:50:61Z", "2026-11-22T11:50:00.Z", "2026-11-22T11:50:00+24:00", "2026-11-22T11:50:00+01:60", "2026-11-22T11:50:00+0100", "2026-11-22T11:50:00Z ", "2026-11-22 11:50:00Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-11-00T00:00:00Z", "2100-02-29T00:00:00Z", "+2026-11-22T11:50:00Z", "2026-11-22T11:50:00.123456789012345678+01:00", String(repeating: "9", count: 41)])
+    @Test(arguments: ["", "yesterday", "2026-11-22", "2026-11-22T11:50:00", "2026-02-30T00:00:00Z", "2026-11-22T24:00:00Z", "2026-11-22T11:60:00Z", "2026-11-22T11:50:61Z", "2026-11-22T11:50:00.Z", "2026-11-22T11:50:00+24:00", "2026-11-22T11:50:00+01:60", "2026-11-22T11:50:00+0100", "2026-11-22T11:50:00Z ", "2026-11-22 11:50:00Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-11-00T00:00:00Z", "2100-02-29T00:00:00Z", "+2026-11-22T11:50:00Z", "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:60Z", "9999-12-31T23:59:59.9995Z", "9999-12-31T12:00:00-12:01", "2026-11-22T11:50:00.123456789012345678+01:00", String(repeating: "9", count: 41)])
     func anythingElseIsRefusedNamingTheField(text: String) {
         let error = #expect(throws: ValidationError.self) { try EventTime(text) }
         #expect(error?.field == "occurredAt")

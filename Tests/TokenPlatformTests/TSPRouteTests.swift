@@ -185,6 +185,23 @@ struct TSPRouteTests {
         }
     }
 
+    /// A time more than five minutes ahead of the server's would make every later event STALE.
+    @Test func anEventFromTheFutureIsRefusedAndNothingIsRecorded() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let now = platform.clock.current
+            let ahead = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1", occurredAt: EventTime(now.addingTimeInterval(301)))
+            #expect(ahead.status == .badRequest)
+            #expect(ahead.error?.code == "invalid_field")
+            #expect(ahead.error?.message.contains("more than 5 minutes ahead of this server's clock") == true, "\(ahead.text)")
+            #expect(try await platform.store.token(reference: "T1") == nil)
+            // Within the skew it applies, and the same event id was not used up by the refusal.
+            let close = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1", occurredAt: EventTime(now.addingTimeInterval(299)))
+            #expect(try close.decode(TokenEventResponse.self).result == "APPLIED")
+        }
+    }
+
     @Test(arguments: ["yesterday", "2026-11-22", "2026-13-01T00:00:00Z", "2026-11-22T11:50:00", ""])
     func anOccurredAtThatIsNotAnRFC3339TimeIsRefused(text: String) async throws {
         let platform = try await TestPlatform()

@@ -45,13 +45,24 @@ public enum ConnectionLimit {
     public static func raiseOpenFileLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(resource, &limit) == 0 else { return Int.max }
-        if limit.rlim_cur < limit.rlim_max {
+        #if canImport(Darwin)
+        // macOS refuses a soft limit above OPEN_MAX (its hard limit is usually unlimited).
+        let target = min(limit.rlim_max, rlim_t(darwinOpenMax))
+        #else
+        let target = limit.rlim_max
+        #endif
+        if limit.rlim_cur < target {
             var raised = limit
-            raised.rlim_cur = limit.rlim_max
+            raised.rlim_cur = target
             if setrlimit(resource, &raised) == 0 { limit = raised }
         }
         return count(limit.rlim_cur)
     }
+
+    #if canImport(Darwin)
+    /// `OPEN_MAX` of `<sys/syslimits.h>`: the most `setrlimit(RLIMIT_NOFILE)` accepts on macOS.
+    private static let darwinOpenMax = 10_240
+    #endif
 
     #if canImport(Glibc)
     private static let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)

@@ -267,7 +267,12 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             readDeadline?.cancel()
             readDeadline = nil
-            guard let head else { return }
+            // An end without a head follows only a head that could not be converted, whose
+            // error closes the connection; should one come otherwise, nothing could answer it.
+            guard let head else {
+                context.close(promise: nil)
+                return
+            }
             self.head = nil
             let request = Request(head: head, body: RequestBody(buffer: body))
             body = ByteBuffer()

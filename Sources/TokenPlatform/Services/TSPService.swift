@@ -84,6 +84,9 @@ public struct TSPService: Sendable {
         }
     }
 
+    /// How far ahead of this server's clock a token event's `occurredAt` may be (5 minutes).
+    public static let maximumClockSkew: TimeInterval = 300
+
     /// `token-events`: applies a token event once per event id, and, among a token's events
     /// that say when they happened, only those not older than one already applied.
     public func apply(_ event: TokenEventRequest) async throws -> TokenEventResponse {
@@ -94,6 +97,15 @@ public struct TSPService: Sendable {
             throw TMPError.badRequest("invalid_field", "tokenLast4 must be four digits")
         }
         let now = environment.now()
+        // An event from the future would stay the token's newest for ever, and every real event
+        // after it would be acknowledged as STALE: a token service whose clock is that far off
+        // is told so, and the event is not recorded.
+        if let occurredAt = event.occurredAt, occurredAt.date > now.addingTimeInterval(Self.maximumClockSkew) {
+            throw TMPError.badRequest(
+                "invalid_field",
+                "occurredAt \(occurredAt) is more than \(Int(Self.maximumClockSkew / 60)) minutes ahead of this server's clock (\(EventTime(now))); check the token service's clock"
+            )
+        }
         var newToken: TokenRecord?
         if event.event == .created {
             // A token of a PAN its card no longer has (tokenized before the PAN was replaced) is
