@@ -115,7 +115,8 @@ struct PostgresTwoInstanceTests {
             let card = try await first.putCard("c1", user: "alice")
             try await first.provision("c1", user: "alice", token: "T1")
             for round in 0..<5 {
-                let base = 1_790_000_000_000 + Int64(round) * 100_000
+                // Before the test clock (TestTMP.start): an event may not be ahead of the server's clock.
+                let base = 1_789_000_000_000 + Int64(round) * 100_000
                 let events = (1...8).map { step in (step, step.isMultiple(of: 2) ? TokenEventType.resumed : .suspended) }.shuffled()
                 let replies = try await Self.concurrently(events.enumerated().map { index, event in
                     let api = index.isMultiple(of: 2) ? first : second
