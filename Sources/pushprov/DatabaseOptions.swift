@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import TokenPlatform
 
-/// `--database` and `--database-pool-size`, shared by every command that opens TMP's storage.
+/// `--database`, `--database-pool-size` and `--database-wait`, shared by every command that opens TMP's storage.
 struct DatabaseOptions: ParsableArguments {
     @Option(help: "SQLite file path, or postgres://user:password@host:5432/database[?sslmode=disable|prefer|require] (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).")
     var database: String?
@@ -11,10 +11,14 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("database-pool-size"), help: "Most PostgreSQL connections this process opens (PUSHPROV_DATABASE_POOL_SIZE; default 10, 1 to 200; SQLite ignores it).")
     var poolSize: Int?
 
+    @Option(name: .customLong("database-wait"), help: ArgumentHelp("Most seconds a request waits for the database (a PostgreSQL connection, a SQLite lock) before it is answered 503 (PUSHPROV_DATABASE_WAIT; default 5, 1 to 60).", valueName: "seconds"))
+    var wait: String?
+
     /// Copies the options into `settings`.
     func apply(to settings: inout ServerSettings) {
         settings.database = database
         settings.databasePoolSize = poolSize
+        settings.databaseWait = wait
     }
 }
 

@@ -90,6 +90,23 @@ struct DatabaseConfigurationTests {
         #expect(throws: ConfigurationError.self) { try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_POOL_SIZE": "many"]) }
     }
 
+    @Test func theDatabaseWaitComesFromFlagOrEnvironmentAndIsBounded() throws {
+        var settings = ServerSettings()
+        settings.database = "postgres://u@h/d"
+        #expect(try settings.resolveDatabase(environment: [:]).connectionWait == .seconds(5))
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_WAIT": "2.5"]).connectionWait == .milliseconds(2500))
+        settings.databaseWait = "1"
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_WAIT": "2.5"]).connectionWait == .seconds(1))
+        for bad in ["0", "0.5", "61", "-1", "soon", "nan", ""] {
+            settings.databaseWait = bad
+            let error = #expect(throws: ConfigurationError.self) { try settings.resolveDatabase(environment: [:]) }
+            #expect(error?.message == "database wait must be a number of seconds from 1 to 60 (got \(bad))")
+        }
+        settings.databaseWait = nil
+        settings.database = "/srv/tmp.sqlite"
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_WAIT": "60"]).connectionWait == .seconds(60))
+    }
+
     @Test func theDatabaseSettingFallsBackToTheEnvironmentThenTheDataDirectory() throws {
         var settings = ServerSettings()
         settings.dataDirectory = "/srv/tmp"

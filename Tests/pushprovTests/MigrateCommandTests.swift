@@ -29,6 +29,7 @@ struct MigrateCommandTests {
         (["serve", "--data-dir", "/tmp/pushprov-unused", "--database", "postgres://tmp:hunter2-secret@db:99999/pushprov"], "port must be from 1 to 65535"),
         (["migrate", "--database", "postgres://tmp:hunter2-secret@/pushprov"], "database URL has no host"),
         (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-pool-size", "0"], "database pool size must be a number from 1 to 200 (got 0)"),
+        (["migrate", "--database", "/tmp/pushprov-unused/x.sqlite", "--database-wait", "0"], "database wait must be a number of seconds from 1 to 60 (got 0)"),
     ])
     func aBadDatabaseSettingIsOneClearLineWithoutThePassword(arguments: [String], expected: String) async throws {
         let result = try await CLI.run(arguments)

@@ -25,11 +25,21 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// How long a PostgreSQL migration statement waits for a table lock before the migration
     /// gives up (``PostgresStore/defaultMigrationLockTimeout``; SQLite ignores it).
     public var migrationLockTimeout: Duration = PostgresStore.defaultMigrationLockTimeout
+    /// How long a request waits for the database before it is answered with
+    /// `503 database_unavailable`: for a PostgreSQL connection from the pool (all in use, or
+    /// the server unreachable), for SQLite for a lock another process holds (its busy timeout).
+    public var connectionWait: Duration = defaultConnectionWait
 
     /// Connections per instance when not configured.
     public static let defaultPoolSize = 10
     /// The pool sizes accepted.
     public static let poolSizeRange = 1...200
+    /// ``connectionWait`` when not configured: well inside the 20 s Apple gives the app's
+    /// `signed-cards` round trip, and long enough for a pool busy with a burst.
+    public static let defaultConnectionWait: Duration = .seconds(5)
+    /// The waits accepted, in seconds: a new PostgreSQL connection (TCP, TLS and
+    /// authentication to a remote server) can take a good part of a second.
+    public static let connectionWaitRange = 1.0...60.0
 
     /// Creates a configuration.
     public init(location: Location, poolSize: Int = defaultPoolSize) {
@@ -102,9 +112,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                     throw ConfigurationError("cannot create the database file \(path): \(String(cString: strerror(errno)))")
                 }
             }
-            return try SQLiteStore(path: path)
+            return try SQLiteStore(path: path, busyTimeout: connectionWait)
         case .postgres(let url):
-            return try await PostgresStore.connect(url: url, poolSize: poolSize, logger: logger)
+            return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, logger: logger)
         }
     }
 

@@ -79,6 +79,8 @@ public struct ServerSettings: Sendable {
     public var database: String?
     /// `--database-pool-size` / `PUSHPROV_DATABASE_POOL_SIZE`.
     public var databasePoolSize: Int?
+    /// `--database-wait` / `PUSHPROV_DATABASE_WAIT`: seconds a request waits for the database.
+    public var databaseWait: String?
     /// False for `--no-migrate`: start only on an up-to-date schema.
     public var migrate = true
     /// `--trust-anchor` (repeatable) / `PUSHPROV_TRUST_ANCHORS` (colon-separated).
@@ -243,7 +245,15 @@ public struct ServerSettings: Sendable {
         guard let poolSize = Int(poolText), range.contains(poolSize) else {
             throw ConfigurationError("database pool size must be a number from \(range.lowerBound) to \(range.upperBound) (got \(poolText))")
         }
-        return try DatabaseConfiguration(parsing: setting, poolSize: poolSize)
+        var database = try DatabaseConfiguration(parsing: setting, poolSize: poolSize)
+        if let waitText = databaseWait ?? env("PUSHPROV_DATABASE_WAIT") {
+            let range = DatabaseConfiguration.connectionWaitRange
+            guard let seconds = Double(waitText.trimmingCharacters(in: .whitespaces)), range.contains(seconds) else {
+                throw ConfigurationError("database wait must be a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound)) (got \(waitText))")
+            }
+            database.connectionWait = .seconds(seconds)
+        }
+        return database
     }
 
     /// The longest `--connector-timeout` / `PUSHPROV_CONNECTOR_TIMEOUT` accepted, in seconds.

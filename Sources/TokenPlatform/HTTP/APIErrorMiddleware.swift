@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import ProvisioningModels
 
@@ -9,6 +10,9 @@ import ProvisioningModels
 /// the status its kind calls for; anything unexpected is a plain 500 whose details are logged
 /// by type only, never returned.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Lets through one warning per interval while the database stays unavailable.
+    var outageWarnings = WarningThrottle(interval: .seconds(10))
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
@@ -26,6 +30,14 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return Self.response(for: TMPError(.notFound, "not_found", "no route \(request.method.rawValue) \(request.uri.path)"))
         } catch let error as HTTPError {
             return Self.response(for: TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed"), status: error.status)
+        } catch let error where DatabaseUnavailable.isUnavailable(error) {
+            if let refused = outageWarnings.admit() {
+                context.logger.warning(
+                    "database unavailable: requests are answered 503 until it is back",
+                    metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "refused since last warning": "\(refused)"]
+                )
+            }
+            return Self.response(for: TMPError(.unavailable, "database_unavailable", "the database is unavailable; try again shortly"))
         } catch {
             context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
             return Self.response(for: TMPError(.internal, "internal_error", "the server failed to process the request"))
@@ -52,5 +64,30 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if error.kind == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         return Response(status: status ?? Self.status(for: error.kind), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// Lets one warning through per interval for a condition that may hit every request (an
+/// outage), and counts the occurrences it held back.
+final class WarningThrottle: Sendable {
+    let interval: Duration
+    private let state = NIOLockedValueBox<(last: ContinuousClock.Instant?, held: Int)>((nil, 0))
+
+    init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// Records one occurrence; returns the number held back since the last warning when a
+    /// warning is due now, else nil.
+    func admit(now: ContinuousClock.Instant = .now) -> Int? {
+        state.withLockedValue { state in
+            if let last = state.last, now - last < interval {
+                state.held += 1
+                return nil
+            }
+            let held = state.held
+            state = (now, 0)
+            return held
+        }
     }
 }

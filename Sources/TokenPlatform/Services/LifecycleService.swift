@@ -276,7 +276,8 @@ public struct LifecycleService: Sendable {
                 throw TMPError.conflict("pan_replaced", "token \(token.tokenUniqueReference) was made for a card number card \(card.externalCardId) no longer has; it is deactivated, never resumed")
             }
         }
-        let outcome = await apply(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
+        // A database failure after the token service confirmed is the database's to report.
+        let outcome = try await applyRecording(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
         if outcome.result == "UNCHANGED", outcome.status != target {
             // The card was blocked while the token service resumed the token; the resumption was undone.
             throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed; the token stays \(outcome.status.rawValue), unblock the card to resume its tokens")
@@ -334,6 +335,10 @@ public struct LifecycleService: Sendable {
     }
 
     /// Asks the token service, then records the change; a token service failure leaves the token as it was.
+    ///
+    /// A database failure while recording a confirmed command is logged and reported as
+    /// `FAILED`: TMP's record then lags the token service, until the token service's event of
+    /// the change (or, for a card's status, the realignment) brings it up to date.
     private func apply(
         _ target: TokenStatus,
         source: SuspensionSource?,
@@ -344,34 +349,62 @@ public struct LifecycleService: Sendable {
         call: @Sendable (TokenRecord) async throws -> Void
     ) async -> StatusChange.TokenOutcome {
         do {
+            return try await applyRecording(target, source: source, result: result, to: token, actor: actor, reason: reason, call: call)
+        } catch {
+            return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
+        }
+    }
+
+    /// ``apply(_:source:result:to:actor:reason:call:)``, but a database failure while recording
+    /// a confirmed command is thrown (after it is logged), so a caller answering for this one
+    /// token says what failed: the database, not the token service.
+    private func applyRecording(
+        _ target: TokenStatus,
+        source: SuspensionSource?,
+        result: String,
+        to token: TokenRecord,
+        actor: String,
+        reason: String,
+        call: @Sendable (TokenRecord) async throws -> Void
+    ) async throws -> StatusChange.TokenOutcome {
+        do {
             try await call(token)
         } catch {
             environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(error)"])
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
-        let outcome = try? await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
-            // A change made for a card status applies only while the card still has it: the
-            // card may have changed since the command started.
-            let cardStatus = card?.status
-            if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
-            if target == .active, let card, current.isOfAReplacedPAN(of: card) { return .reject("the card's PAN was replaced") }
-            if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
-            // Already in the target state means the token service's echo of this very command
-            // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's
-            // own reason wins over the echo's TOKEN_SERVICE: the echo cannot know why the token
-            // was suspended, and unblocking a card resumes only the tokens the block suspended.
-            // It never replaces customer service's: customer service may have suspended the
-            // token while this command was with the token service, and only customer service
-            // lifts that. Nothing else changes, so nothing is written or audited twice.
-            if current.status == target {
-                guard let source, current.suspendedBy != source, current.suspendedBy != .customerService else { return .unchanged }
-                return .set(target, suspendedBy: source)
+        let outcome: TokenUpdateResult
+        do {
+            outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
+                // A change made for a card status applies only while the card still has it: the
+                // card may have changed since the command started.
+                let cardStatus = card?.status
+                if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+                if target == .active, let card, current.isOfAReplacedPAN(of: card) { return .reject("the card's PAN was replaced") }
+                if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+                // Already in the target state means the token service's echo of this very command
+                // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's
+                // own reason wins over the echo's TOKEN_SERVICE: the echo cannot know why the token
+                // was suspended, and unblocking a card resumes only the tokens the block suspended.
+                // It never replaces customer service's: customer service may have suspended the
+                // token while this command was with the token service, and only customer service
+                // lifts that. Nothing else changes, so nothing is written or audited twice.
+                if current.status == target {
+                    guard let source, current.suspendedBy != source, current.suspendedBy != .customerService else { return .unchanged }
+                    return .set(target, suspendedBy: source)
+                }
+                if current.status.canTransition(to: target) {
+                    return .set(target, suspendedBy: source)
+                }
+                return .reject("token is \(current.status.rawValue)")
             }
-            if current.status.canTransition(to: target) {
-                return .set(target, suspendedBy: source)
-            }
-            return .reject("token is \(current.status.rawValue)")
+        } catch {
+            environment.logger.error(
+                "the token service confirmed a command but the database could not record it; the token service's event (or, for a card's status, the realignment) brings the token up to date",
+                metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+            throw error
         }
         switch outcome {
         case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)
@@ -393,7 +426,7 @@ public struct LifecycleService: Sendable {
                 }
             }
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
-        case .notFound, nil: return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
+        case .notFound: return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
     }
 }

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 extension PostgresStore {
@@ -174,7 +175,7 @@ extension PostgresStore {
         let names = Self.migrations.map(\.name)
         let end = last.flatMap { names.firstIndex(of: $0) }.map { $0 + 1 } ?? names.count
         precondition(last == nil || names[end - 1] == last, "unknown migration \(last ?? "")")
-        var current: String?
+        let current = NIOLockedValueBox<String?>(nil)
         do {
             return try await transaction { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
@@ -183,7 +184,7 @@ extension PostgresStore {
                 let applied = try await Self.appliedMigrations(connection, logger: logger)
                 var ran: [String] = []
                 for migration in Self.migrations[..<end] where !applied.contains(migration.name) {
-                    current = migration.name
+                    current.withLockedValue { $0 = migration.name }
                     for statement in migration.statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
@@ -193,7 +194,7 @@ extension PostgresStore {
                 return ran
             }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
-            throw MigrationLockTimeout(migration: current, timeout: lockTimeout)
+            throw MigrationLockTimeout(migration: current.withLockedValue { $0 }, timeout: lockTimeout)
         }
     }
 
@@ -212,7 +213,7 @@ extension PostgresStore {
 
     /// The migrations not applied yet (all of them on an empty database).
     public func pendingMigrations() async throws -> [String] {
-        let applied = try await client.withConnection { connection in
+        let applied = try await withConnection { connection in
             let exists = try await connection.query("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger).collect()
             guard try exists.first?.decode(Bool.self) == true else { return Set<String>() }
             return try await Self.appliedMigrations(connection, logger: logger)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import ProvisioningModels
 
@@ -16,6 +17,9 @@ import ProvisioningModels
 public struct PostgresStore: TMPStore {
     let client: PostgresClient
     let logger: Logger
+    /// How long a query waits for a pooled connection before it fails as
+    /// ``DatabaseUnavailable`` (``DatabaseConfiguration/connectionWait``).
+    let connectionWait: Duration
     private let runner: Task<Void, Never>
 
     /// Attempts per transaction before a lost race is reported as an error.
@@ -29,7 +33,15 @@ public struct PostgresStore: TMPStore {
     /// - Parameters:
     ///   - schema: A schema to work in (its `search_path`); nil for the user's default. It
     ///     must exist. Tests use it to isolate themselves inside one database.
-    public static func connect(url: PostgresURL, poolSize: Int = DatabaseConfiguration.defaultPoolSize, schema: String? = nil, logger: Logger) async throws -> PostgresStore {
+    ///   - connectionWait: How long a query waits for a pooled connection (all busy, or the
+    ///     server unreachable) before it fails as ``DatabaseUnavailable``.
+    public static func connect(
+        url: PostgresURL,
+        poolSize: Int = DatabaseConfiguration.defaultPoolSize,
+        connectionWait: Duration = DatabaseConfiguration.defaultConnectionWait,
+        schema: String? = nil,
+        logger: Logger
+    ) async throws -> PostgresStore {
         let startup = schema.map { [("search_path", $0)] } ?? []
         var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
         probe.options.additionalStartupParameters = startup
@@ -42,11 +54,12 @@ public struct PostgresStore: TMPStore {
         var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: clientTLS(url.tls))
         configuration.options.maximumConnections = poolSize
         configuration.options.additionalStartupParameters = startup
-        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
+        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, logger: logger)
     }
 
-    private init(client: PostgresClient, logger: Logger) {
+    private init(client: PostgresClient, connectionWait: Duration, logger: Logger) {
         self.client = client
+        self.connectionWait = connectionWait
         self.logger = logger
         // Started immediately, so the pool counts as running before the first query leases a
         // connection (postgres-nio warns about a lease that comes first).
@@ -459,17 +472,75 @@ public struct PostgresStore: TMPStore {
 
     /// Runs one statement outside a transaction and collects its rows.
     private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.withConnection { connection in try await connection.all(query, logger: logger) }
+        try await withConnection { connection in try await connection.all(query, logger: logger) }
     }
+
+    /// Runs `body` on a pooled connection, waiting at most ``connectionWait`` for one.
+    ///
+    /// postgres-nio's pool keeps a request waiting while it cannot open connections, for up to
+    /// a minute before its circuit breaker fails it: a request during a database outage would
+    /// hang past every client's patience (Apple gives the app's whole `signed-cards` round trip
+    /// 20 s). Here the wait is bounded, and a request the pool cannot serve fails as
+    /// ``DatabaseUnavailable`` (503). `body` never starts once the wait is over, so a timed-out
+    /// request has run nothing.
+    ///
+    /// The wait bounds only getting a connection: a statement on a connection that goes silent
+    /// (a network that drops packets without a reset) waits for TCP to give up.
+    func withConnection<Value: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+        let (client, wait) = (client, connectionWait)
+        let lease = NIOLockedValueBox(LeaseState.waiting)
+        // The task group ends only once both tasks have, so `body` does not outlive the call.
+        return try await withoutActuallyEscaping(body) { body in try await withThrowingTaskGroup(of: Value?.self) { group in
+            group.addTask {
+                do {
+                    return try await client.withConnection { connection in
+                        let started = lease.withLockedValue { state in
+                            guard state == .waiting else { return false }
+                            state = .leased
+                            return true
+                        }
+                        guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
+                        return try await body(connection)
+                    }
+                } catch let error where lease.withLockedValue({ $0 }) != .leased && !(error is DatabaseUnavailable) && !Task.isCancelled {
+                    // The pool gave up before lending a connection (closed, or its
+                    // circuit breaker open after a minute of failed connects).
+                    throw DatabaseUnavailable("no database connection: \(Self.reason(error))")
+                }
+            }
+            group.addTask {
+                // Cancelled (the caller was, or the lease ended first): the lease task's
+                // outcome decides, so a body that committed is never reported as failed.
+                do { try await Task.sleep(for: wait) } catch { return nil }
+                let expired = lease.withLockedValue { state in
+                    guard state == .waiting else { return false }
+                    state = .expired
+                    return true
+                }
+                if expired { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
+                return nil
+            }
+            while let result = try await group.next() {
+                if let value = result {
+                    group.cancelAll()
+                    return value
+                }
+            }
+            // Both tasks ended and neither produced a value: only cancellation does that.
+            throw CancellationError()
+        } }
+    }
+
+    private enum LeaseState: Sendable { case waiting, leased, expired }
 
     /// Runs `body` in a transaction on one pooled connection: commits what it returns, rolls
     /// back what it throws, and starts over (at most ``maximumAttempts`` times) when it lost a
     /// race that a retry resolves.
-    func transaction<Value: Sendable>(_ body: (PostgresConnection) async throws -> Value) async throws -> Value {
+    func transaction<Value: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
         var attempt = 1
         while true {
             do {
-                return try await client.withConnection { connection in
+                return try await withConnection { connection in
                     try await connection.query("BEGIN", logger: logger)
                     do {
                         let value = try await body(connection)

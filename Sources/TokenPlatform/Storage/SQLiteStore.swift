@@ -13,9 +13,13 @@ public struct SQLiteStore: TMPStore {
     private let readers: ReadConnections?
 
     /// Opens (creating if needed) a database file in WAL mode.
-    public init(path: String) throws {
+    ///
+    /// - Parameter busyTimeout: How long a statement waits for a lock another process holds
+    ///   (a second instance, `pushprov prune`, a backup) before it fails as busy, which the
+    ///   API answers with `503 database_unavailable` (``DatabaseConfiguration/connectionWait``).
+    public init(path: String, busyTimeout: Duration = DatabaseConfiguration.defaultConnectionWait) throws {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busyTimeout.seconds)
         // At least one reader per thread of the concurrency pool, so a read never waits for a
         // reader (see `read(_:)`).
         configuration.maximumReaderCount = max(5, ProcessInfo.processInfo.activeProcessorCount + 1)
@@ -29,7 +33,7 @@ public struct SQLiteStore: TMPStore {
         // sync among the writes of a batch. Only the writer connection commits.
         try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         groupCommit = GroupCommit(writer: writer)
-        readers = try ReadConnections(path: path, count: configuration.maximumReaderCount)
+        readers = try ReadConnections(path: path, count: configuration.maximumReaderCount, busyTimeout: busyTimeout)
     }
 
     /// A private in-memory database (tests).
@@ -547,10 +551,10 @@ extension TokenRecord {
 final class ReadConnections: Sendable {
     private let free: NIOLockedValueBox<[DatabaseQueue]>
 
-    init(path: String, count: Int) throws {
+    init(path: String, count: Int, busyTimeout: Duration) throws {
         var configuration = Configuration()
         configuration.readonly = true
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busyTimeout.seconds)
         free = NIOLockedValueBox(try (0..<count).map { _ in try DatabaseQueue(path: path, configuration: configuration) })
     }
 

@@ -1,0 +1,276 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import PostgresNIO
+import ProvisioningModels
+import SDKTestSupport
+import TMPTestSupport
+import Testing
+@testable import TokenPlatform
+
+@Suite("A database that cannot serve is answered 503 database_unavailable, promptly, with nothing stored")
+struct DatabaseOutageTests {
+    /// A card of another PAN than ``APIClient/putCard`` puts.
+    static let secondCard = #"{"userId":"alice","primaryAccountNumber":"5555555555554444","expiration":"12/29","cardholderName":"Alice","network":"MASTERCARD","productTitle":"Gold"}"#
+
+    @Test func aWriteBlockedByAnotherProcessesLockIsAnswered503AndStoresNothing() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("tmp.sqlite").path
+        let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
+        try await store.migrate()
+        let platform = try TestPlatform(store: store, secrets: .init())
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            // Another process (a second instance, `pushprov prune`, a backup) holds the write lock.
+            let other = try SQLiteWriteLock(path: path)
+            defer { other.release() }
+
+            let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+            #expect(put.status == .serviceUnavailable, "\(put.text)")
+            #expect(put.error?.code == "database_unavailable")
+            #expect(put.error?.message == "the database is unavailable; try again shortly")
+            let sealed = try await api.signCard("c1", user: "alice")
+            #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+            #expect(sealed.error?.code == "database_unavailable")
+            // Reads do not wait for the writer (WAL): the card is still served.
+            #expect(try await api.send(.get, "/lifecycle/cards/c1", as: .issuer).status == .ok)
+            #expect(try await api.send(.get, "/health").status == .ok)
+
+            other.release()
+            #expect(try await store.card(externalCardId: "c2") == nil)
+            #expect(try await DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM provisioning_attempt") } == 0)
+            let again = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+            #expect(again.status == .created, "\(again.text)")
+            #expect(try await api.signCard("c1", user: "alice").status == .ok)
+        }
+        #expect(platform.logs.current.filter { $0.contains("database unavailable") }.count == 1)
+        #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("database is locked") }, "\(platform.logs.current)")
+        #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func aPostgreSQLOutageIsAnswered503WithinTheWaitAndServiceResumesAfterIt() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let proxy = try await OutageProxy.start(to: url.host, port: url.port)
+            var proxied = url
+            proxied.host = "127.0.0.1"
+            proxied.port = proxy.port
+            let store: PostgresStore
+            do {
+                store = try await PostgresStore.connect(url: proxied, poolSize: 2, connectionWait: .seconds(2), schema: schema, logger: PostgresTestDatabase.logger)
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            do {
+                try await store.migrate()
+                let platform = try TestPlatform(store: store, secrets: .init())
+                try await platform.run { api in
+                    try await api.putCard("c1", user: "alice")
+                    await proxy.cut()
+
+                    // Without the wait's bound, postgres-nio's pool holds each of these for
+                    // a minute before its circuit breaker fails them.
+                    let started = ContinuousClock.now
+                    let health = try await api.send(.get, "/health")
+                    #expect(health.status == .serviceUnavailable, "\(health.text)")
+                    let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+                    #expect(put.status == .serviceUnavailable, "\(put.text)")
+                    #expect(put.error?.code == "database_unavailable")
+                    let sealed = try await api.signCard("c1", user: "alice")
+                    #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+                    let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+                        requestId: "r1", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone
+                    ))
+                    #expect(decision.status == .serviceUnavailable, "\(decision.text)")
+                    #expect(ContinuousClock.now - started < .seconds(30), "four requests of a 2 s wait took \(ContinuousClock.now - started)")
+
+                    proxy.restore()
+                    // The pool reconnects after its back-off (100 ms growing by a quarter
+                    // per failed connect).
+                    var reply = put
+                    for _ in 0..<60 where reply.status != .created {
+                        try await Task.sleep(for: .milliseconds(250))
+                        reply = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+                    }
+                    #expect(reply.status == .created, "\(reply.text)")
+                    #expect(try await api.signCard("c1", user: "alice").status == .ok)
+                    #expect(try await api.send(.get, "/health").status == .ok)
+                }
+                #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
+            } catch {
+                await store.close()
+                await proxy.stop()
+                throw error
+            }
+            await store.close()
+            await proxy.stop()
+        }
+    }
+
+    @Test func aCommandTheTokenServiceConfirmedButTheDatabaseCouldNotRecordIsTheDatabases503() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("tmp.sqlite").path
+        let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
+        try await store.migrate()
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        let lock = Locked<SQLiteWriteLock?>(nil)
+        defer { lock.current?.release() }
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.tokenStatus("T1") == .active)
+            // While the token service suspends the token, another process takes the write lock.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                if command == "suspend" { lock.withValue { $0 = try? SQLiteWriteLock(path: path) } }
+            } }
+            let reply = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            lock.current?.release()
+            #expect(lock.current != nil)
+            #expect(reply.status == .serviceUnavailable, "\(reply.text)")
+            #expect(reply.error?.code == "database_unavailable", "\(reply.text)")
+            #expect(platform.connector.commands.current == ["suspend T1"])
+            #expect(try await api.tokenStatus("T1") == .active)
+        }
+        #expect(platform.logs.current.contains { $0.contains("the token service confirmed a command but the database could not record it") }, "\(platform.logs.current)")
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func aPoolBusyPastTheWaitRunsNothingAndALongStatementIsNotCutShort() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 1, connectionWait: .seconds(1), schema: schema, logger: PostgresTestDatabase.logger)
+            defer { Task { await store.close() } }
+            // A statement longer than the wait holds the pool's only connection (once it has
+            // one: on a loaded machine opening it can take a while, so it may try again).
+            let holding = Locked(false)
+            let long = Task {
+                for attempt in 1...5 {
+                    do {
+                        return try await store.withConnection { connection in
+                            holding.withValue { $0 = true }
+                            return try await connection.query("SELECT pg_sleep(3)", logger: PostgresTestDatabase.logger).collect().count
+                        }
+                    } catch is DatabaseUnavailable where attempt < 5 {}
+                }
+                return 0
+            }
+            for _ in 0..<200 where !holding.current { try await Task.sleep(for: .milliseconds(50)) }
+            try #require(holding.current)
+            let ran = Locked(false)
+            let error = await #expect(throws: DatabaseUnavailable.self) {
+                try await store.withConnection { _ in ran.withValue { $0 = true } }
+            }
+            #expect(error?.reason == "no database connection within 1 s")
+            #expect(try await long.value == 1)
+            // The queued request was withdrawn: once the connection is free it does not run.
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!ran.current)
+            #expect(try await store.withConnection { _ in 7 } == 7)
+            // A statement the server refuses after the lease is the statement's error, not an outage.
+            let refused = await #expect(throws: (any Error).self) {
+                try await store.withConnection { connection in try await connection.query("SELECT 1/0", logger: PostgresTestDatabase.logger).collect().count }
+            }
+            #expect(!DatabaseUnavailable.isUnavailable(try #require(refused)))
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func aConnectionTheServerTerminatesCountsAsUnavailable() async throws {
+        let url = try #require(PostgresTestDatabase.url)
+        let error = await #expect(throws: (any Error).self) {
+            try await PostgresTestDatabase.withConnection(url) { connection in
+                _ = try await connection.query("SELECT pg_terminate_backend(pg_backend_pid())", logger: PostgresTestDatabase.logger).collect()
+            }
+        }
+        let caught = try #require(error)
+        #expect(DatabaseUnavailable.isUnavailable(caught), "\(String(reflecting: caught))")
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func aRefusedStatementIsNotAnOutage() async throws {
+        let url = try #require(PostgresTestDatabase.url)
+        let error = await #expect(throws: (any Error).self) {
+            try await PostgresTestDatabase.withConnection(url) { connection in
+                _ = try await connection.query("SELECT 1/0", logger: PostgresTestDatabase.logger).collect()
+            }
+        }
+        #expect(!DatabaseUnavailable.isUnavailable(try #require(error)))
+    }
+
+    @Test(arguments: [
+        (ResultCode.SQLITE_BUSY, true), (.SQLITE_LOCKED, true), (.SQLITE_IOERR, true), (.SQLITE_IOERR_FSYNC, true), (.SQLITE_FULL, true),
+        (.SQLITE_CANTOPEN, true), (.SQLITE_BUSY_SNAPSHOT, true),
+        (.SQLITE_CONSTRAINT, false), (.SQLITE_CORRUPT, false), (.SQLITE_NOTADB, false), (.SQLITE_ERROR, false), (.SQLITE_MISUSE, false),
+    ])
+    func sqliteErrorsThatMeanTheDatabaseCannotServeNow(code: ResultCode, unavailable: Bool) {
+        #expect(DatabaseUnavailable.isUnavailable(DatabaseError(resultCode: code)) == unavailable)
+    }
+
+    @Test func otherErrorsAreNotOutages() {
+        #expect(DatabaseUnavailable.isUnavailable(DatabaseUnavailable("no database connection within 5 s")))
+        #expect(!DatabaseUnavailable.isUnavailable(URLError(.timedOut)))
+        #expect(!DatabaseUnavailable.isUnavailable(CancellationError()))
+        #expect(!DatabaseUnavailable.isUnavailable(TMPError.conflict("card_blocked", "blocked")))
+    }
+
+    @Test func theOutageWarningIsThrottledAndCountsWhatItHeldBack() {
+        let throttle = WarningThrottle(interval: .seconds(10))
+        let start = ContinuousClock.now
+        #expect(throttle.admit(now: start) == 0)
+        #expect(throttle.admit(now: start + .seconds(1)) == nil)
+        #expect(throttle.admit(now: start + .seconds(9)) == nil)
+        #expect(throttle.admit(now: start + .seconds(10)) == 2)
+        #expect(throttle.admit(now: start + .seconds(11)) == nil)
+        #expect(throttle.admit(now: start + .seconds(25)) == 1)
+    }
+}
+
+/// Another connection holding a SQLite file's write lock, as another process would, until
+/// ``release()``.
+final class SQLiteWriteLock: Sendable {
+    private let release_ = DispatchSemaphore(value: 0)
+    private let ended = DispatchSemaphore(value: 0)
+    private let released = Locked(false)
+
+    /// Takes the lock (waiting up to 10 s for it), or throws.
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        let locked = DispatchSemaphore(value: 0)
+        let failure = Locked<(any Error)?>(nil)
+        let (release, ended) = (release_, ended)
+        DispatchQueue.global().async {
+            do {
+                try queue.inDatabase { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    locked.signal()
+                    // Held at most a minute, should a test fail before it releases.
+                    _ = release.wait(timeout: .now() + 60)
+                    try db.execute(sql: "ROLLBACK")
+                }
+            } catch {
+                failure.withValue { $0 = error }
+                locked.signal()
+            }
+            ended.signal()
+        }
+        guard locked.wait(timeout: .now() + 15) == .success else { throw TestFailure("the write lock was not taken within 15 s") }
+        if let error = failure.current { throw error }
+    }
+
+    /// Releases the lock and waits (up to 15 s) until it is; later calls do nothing.
+    func release() {
+        let first = released.withValue { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        release_.signal()
+        _ = ended.wait(timeout: .now() + 15)
+    }
+}

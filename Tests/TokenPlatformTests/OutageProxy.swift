@@ -1,0 +1,109 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A TCP proxy on loopback in front of a server (a test's PostgreSQL), which a test can cut
+/// and restore: an outage of the database on demand, without stopping the server other tests
+/// share.
+///
+/// Cut, it closes every proxied connection and closes each new one as soon as it is accepted,
+/// as a server that went away (or a network in between) would look to its clients.
+final class OutageProxy: Sendable {
+    /// The loopback port clients connect to.
+    let port: Int
+    private let listener: any Channel
+    private let state = NIOLockedValueBox<(cut: Bool, open: [ObjectIdentifier: any Channel])>((false, [:]))
+
+    private init(listener: any Channel) {
+        self.listener = listener
+        self.port = listener.localAddress?.port ?? 0
+    }
+
+    /// Starts a proxy to `host`:`port` on a free loopback port.
+    static func start(to host: String, port: Int) async throws -> OutageProxy {
+        let box = NIOLockedValueBox<OutageProxy?>(nil)
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { inbound in
+                guard let proxy = box.withLockedValue({ $0 }), proxy.admit(inbound) else {
+                    return inbound.close()
+                }
+                return ClientBootstrap(group: inbound.eventLoop)
+                    .channelInitializer { outbound in
+                        outbound.eventLoop.makeCompletedFuture {
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound))
+                        }
+                    }
+                    .connect(host: host, port: port)
+                    .flatMapThrowing { outbound in
+                        guard proxy.admit(outbound) else {
+                            outbound.close(promise: nil)
+                            throw ChannelError.ioOnClosedChannel
+                        }
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound))
+                        inbound.setOption(.autoRead, value: true).whenComplete { _ in }
+                    }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let proxy = OutageProxy(listener: listener)
+        box.withLockedValue { $0 = proxy }
+        return proxy
+    }
+
+    /// Tracks `channel` while the proxy is up; false (the channel must be closed) while cut.
+    private func admit(_ channel: any Channel) -> Bool {
+        let admitted = state.withLockedValue { state in
+            guard !state.cut else { return false }
+            state.open[ObjectIdentifier(channel)] = channel
+            return true
+        }
+        if admitted {
+            channel.closeFuture.whenComplete { [state] _ in _ = state.withLockedValue { $0.open.removeValue(forKey: ObjectIdentifier(channel)) } }
+        }
+        return admitted
+    }
+
+    /// Closes every proxied connection and refuses new ones until ``restore()``.
+    func cut() async {
+        let open = state.withLockedValue { state in
+            state.cut = true
+            return Array(state.open.values)
+        }
+        for channel in open { try? await channel.close() }
+    }
+
+    /// Lets connections through again.
+    func restore() {
+        state.withLockedValue { $0.cut = false }
+    }
+
+    /// Stops listening and closes every connection.
+    func stop() async {
+        await cut()
+        try? await listener.close()
+    }
+}
+
+/// Writes what one side of a proxied connection reads to the other side, and closes the
+/// other side when this one closes.
+private final class Forwarder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let partner: any Channel
+
+    init(partner: any Channel) {
+        self.partner = partner
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        partner.close(promise: nil)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
