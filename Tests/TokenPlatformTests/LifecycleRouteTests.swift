@@ -78,6 +78,37 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func anExistingCardGivenAnotherCardsPANIsRefusedBeforeItsTokensAreTouched() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let original = try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            try await api.provision("c1", user: "alice", token: "T1")
+            try await api.putCard("c2", user: "bob", pan: "5555555555554444", network: .mastercard)
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("5555555555554444"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .mastercard, productTitle: "Gold")
+            let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(reply.status == .conflict)
+            #expect(reply.error?.code == "duplicate_pan")
+            #expect(reply.error?.message == "card c2 already has this primaryAccountNumber")
+            #expect(platform.connector.commands.current.filter { $0.hasPrefix("deactivate") }.isEmpty)
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(try await platform.store.card(externalCardId: "c1")?.panUniqueReference == original.panUniqueReference)
+            #expect(try await platform.store.auditEntries(subject: "token:T1").allSatisfy { $0.action != "token.deactivate" })
+        }
+    }
+
+    @Test func anOwnerChangeKeepsTheTokensAndIsInTheAuditTrail() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            try await api.putCard("c1", user: "bob")
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(try await platform.store.token(reference: "T1")?.userId == "bob")
+            let trail = try await platform.store.auditEntries(subject: "card:c1").map(\.detail)
+            #expect(trail.contains("pan •••• 1111; owner changed from alice to bob"), "\(trail)")
+        }
+    }
+
     @Test func blockSuspendsUnblockResumesOnlyWhatTheBlockSuspendedAndCloseDeactivates() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

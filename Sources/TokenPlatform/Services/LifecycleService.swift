@@ -62,6 +62,12 @@ public struct LifecycleService: Sendable {
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
         let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
         if let existing, !samePAN {
+            // A PAN another card has is refused before any token is touched: the store would
+            // refuse the card after its tokens had been deactivated for nothing. (Two requests
+            // racing for one PAN are still told apart by the store's own check.)
+            if let other = try await environment.store.card(panLookupHash: lookupHash), !other.externalCardId.isSameIdentifier(as: externalCardId) {
+                throw TMPError.conflict("duplicate_pan", "card \(other.externalCardId) already has this primaryAccountNumber")
+            }
             // The old PAN's tokens must die at the token service before TMP forgets them; the
             // commands run concurrently, like a status change's.
             // Only the replaced PAN's tokens: one made for a PAN a concurrent replacement stored
@@ -110,7 +116,13 @@ public struct LifecycleService: Sendable {
             createdAt: existing?.createdAt ?? now,
             updatedAt: now
         )
-        let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)")
+        var detail = samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)"
+        if let existing, !existing.userId.isSameIdentifier(as: request.userId) {
+            // The card's tokens follow it to the new owner (an issuer renumbering its users must
+            // not end every token); the trail says who had it.
+            detail += "; owner changed from \(existing.userId) to \(request.userId)"
+        }
+        let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: detail)
         var stored = card
         let previous: CardRecord?
         do {
