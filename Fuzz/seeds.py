@@ -60,5 +60,6 @@ put("card-art", "landscape.pdf", pdf("[0 0 1536 969]"))
 put("card-art", "portrait.pdf", pdf("[0 0 969 1536]"))
 
 for name, text in [("time", "2026-11-22T11:50:00.123Z"), ("time-offset", "2026-11-22t12:50:00.123456+01:00"), ("expiration", "12/29"),
-                   ("pan", "4111111111111111"), ("identifier", "card-001"), ("message", "no card 4111111111111111 (order 1234567890)")]:
+                   ("pan", "4111111111111111"), ("identifier", "card-001"), ("message", "no card 4111111111111111 (order 1234567890)"),
+                   ("grouped", "cards 4111 1111 1111 1111 and 3782-822463-10005 at 2026-11-22 1234-5678")]:
     put("text", name, text.encode())

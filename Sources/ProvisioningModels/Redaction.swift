@@ -11,27 +11,57 @@ public enum Redaction {
         value.count <= 4 ? "••••" : pan(last4: String(value.suffix(4)))
     }
 
-    /// `text` with every run of ASCII digits that could be a card number — 12 to 19 digits
-    /// passing the Luhn check — replaced by its last four, as ``pan(last4:)`` writes them: for
-    /// messages that echo what a caller sent (an id or a path), in case a card number was sent
-    /// there. Other digit runs (most numeric ids, times) are left as they are.
+    /// `text` with every card number in it — 12 to 19 ASCII digits passing the Luhn check,
+    /// written as one run or in groups joined by single spaces or hyphens (`4111 1111 1111
+    /// 1111`, `4111-1111-1111-1111`) — replaced by its last four, as ``pan(last4:)`` writes
+    /// them: for messages that echo what a caller sent (an id or a path), in case a card number
+    /// was sent there. Other digit runs (most numeric ids, times, dates) are left as they are.
+    ///
+    /// In a chain of runs joined by separators, each run in turn starts the longest span of
+    /// runs that is a card number, if any; a run right after a redaction's `•••• ` stands
+    /// alone, so redacting twice changes nothing more.
     public static func cardNumbers(in text: String) -> String {
         let bytes = Array(text.utf8)
+        let mark = Array(pan(last4: "").utf8)
+        func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
+        func isSeparator(_ index: Int) -> Bool { index < bytes.count && (bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "-")) }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
         while index < bytes.count {
-            guard bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") else {
+            guard isDigit(index) else {
                 output.append(bytes[index])
                 index += 1
                 continue
             }
+            // The chain of runs starting here.
+            let afterMark = index >= mark.count && bytes[(index - mark.count)..<index].elementsEqual(mark)
+            var runs: [Range<Int>] = []
             var end = index
-            while end < bytes.count, bytes[end] >= UInt8(ascii: "0"), bytes[end] <= UInt8(ascii: "9") { end += 1 }
-            if (12...19).contains(end - index), Self.passesLuhn(bytes[index..<end]) {
-                output.append(contentsOf: pan(last4: String(decoding: bytes[(end - 4)..<end], as: UTF8.self)).utf8)
-            } else {
-                output.append(contentsOf: bytes[index..<end])
+            while true {
+                let start = end
+                while isDigit(end) { end += 1 }
+                runs.append(start..<end)
+                guard !afterMark, isSeparator(end), isDigit(end + 1) else { break }
+                end += 1
+            }
+            var run = 0
+            while run < runs.count {
+                if run > 0 { output.append(bytes[runs[run].lowerBound - 1]) }
+                var longest: (last: Int, digits: [UInt8])?
+                var digits: [UInt8] = []
+                for last in run..<runs.count {
+                    digits += bytes[runs[last]]
+                    guard digits.count <= 19 else { break }
+                    if digits.count >= 12, Self.passesLuhn(digits[...]) { longest = (last, digits) }
+                }
+                if let longest {
+                    output.append(contentsOf: pan(last4: String(decoding: longest.digits.suffix(4), as: UTF8.self)).utf8)
+                    run = longest.last + 1
+                } else {
+                    output.append(contentsOf: bytes[runs[run]])
+                    run += 1
+                }
             }
             index = end
         }

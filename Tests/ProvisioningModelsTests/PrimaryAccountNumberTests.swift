@@ -82,6 +82,26 @@ struct RedactionTests {
         #expect(Redaction.prefix("short") == "short")
     }
 
+    @Test func cardNumbersWrittenInGroupsAreRedactedToo() {
+        #expect(Redaction.cardNumbers(in: "no card 4111-1111-1111-1111") == "no card •••• 1111")
+        #expect(Redaction.cardNumbers(in: "/cards/4111 1111 1111 1111/art") == "/cards/•••• 1111/art")
+        #expect(Redaction.cardNumbers(in: "amex 3782 822463 10005.") == "amex •••• 0005.")
+        // Not card numbers as a whole: each run alone.
+        #expect(Redaction.cardNumbers(in: "4111111111111111 2026") == "•••• 1111 2026")
+        #expect(Redaction.cardNumbers(in: "4111-1111-1111-1112") == "4111-1111-1111-1112")
+        #expect(Redaction.cardNumbers(in: "at 2026-11-22 23:24:38, order 1234-5678") == "at 2026-11-22 23:24:38, order 1234-5678")
+        #expect(Redaction.cardNumbers(in: "12345678-1234-1234-1234-123456789012") == "12345678-1234-1234-1234-123456789012")
+        #expect(Redaction.cardNumbers(in: "ends with a separator 4111- and 7 -") == "ends with a separator 4111- and 7 -")
+        // A card number in a longer chain, and after one redacted.
+        #expect(Redaction.cardNumbers(in: "ref 12 4111 1111 1111 1111 99") == "ref 12 •••• 1111 99")
+        let twice = "4111111111111111 4111 1111 1111 1111"
+        #expect(Redaction.cardNumbers(in: twice) == "•••• 1111 •••• 1111")
+        for text in [twice, "4111111111111111 2222 3333 44", "•••• 1111 2222 3333 4444 5"] {
+            let once = Redaction.cardNumbers(in: text)
+            #expect(Redaction.cardNumbers(in: once) == once, "\(text)")
+        }
+    }
+
     @Test func cardNumbersInTextKeepOnlyTheirLastFour() {
         #expect(Redaction.cardNumbers(in: "no card 4111111111111111") == "no card •••• 1111")
         #expect(Redaction.cardNumbers(in: "/cards/378282246310005/x and 5555555555554444.") == "/cards/•••• 0005/x and •••• 4444.")
