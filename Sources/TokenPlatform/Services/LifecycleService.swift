@@ -48,6 +48,10 @@ public struct LifecycleService: Sendable {
     /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
     public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
         try InputRules.identifier(externalCardId, field: "externalCardId")
+        // Card ids appear in log lines and audit entries: a card number must not become one.
+        guard Redaction.cardNumbers(in: externalCardId) == externalCardId else {
+            throw TMPError.badRequest("invalid_field", "externalCardId must not be a card number")
+        }
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
