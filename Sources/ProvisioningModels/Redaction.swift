@@ -12,19 +12,45 @@ public enum Redaction {
     }
 
     /// `text` with every card number in it — 12 to 19 ASCII digits passing the Luhn check,
-    /// written as one run or in groups joined by single spaces or hyphens (`4111 1111 1111
-    /// 1111`, `4111-1111-1111-1111`) — replaced by its last four, as ``pan(last4:)`` writes
-    /// them: for messages that echo what a caller sent (an id or a path), in case a card number
-    /// was sent there. Other digit runs (most numeric ids, times, dates) are left as they are.
+    /// written as one run or in groups of 3 to 6 digits joined by single spaces or hyphens, as
+    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`) — replaced by its last
+    /// four, as ``pan(last4:)`` writes them: for messages that echo what a caller sent (an id
+    /// or a path), in case a card number was sent there. Other digit runs (most numeric ids,
+    /// times, dates) are left as they are.
     ///
-    /// In a chain of runs joined by separators, each run in turn starts the longest span of
-    /// runs that is a card number, if any; a run right after a redaction's `•••• ` stands
-    /// alone, so redacting twice changes nothing more.
+    /// In a chain of groups, every group that is part of some card number is hidden, so a
+    /// group before the card (a year, an order number) cannot take part of the card's digits
+    /// into a span of its own and leave the rest in clear; the groups hidden together show the
+    /// last four of their digits. The result is redacted again until nothing changes (the
+    /// four digits shown may start a card number with the groups after them), so redacting
+    /// twice changes nothing more; an input that keeps chaining after 16 rounds, which only
+    /// one built for it does, has every digit hidden.
     public static func cardNumbers(in text: String) -> String {
+        cardNumbers(in: text, rounds: 16)
+    }
+
+    /// ``cardNumbers(in:)`` with at most `rounds` rounds before every digit is hidden (tests).
+    static func cardNumbers(in text: String, rounds: Int) -> String {
+        var current = text
+        for _ in 0..<rounds {
+            let next = redactingOnce(current)
+            if next == current { return current }
+            current = next
+        }
+        return String(String.UnicodeScalarView(current.unicodeScalars.map { ("0"..."9").contains($0) ? "•" : $0 }))
+    }
+
+    /// One round of ``cardNumbers(in:)``.
+    private static func redactingOnce(_ text: String) -> String {
         let bytes = Array(text.utf8)
-        let mark = Array(pan(last4: "").utf8)
         func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
         func isSeparator(_ index: Int) -> Bool { index < bytes.count && (bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "-")) }
+        func runEnd(_ start: Int) -> Int {
+            var end = start
+            while isDigit(end) { end += 1 }
+            return end
+        }
+        let groupLengths = 3...6
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -34,36 +60,46 @@ public enum Redaction {
                 index += 1
                 continue
             }
-            // The chain of runs starting here.
-            let afterMark = index >= mark.count && bytes[(index - mark.count)..<index].elementsEqual(mark)
-            var runs: [Range<Int>] = []
-            var end = index
-            while true {
-                let start = end
-                while isDigit(end) { end += 1 }
-                runs.append(start..<end)
-                guard !afterMark, isSeparator(end), isDigit(end + 1) else { break }
-                end += 1
+            // The chain starting here: groups of 3 to 6 digits joined by single separators, or
+            // one run of any length.
+            var runs: [Range<Int>] = [index..<runEnd(index)]
+            if groupLengths.contains(runs[0].count) {
+                while isSeparator(runs[runs.count - 1].upperBound), isDigit(runs[runs.count - 1].upperBound + 1) {
+                    let start = runs[runs.count - 1].upperBound + 1
+                    let next = start..<runEnd(start)
+                    guard groupLengths.contains(next.count) else { break }
+                    runs.append(next)
+                }
+            }
+            var hidden = [Bool](repeating: false, count: runs.count)
+            for first in runs.indices {
+                var digits = 0
+                var span: [UInt8] = []
+                for last in first..<runs.count {
+                    digits += runs[last].count
+                    guard digits <= 19 else { break }
+                    span += bytes[runs[last]]
+                    if digits >= 12, Self.passesLuhn(span[...]) {
+                        for covered in first...last { hidden[covered] = true }
+                    }
+                }
             }
             var run = 0
             while run < runs.count {
                 if run > 0 { output.append(bytes[runs[run].lowerBound - 1]) }
-                var longest: (last: Int, digits: [UInt8])?
-                var digits: [UInt8] = []
-                for last in run..<runs.count {
-                    digits += bytes[runs[last]]
-                    guard digits.count <= 19 else { break }
-                    if digits.count >= 12, Self.passesLuhn(digits[...]) { longest = (last, digits) }
-                }
-                if let longest {
-                    output.append(contentsOf: pan(last4: String(decoding: longest.digits.suffix(4), as: UTF8.self)).utf8)
-                    run = longest.last + 1
-                } else {
+                guard hidden[run] else {
                     output.append(contentsOf: bytes[runs[run]])
                     run += 1
+                    continue
                 }
+                var digits: [UInt8] = []
+                while run < runs.count, hidden[run] {
+                    digits += bytes[runs[run]]
+                    run += 1
+                }
+                output.append(contentsOf: pan(last4: String(decoding: digits.suffix(4), as: UTF8.self)).utf8)
             }
-            index = end
+            index = runs[runs.count - 1].upperBound
         }
         return String(decoding: output, as: UTF8.self)
     }

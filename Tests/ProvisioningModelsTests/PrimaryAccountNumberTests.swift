@@ -1,5 +1,5 @@
 import Foundation
-import ProvisioningModels
+@testable import ProvisioningModels
 import Testing
 
 @Suite("Primary account number")
@@ -86,19 +86,42 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "no card 4111-1111-1111-1111") == "no card •••• 1111")
         #expect(Redaction.cardNumbers(in: "/cards/4111 1111 1111 1111/art") == "/cards/•••• 1111/art")
         #expect(Redaction.cardNumbers(in: "amex 3782 822463 10005.") == "amex •••• 0005.")
-        // Not card numbers as a whole: each run alone.
         #expect(Redaction.cardNumbers(in: "4111111111111111 2026") == "•••• 1111 2026")
         #expect(Redaction.cardNumbers(in: "4111-1111-1111-1112") == "4111-1111-1111-1112")
+        // Dates, times, short groups and UUID-like ids are no card numbers.
         #expect(Redaction.cardNumbers(in: "at 2026-11-22 23:24:38, order 1234-5678") == "at 2026-11-22 23:24:38, order 1234-5678")
+        #expect(Redaction.cardNumbers(in: "card-2026-11-01-0002") == "card-2026-11-01-0002")
         #expect(Redaction.cardNumbers(in: "12345678-1234-1234-1234-123456789012") == "12345678-1234-1234-1234-123456789012")
         #expect(Redaction.cardNumbers(in: "ends with a separator 4111- and 7 -") == "ends with a separator 4111- and 7 -")
-        // A card number in a longer chain, and after one redacted.
+    }
+
+    @Test func aGroupBeforeACardNumberCannotLeaveItsDigitsInClear() {
+        // "2025 4090 1610" is a valid 12-digit number by chance, and so is the card after the year.
+        #expect(Redaction.cardNumbers(in: "2025 4090 1610 3396 2179") == "•••• 2179")
+        #expect(Redaction.cardNumbers(in: "order 2024 4254 1224 8244 7577") == "order •••• 7577")
+        #expect(Redaction.cardNumbers(in: "2026-11-22 4291 4177 7631 7063") == "2026-11-22 •••• 7063")
         #expect(Redaction.cardNumbers(in: "ref 12 4111 1111 1111 1111 99") == "ref 12 •••• 1111 99")
-        let twice = "4111111111111111 4111 1111 1111 1111"
-        #expect(Redaction.cardNumbers(in: twice) == "•••• 1111 •••• 1111")
-        for text in [twice, "4111111111111111 2222 3333 44", "•••• 1111 2222 3333 4444 5"] {
+        #expect(Redaction.cardNumbers(in: "4111111111111111 4111 1111 1111 1111") == "•••• 1111 •••• 1111")
+    }
+
+    @Test func aRedactionMarkInFrontOfACardNumberDoesNotShieldIt() {
+        #expect(Redaction.cardNumbers(in: "•••• 4111 1111 1111 1111") == "•••• •••• 1111")
+        #expect(Redaction.cardNumbers(in: "•••• 1111 4111 1111 1111 1111") == "•••• •••• 1111")
+    }
+
+    @Test func theLastFourShownCanStartACardNumberWithTheGroupsAfterThem() {
+        // "3600 049748 48968" is a card number; so are the "8968" it shows and the groups after
+        // it, which no span of the original text is (found by search).
+        let text = "3600 049748 48968 8667 5095 7018"
+        #expect(Redaction.cardNumbers(in: text) == "•••• •••• 7018")
+        // An input that would chain past the rounds allowed has every digit hidden.
+        #expect(Redaction.cardNumbers(in: text, rounds: 1) == "•••• •••• •••• •••• ••••")
+    }
+
+    @Test func redactingTwiceChangesNothingMore() {
+        for text in ["4111111111111111 4111 1111 1111 1111", "4111111111111111 2222 3333 44", "•••• 1111 2222 3333 4444 5", "2025 4090 1610 3396 2179 0000", "x 4111-1111-1111-1111-4111-1111-1111-1111", "3600 049748 48968 8667 5095 7018"] {
             let once = Redaction.cardNumbers(in: text)
-            #expect(Redaction.cardNumbers(in: once) == once, "\(text)")
+            #expect(Redaction.cardNumbers(in: once) == once, "\(text) -> \(once)")
         }
     }
 

@@ -31,8 +31,9 @@ public struct LifecycleService: Sendable {
             /// Its state now.
             public var status: TokenStatus
             /// `SUSPENDED`, `RESUMED`, `DEACTIVATED`, `UNCHANGED`, or `FAILED` (the token service
-            /// did not confirm; the token is unchanged — the same PATCH again retries it, and
-            /// ``TokenRealigner`` sends the command again once the grace has passed).
+            /// did not confirm, or it did and the database could not record it; TMP's record is
+            /// unchanged — the same PATCH again retries it, and ``TokenRealigner`` sends the
+            /// command again once the grace has passed).
             /// A command the card's status overtook is undone at the token service
             /// (``TokenCorrection``): `UNCHANGED`, or `FAILED` with the token as the token
             /// service holds it when the undo was not confirmed.
@@ -48,10 +49,6 @@ public struct LifecycleService: Sendable {
     /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
     public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
         try InputRules.identifier(externalCardId, field: "externalCardId")
-        // Card ids appear in log lines and audit entries: a card number must not become one.
-        guard Redaction.cardNumbers(in: externalCardId) == externalCardId else {
-            throw TMPError.badRequest("invalid_field", "externalCardId must not be a card number")
-        }
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
