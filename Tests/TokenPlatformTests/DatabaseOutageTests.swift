@@ -13,41 +13,48 @@ struct DatabaseOutageTests {
     /// A card of another PAN than ``APIClient/putCard`` puts.
     static let secondCard = #"{"userId":"alice","primaryAccountNumber":"5555555555554444","expiration":"12/29","cardholderName":"Alice","network":"MASTERCARD","productTitle":"Gold"}"#
 
-    @Test func aWriteBlockedByAnotherProcessesLockIsAnswered503AndStoresNothing() async throws {
+    /// Runs `body` with a platform on a new SQLite file whose busy timeout is 200 ms, then
+    /// removes the file.
+    func withSQLiteFile(policy: ActivationPolicy = .inApp, _ body: (TestPlatform, SQLiteStore, String) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("tmp.sqlite").path
         let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
         try await store.migrate()
-        let platform = try TestPlatform(store: store, secrets: .init())
-        try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            // Another process (a second instance, `pushprov prune`, a backup) holds the write lock.
-            let other = try SQLiteWriteLock(path: path)
-            defer { other.release() }
+        try await body(try TestPlatform(policy: policy, store: store, secrets: .init()), store, path)
+    }
 
-            let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
-            #expect(put.status == .serviceUnavailable, "\(put.text)")
-            #expect(put.error?.code == "database_unavailable")
-            #expect(put.error?.message == "the database is unavailable; try again shortly")
-            let sealed = try await api.signCard("c1", user: "alice")
-            #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
-            #expect(sealed.error?.code == "database_unavailable")
-            // Reads do not wait for the writer (WAL): the card is still served.
-            #expect(try await api.send(.get, "/lifecycle/cards/c1", as: .issuer).status == .ok)
-            #expect(try await api.send(.get, "/health").status == .ok)
+    @Test func aWriteBlockedByAnotherProcessesLockIsAnswered503AndStoresNothing() async throws {
+        try await withSQLiteFile { platform, store, path in
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                // Another process (a second instance, `pushprov prune`, a backup) holds the write lock.
+                let other = try SQLiteWriteLock(path: path)
+                defer { other.release() }
 
-            other.release()
-            #expect(try await store.card(externalCardId: "c2") == nil)
-            #expect(try await DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM provisioning_attempt") } == 0)
-            let again = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
-            #expect(again.status == .created, "\(again.text)")
-            #expect(try await api.signCard("c1", user: "alice").status == .ok)
+                let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+                #expect(put.status == .serviceUnavailable, "\(put.text)")
+                #expect(put.error?.code == "database_unavailable")
+                #expect(put.error?.message == "the database is unavailable; try again shortly")
+                let sealed = try await api.signCard("c1", user: "alice")
+                #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+                #expect(sealed.error?.code == "database_unavailable")
+                // Reads do not wait for the writer (WAL): the card is still served.
+                #expect(try await api.send(.get, "/lifecycle/cards/c1", as: .issuer).status == .ok)
+                #expect(try await api.send(.get, "/health").status == .ok)
+
+                other.release()
+                #expect(try await store.card(externalCardId: "c2") == nil)
+                #expect(try await DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM provisioning_attempt") } == 0)
+                let again = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+                #expect(again.status == .created, "\(again.text)")
+                #expect(try await api.signCard("c1", user: "alice").status == .ok)
+            }
+            #expect(platform.logs.current.filter { $0.contains("database unavailable") }.count == 1)
+            #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("database is locked") }, "\(platform.logs.current)")
+            #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
         }
-        #expect(platform.logs.current.filter { $0.contains("database unavailable") }.count == 1)
-        #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("database is locked") }, "\(platform.logs.current)")
-        #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
     }
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
@@ -111,32 +118,27 @@ struct DatabaseOutageTests {
     }
 
     @Test func aCommandTheTokenServiceConfirmedButTheDatabaseCouldNotRecordIsTheDatabases503() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("tmp.sqlite").path
-        let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
-        try await store.migrate()
-        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
-        let lock = Locked<SQLiteWriteLock?>(nil)
-        defer { lock.current?.release() }
-        try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await api.tokenStatus("T1") == .active)
-            // While the token service suspends the token, another process takes the write lock.
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                if command == "suspend" { lock.withValue { $0 = try? SQLiteWriteLock(path: path) } }
-            } }
-            let reply = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
-            lock.current?.release()
-            #expect(lock.current != nil)
-            #expect(reply.status == .serviceUnavailable, "\(reply.text)")
-            #expect(reply.error?.code == "database_unavailable", "\(reply.text)")
-            #expect(platform.connector.commands.current == ["suspend T1"])
-            #expect(try await api.tokenStatus("T1") == .active)
+        try await withSQLiteFile(policy: .immediate) { platform, _, path in
+            let lock = Locked<SQLiteWriteLock?>(nil)
+            defer { lock.current?.release() }
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                try await api.provision("c1", user: "alice", token: "T1")
+                #expect(try await api.tokenStatus("T1") == .active)
+                // While the token service suspends the token, another process takes the write lock.
+                platform.connector.meanwhile.withValue { $0 = { command, _ in
+                    if command == "suspend" { lock.withValue { $0 = try? SQLiteWriteLock(path: path) } }
+                } }
+                let reply = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+                lock.current?.release()
+                #expect(lock.current != nil)
+                #expect(reply.status == .serviceUnavailable, "\(reply.text)")
+                #expect(reply.error?.code == "database_unavailable", "\(reply.text)")
+                #expect(platform.connector.commands.current == ["suspend T1"])
+                #expect(try await api.tokenStatus("T1") == .active)
+            }
+            #expect(platform.logs.current.contains { $0.contains("the token service confirmed a command but the database could not record it") }, "\(platform.logs.current)")
         }
-        #expect(platform.logs.current.contains { $0.contains("the token service confirmed a command but the database could not record it") }, "\(platform.logs.current)")
     }
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))

@@ -147,7 +147,7 @@ public struct LifecycleService: Sendable {
             // token service does not confirm.
             let stragglers = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: stored) }
             _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-                await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: "card PAN replaced", call: command.call)
+                await apply(command, actor: "issuer", reason: "card PAN replaced")
             }
         }
         return (stored.resource, previous == nil)
@@ -190,7 +190,7 @@ public struct LifecycleService: Sendable {
         let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
         let reason = "card \(card.status.rawValue)"
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-            await apply(command.target, source: command.source, result: command.result, to: command.token, actor: "issuer", reason: reason, call: command.call)
+            await apply(command, actor: "issuer", reason: reason)
         }
         return StatusChange(card: card.resource, tokens: outcomes)
     }
@@ -222,10 +222,7 @@ public struct LifecycleService: Sendable {
                     return nil
                 }
                 let why = token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)"
-                let outcome = await apply(
-                    command.target, source: command.source, result: command.result, to: command.token, actor: "tmp",
-                    reason: "\(why); sent again, the token had been at odds with its card", call: command.call
-                )
+                let outcome = await apply(command, actor: "tmp", reason: "\(why); sent again, the token had been at odds with its card")
                 if outcome.result == "FAILED" {
                     try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
                 }
@@ -290,7 +287,8 @@ public struct LifecycleService: Sendable {
             }
         }
         // A database failure after the token service confirmed is the database's to report.
-        let outcome = try await applyRecording(target, source: target == .suspended ? .customerService : nil, result: target.rawValue, to: token, actor: "issuer", reason: "customer service \(action.rawValue)", call: call)
+        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call)
+        let outcome = try await applyRecording(command, actor: "issuer", reason: "customer service \(action.rawValue)")
         if outcome.result == "UNCHANGED", outcome.status != target {
             // The card was blocked while the token service resumed the token; the resumption was undone.
             throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed; the token stays \(outcome.status.rawValue), unblock the card to resume its tokens")
@@ -352,34 +350,19 @@ public struct LifecycleService: Sendable {
     /// A database failure while recording a confirmed command is logged and reported as
     /// `FAILED`: TMP's record then lags the token service, until the token service's event of
     /// the change (or, for a card's status, the realignment) brings it up to date.
-    private func apply(
-        _ target: TokenStatus,
-        source: SuspensionSource?,
-        result: String,
-        to token: TokenRecord,
-        actor: String,
-        reason: String,
-        call: @Sendable (TokenRecord) async throws -> Void
-    ) async -> StatusChange.TokenOutcome {
+    private func apply(_ command: TokenCommand, actor: String, reason: String) async -> StatusChange.TokenOutcome {
         do {
-            return try await applyRecording(target, source: source, result: result, to: token, actor: actor, reason: reason, call: call)
+            return try await applyRecording(command, actor: actor, reason: reason)
         } catch {
-            return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
+            return .init(tokenUniqueReference: command.token.tokenUniqueReference, status: command.token.status, result: "FAILED")
         }
     }
 
-    /// ``apply(_:source:result:to:actor:reason:call:)``, but a database failure while recording
-    /// a confirmed command is thrown (after it is logged), so a caller answering for this one
-    /// token says what failed: the database, not the token service.
-    private func applyRecording(
-        _ target: TokenStatus,
-        source: SuspensionSource?,
-        result: String,
-        to token: TokenRecord,
-        actor: String,
-        reason: String,
-        call: @Sendable (TokenRecord) async throws -> Void
-    ) async throws -> StatusChange.TokenOutcome {
+    /// ``apply(_:actor:reason:)``, but a database failure while recording a confirmed command
+    /// is thrown (after it is logged), so a caller answering for this one token says what
+    /// failed: the database, not the token service.
+    private func applyRecording(_ command: TokenCommand, actor: String, reason: String) async throws -> StatusChange.TokenOutcome {
+        let (token, target, source, result, call) = (command.token, command.target, command.source, command.result, command.call)
         do {
             try await call(token)
         } catch {
