@@ -432,6 +432,9 @@ struct TMPStoreContractTests {
             #expect(try await Self.insert(store, Self.token("T1"), event: "e1") == .applied(Self.token("T1")))
             let duplicate = try await store.applyTokenEvent(eventId: "e1", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .active, suspendedBy: nil, tokenLast4: nil) }
             #expect(duplicate == .duplicate(Self.token("T1")))
+            // The same id for another token's event is not a duplicate: that event would be lost.
+            #expect(try await Self.insert(store, Self.token("T2"), event: "e1") == .eventIdReused("T1"))
+            #expect(try await store.token(reference: "T2") == nil)
             let rejected = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .reject("bad") }
             #expect(rejected == .rejected("bad"))
             // A rejected event id is not burnt: a corrected retry with it applies.

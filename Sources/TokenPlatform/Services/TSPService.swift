@@ -154,6 +154,9 @@ public struct TSPService: Sendable {
         case .duplicate(let token):
             guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
             return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
+        case .eventIdReused:
+            // Which token it was is not said: another token's reference is not this event's to learn.
+            throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for another token's event; every event needs an id of its own")
         case .rejected(let message):
             if try await environment.store.token(reference: event.tokenUniqueReference) == nil {
                 throw TMPError.notFound("token_not_found", message)

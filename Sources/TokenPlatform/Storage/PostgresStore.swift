@@ -229,7 +229,9 @@ public struct PostgresStore: TMPStore {
             // The token was created (by another instance) between the two reads, so its card was
             // not locked: start over, and the card is locked first this time.
             if current != nil, locked == nil { throw LostRace() }
-            if try await !connection.all("SELECT 1 FROM token_event WHERE event_id = \(eventId)", logger: logger).isEmpty {
+            if let row = try await connection.all("SELECT token_unique_reference FROM token_event WHERE event_id = \(eventId)", logger: logger).first {
+                let appliedTo = try row.decode(String.self)
+                guard appliedTo.isSameIdentifier(as: tokenReference) else { return .eventIdReused(appliedTo) }
                 // A token missing above may have been created by that event, committed between
                 // the two reads: read it again, as of now.
                 if let current { return .duplicate(current) }

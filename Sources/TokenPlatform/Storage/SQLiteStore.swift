@@ -248,8 +248,8 @@ public struct SQLiteStore: TMPStore {
     public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await writer.write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM token_event WHERE event_id = ?", arguments: [eventId]) != nil {
-                return .duplicate(current)
+            if let appliedTo = try String.fetchOne(db, sql: "SELECT token_unique_reference FROM token_event WHERE event_id = ?", arguments: [eventId]) {
+                return appliedTo.isSameIdentifier(as: tokenReference) ? .duplicate(current) : .eventIdReused(appliedTo)
             }
             let card = try current.flatMap { token in
                 try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [token.externalCardId], CardRecord.init(row:))

@@ -314,6 +314,9 @@ public enum TokenEventApplication: Sendable, Hashable {
     case applied(TokenRecord)
     /// Seen before; the token now (nil if it never existed).
     case duplicate(TokenRecord?)
+    /// The event id was applied before to another token (the reference it was applied to):
+    /// a token service reusing ids, whose event would otherwise be lost as a duplicate.
+    case eventIdReused(String)
     /// Older than an event already applied: acknowledged, not applied; the token now.
     case stale(TokenRecord)
     /// Refused.
