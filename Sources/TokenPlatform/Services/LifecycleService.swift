@@ -232,7 +232,7 @@ public struct LifecycleService: Sendable {
         return outcomes
     }
 
-    /// One token service command a card status asks of a token.
+    /// One token service command for a token: one its card's status asks, or customer service's.
     private struct TokenCommand: Sendable {
         var token: TokenRecord
         var target: TokenStatus
