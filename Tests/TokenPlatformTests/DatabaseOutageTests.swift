@@ -83,6 +83,9 @@ struct DatabaseOutageTests {
                     let started = ContinuousClock.now
                     let health = try await api.send(.get, "/health")
                     #expect(health.status == .serviceUnavailable, "\(health.text)")
+                    let live = try await api.send(.get, "/health/live")
+                    #expect(live.status == .ok, "\(live.text)")
+                    #expect(live.text == #"{"status":"ok"}"#)
                     let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
                     #expect(put.status == .serviceUnavailable, "\(put.text)")
                     #expect(put.error?.code == "database_unavailable")

@@ -57,6 +57,7 @@ public enum RouteTable {
         RouteSpec(method: .post, path: "/tsp/token-events", auth: .tsp),
         RouteSpec(method: .get, path: "/tsp/activation-keys", auth: .tsp),
         RouteSpec(method: .get, path: "/health", auth: .none),
+        RouteSpec(method: .get, path: "/health/live", auth: .none),
         RouteSpec(method: .get, path: "/metrics", auth: .none),
         RouteSpec(method: .get, path: "/openapi.yaml", auth: .none),
     ]

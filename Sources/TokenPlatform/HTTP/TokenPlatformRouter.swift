@@ -109,6 +109,11 @@ public struct TokenPlatformRouter: Sendable {
                 return try JSONCoding.response(["status": "unavailable", "database": "unreachable"], status: .serviceUnavailable)
             }
         }
+        // The process alone, for a liveness probe: an orchestrator restarting instances
+        // because the database is down would only add restarts to the outage.
+        on(.get, "/health/live", router) { _, _, _ in
+            try JSONCoding.response(["status": "ok"])
+        }
         on(.get, "/metrics", router) { _, _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
         }
