@@ -232,7 +232,7 @@ let package = Package(
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]
 )

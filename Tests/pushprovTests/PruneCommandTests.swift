@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TokenPlatform
 
@@ -37,6 +38,29 @@ struct PruneCommandTests {
 
         let again = try await CLI.run(["prune", "--keep-days", "400", "--database", path])
         #expect(again.stdout.contains("provisioning_attempt: deleted 0 rows"), "\(again.stdout)")
+    }
+
+    @Test func aLongRunReportsProgressEvery100000RowsOfATable() async throws {
+        let path = try await Self.database(daysAgo: 500)
+        // 150,000 more old attempts, as old as the first.
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150000)
+                INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
+                SELECT 'old-' || i, 'c1', 'alice', 'PHONE', 'nh', 'ab', old.created_at, old.expires_at
+                FROM n, (SELECT created_at, expires_at FROM provisioning_attempt WHERE activation_data_id = 'jti-old') AS old
+                """)
+        }
+        try queue.close()
+        let run = try await CLI.run(["prune", "--keep-days", "400", "--batch-size", "50000", "--database", path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let progress = run.stdout.split(separator: "\n").filter { $0.hasSuffix("deleted so far") }
+        #expect(progress == ["provisioning_attempt: 100000 rows deleted so far"], "\(run.stdout)")
+        #expect(run.stdout.contains("provisioning_attempt: deleted 150001 rows recorded before "), "\(run.stdout)")
+        // The progress line comes before the totals.
+        let lines = run.stdout.split(separator: "\n")
+        #expect(lines.first == "provisioning_attempt: 100000 rows deleted so far", "\(run.stdout)")
     }
 
     @Test func aRetentionUnderAYearOrAnUnmigratedDatabaseIsRefusedInOneLine() async throws {
