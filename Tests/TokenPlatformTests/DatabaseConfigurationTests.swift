@@ -133,9 +133,9 @@ struct DatabaseConfigurationTests {
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
-        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4, v5; run `pushprov migrate --database …` first, or start without --no-migrate")
+        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4, v5, v6; run `pushprov migrate --database …` first, or start without --no-migrate")
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
-        #expect(first.applied == ["v1", "v2", "v3", "v4", "v5"])
+        #expect(first.applied == ["v1", "v2", "v3", "v4", "v5", "v6"])
         await first.store.close()
         let second = try await database.openMigratedStore(migrate: false, logger: logger)
         #expect(second.applied.isEmpty)
@@ -167,7 +167,7 @@ struct SQLiteSealAuditMigrationTests {
             try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 11:00:00.000', 'issuer', 'card.status', 'card:c1', 'ACTIVE -> BLOCKED')")
         }) { store in
             let applied = try await store.migrate()
-            #expect(applied == ["v2", "v3", "v4", "v5"])
+            #expect(applied == ["v2", "v3", "v4", "v5", "v6"])
             let trail = try await store.auditEntries(subject: "card:c1")
             #expect(trail.map(\.action) == ["card.seal", "card.status"])
             #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
@@ -195,9 +195,49 @@ struct SQLiteAtOddsMigrationTests {
         }) { store in
             let before = Date()
             let applied = try await store.migrate()
-            #expect(applied == ["v3", "v4", "v5"])
+            #expect(applied == ["v3", "v4", "v5", "v6"])
             #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
             #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
+        }
+    }
+}
+
+@Suite("SQLite migration v6")
+struct SQLiteEventIdMigrationTests {
+    @Test func eventIdsBeforeV6StayDuplicatesForTheirTokenAndDecisionsBeforeItAreNotRepeatedForRetries() async throws {
+        // A database at v5: a token created by event e1, and request r1 approved on activation
+        // data ad-1, both written the v5 way (no event type, no activation data id).
+        try await withSQLiteDatabase(at: "v5", seed: { db in
+            try db.execute(sql: """
+                INSERT INTO card VALUES ('c1', 'alice', 'v1.k.AAAA', 'h1', '1111', 'PUR-c1', '12/29', 'Alice', 'VISA', 'Gold', NULL, 'ACTIVE', '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
+                """)
+            try db.execute(sql: """
+                INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, created_at, updated_at)
+                VALUES ('T1', 'c1', 'PUR-c1', 'alice', 'PHONE', 'INACTIVE', 'YELLOW', '2026-01-01 10:00:00.000', '2026-01-01 10:00:00.000')
+                """)
+            try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES ('e1', 'T1', '2026-01-01 10:00:00.000')")
+            try db.execute(sql: """
+                INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
+                VALUES ('r1', 'PUR-c1', 'PHONE', 'APPROVED', 'activation_data_valid', '2026-01-01 10:00:00.000')
+                """)
+        }) { store in
+            #expect(try await store.migrate() == ["v6"])
+            // e1's type is unknown: any event of T1 with that id is the duplicate it was before.
+            let again = try await store.applyTokenEvent(eventId: "e1", event: .activated, tokenReference: "T1", audit: TMPStoreContractTests.audit("token:T1")) { _, _ in
+                .update(status: .active, suspendedBy: nil, tokenLast4: nil)
+            }
+            guard case .duplicate(let token) = again else { Issue.record("expected a duplicate, got \(again)"); return }
+            #expect(token?.status == .inactive)
+            // Another token with it is refused, naming no event.
+            let other = try await store.applyTokenEvent(eventId: "e1", event: .created, tokenReference: "T2", audit: TMPStoreContractTests.audit("token:T2")) { _, _ in
+                .insert(TMPStoreContractTests.token("T2"))
+            }
+            #expect(other == .eventIdReused(tokenReference: "T1", event: nil))
+            #expect(try await store.tokenizationDecision(requestId: "r1")?.activationDataId == nil)
+            #expect(try await store.tokenizationDecision(requestId: "r1")?.decision == .approved)
+            // Which activation data it used up is unknown, so a retry of r1 cannot be told from a
+            // replay under r1's id: it is declined, as a replay is.
+            #expect(try await store.tokenizationDecision(requestId: "r1", usingUp: "ad-1") == nil)
         }
     }
 }

@@ -17,7 +17,7 @@ struct HistoryPruningTests {
         for (index, offset) in days.enumerated() {
             let at = day(offset)
             let id = "jti-\(index)"
-            _ = try await store.applyTokenEvent(eventId: "e-\(index)", tokenReference: "T\(index)", audit: audit("token:T\(index)", at)) { _, _ in
+            _ = try await store.applyTokenEvent(eventId: "e-\(index)", event: .created, tokenReference: "T\(index)", audit: audit("token:T\(index)", at)) { _, _ in
                 .insert(TMPStoreContractTests.token("T\(index)"))
             }
             try await store.recordProvisioningAttempt(ProvisioningAttempt(activationDataId: id, externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at, expiresAt: at.addingTimeInterval(600)))

@@ -14,12 +14,12 @@ struct PostgresStoreTests {
             for _ in 0..<3 {
                 stores.append(try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger))
             }
-            #expect(try await stores[0].pendingMigrations() == ["v1", "v2", "v3", "v4", "v5"])
+            #expect(try await stores[0].pendingMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6"])
             let applied = try await withThrowingTaskGroup(of: [String].self) { group in
                 for store in stores { group.addTask { try await store.migrate() } }
                 return try await group.reduce(into: []) { $0 += $1 }
             }
-            #expect(applied == ["v1", "v2", "v3", "v4", "v5"])
+            #expect(applied == ["v1", "v2", "v3", "v4", "v5", "v6"])
             for store in stores {
                 #expect(try await store.pendingMigrations().isEmpty)
                 await store.close()
@@ -27,7 +27,7 @@ struct PostgresStoreTests {
             let recorded = try await PostgresTestDatabase.withConnection(url) { connection in
                 try await connection.query("SELECT name FROM \(unescaped: schema).pushprov_migrations", logger: PostgresTestDatabase.logger).collect().map { try $0.decode(String.self) }
             }
-            #expect(recorded == ["v1", "v2", "v3", "v4", "v5"])
+            #expect(recorded == ["v1", "v2", "v3", "v4", "v5", "v6"])
         }
     }
 
@@ -62,6 +62,44 @@ struct PostgresStoreTests {
             #expect(line?.hasPrefix("migration v4 waited 0.3 s for a table lock") == true, "\(line ?? "")")
             // Once that session has ended, the same call applies the rest.
             #expect(try await store.migrate(lockTimeout: .milliseconds(300)) == Array(PostgresStore.migrationNames.dropFirst(3)))
+            await store.close()
+        }
+    }
+
+    @Test func eventIdsBeforeV6StayDuplicatesForTheirTokenAndDecisionsBeforeItAreNotRepeatedForRetries() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            #expect(try await store.migrate(lockTimeout: .seconds(5), upTo: "v5").last == "v5")
+            _ = try await store.putCard(try TMPStoreContractTests.card("c1"), audit: TMPStoreContractTests.audit("card:c1"))
+            // Rows written the v5 way: no event type, no activation data id.
+            try await PostgresTestDatabase.withConnection(url) { connection in
+                let logger = PostgresTestDatabase.logger
+                let token = TMPStoreContractTests.token("T1")
+                try await connection.query(
+                    """
+                    INSERT INTO \(unescaped: schema).token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, created_at, updated_at)
+                    VALUES ('T1', 'c1', 'PUR-c1', 'alice', 'PHONE', 'INACTIVE', 'YELLOW', \(token.createdAt), \(token.updatedAt))
+                    """,
+                    logger: logger
+                )
+                try await connection.query("INSERT INTO \(unescaped: schema).token_event (event_id, token_unique_reference, received_at) VALUES ('e1', 'T1', now())", logger: logger)
+                try await connection.query(
+                    """
+                    INSERT INTO \(unescaped: schema).tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
+                    VALUES ('r1', 'PUR-c1', 'PHONE', 'APPROVED', 'activation_data_valid', now())
+                    """,
+                    logger: logger
+                )
+            }
+            #expect(try await store.migrate() == ["v6"])
+            let again = try await store.applyTokenEvent(eventId: "e1", event: .activated, tokenReference: "T1", audit: TMPStoreContractTests.audit("token:T1")) { _, _ in
+                .update(status: .active, suspendedBy: nil, tokenLast4: nil)
+            }
+            #expect(again == .duplicate(TMPStoreContractTests.token("T1")))
+            let other = try await TMPStoreContractTests.insert(store, TMPStoreContractTests.token("T2"), event: "e1")
+            #expect(other == .eventIdReused(tokenReference: "T1", event: nil))
+            #expect(try await store.tokenizationDecision(requestId: "r1")?.activationDataId == nil)
+            #expect(try await store.tokenizationDecision(requestId: "r1", usingUp: "ad-1") == nil)
             await store.close()
         }
     }

@@ -66,7 +66,7 @@ struct TMPStoreContractTests {
 
     @discardableResult
     static func insert(_ store: any TMPStore, _ token: TokenRecord, event: String = UUID().uuidString) async throws -> TokenEventApplication {
-        try await store.applyTokenEvent(eventId: event, tokenReference: token.tokenUniqueReference, audit: audit("token:\(token.tokenUniqueReference)")) { _, _ in .insert(token) }
+        try await store.applyTokenEvent(eventId: event, event: .created, tokenReference: token.tokenUniqueReference, audit: audit("token:\(token.tokenUniqueReference)")) { _, _ in .insert(token) }
     }
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
@@ -107,7 +107,13 @@ struct TMPStoreContractTests {
             let first = TokenizationDecisionRecord(requestId: "r1", panUniqueReference: "PUR-c1", deviceType: .phone, decision: .approved, reason: "activation_data_valid", decidedAt: Self.now)
             #expect(try await store.tokenizationDecision(requestId: "r1") == nil)
             #expect(try await store.recordTokenizationDecision(first, consumingActivationData: "ad-1"))
-            #expect(try await store.tokenizationDecision(requestId: "r1") == first)
+            // Read back with the activation data it used up.
+            var recorded = first
+            recorded.activationDataId = "ad-1"
+            #expect(try await store.tokenizationDecision(requestId: "r1") == recorded)
+            #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-c1", deviceType: .phone)?.activationDataId == "ad-1")
+            #expect(try await store.tokenizationDecision(requestId: "r1", usingUp: "ad-1") == recorded)
+            #expect(try await store.tokenizationDecision(requestId: "r1", usingUp: "ad-2") == nil)
             // The same activation data again: refused, and nothing recorded.
             var second = first
             second.requestId = "r2"
@@ -124,6 +130,9 @@ struct TMPStoreContractTests {
             try await store.recordTokenizationDecision(again)
             #expect(try await store.tokenizationDecision(requestId: "r2") == second)
             #expect(try await store.tokenizationDecision(requestId: "r1")?.reason == "again")
+            // The one that used ad-1 up is still found, under its own request id only.
+            #expect(try await store.tokenizationDecision(requestId: "r1", usingUp: "ad-1") == recorded)
+            #expect(try await store.tokenizationDecision(requestId: "r2", usingUp: "ad-1") == nil)
         }
     }
 
@@ -297,7 +306,7 @@ struct TMPStoreContractTests {
             // A token event that leaves a token usable on a blocked card starts its clock.
             try await setStatus("c2", .blocked, 50)
             #expect(try await atOdds(1_000, 10) == ["A", "D"])
-            _ = try await store.applyTokenEvent(eventId: "e-E", tokenReference: "E", audit: audit("token:E", 60)) { _, _ in .insert(Self.token("E", card: "c2", status: .active)) }
+            _ = try await store.applyTokenEvent(eventId: "e-E", event: .created, tokenReference: "E", audit: audit("token:E", 60)) { _, _ in .insert(Self.token("E", card: "c2", status: .active)) }
             #expect(try await atOdds(59, 10) == ["A", "D"])
             #expect(try await atOdds(1_000, 10) == ["A", "D", "E"])
             #expect(try await atOdds(1_000, 2) == ["A", "D"])
@@ -430,15 +439,21 @@ struct TMPStoreContractTests {
         try await factory.withStore { store in
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
             #expect(try await Self.insert(store, Self.token("T1"), event: "e1") == .applied(Self.token("T1")))
-            let duplicate = try await store.applyTokenEvent(eventId: "e1", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .active, suspendedBy: nil, tokenLast4: nil) }
+            let duplicate = try await store.applyTokenEvent(eventId: "e1", event: .created, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .active, suspendedBy: nil, tokenLast4: nil) }
             #expect(duplicate == .duplicate(Self.token("T1")))
             // The same id for another token's event is not a duplicate: that event would be lost.
-            #expect(try await Self.insert(store, Self.token("T2"), event: "e1") == .eventIdReused("T1"))
+            #expect(try await Self.insert(store, Self.token("T2"), event: "e1") == .eventIdReused(tokenReference: "T1", event: .created))
             #expect(try await store.token(reference: "T2") == nil)
-            let rejected = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .reject("bad") }
+            // So is the same id for another event of the same token.
+            let suspended = try await store.applyTokenEvent(eventId: "e1", event: .suspended, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in
+                .update(status: .suspended, suspendedBy: nil, tokenLast4: nil)
+            }
+            #expect(suspended == .eventIdReused(tokenReference: "T1", event: .created))
+            #expect(try await store.token(reference: "T1")?.status == Self.token("T1").status)
+            let rejected = try await store.applyTokenEvent(eventId: "e2", event: .activated, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .reject("bad") }
             #expect(rejected == .rejected("bad"))
             // A rejected event id is not burnt: a corrected retry with it applies.
-            let retried = try await store.applyTokenEvent(eventId: "e2", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .active, suspendedBy: nil, tokenLast4: "1234") }
+            let retried = try await store.applyTokenEvent(eventId: "e2", event: .activated, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .active, suspendedBy: nil, tokenLast4: "1234") }
             guard case .applied(let token) = retried else { Issue.record("expected applied"); return }
             #expect(token.status == .active && token.tokenLast4 == "1234")
         }
@@ -453,7 +468,7 @@ struct TMPStoreContractTests {
             try await Self.insert(store, token, event: "e1")
             #expect(try await store.token(reference: "T1")?.lastEventAt == EventTime(millisecondsSince1970: 1_000))
             let update = { (id: String, status: TokenStatus, ms: Int64?) in
-                try await store.applyTokenEvent(eventId: id, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in
+                try await store.applyTokenEvent(eventId: id, event: .activated, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in
                     .update(status: status, suspendedBy: nil, tokenLast4: nil, eventTime: ms.map(EventTime.init(millisecondsSince1970:)))
                 }
             }
@@ -462,10 +477,10 @@ struct TMPStoreContractTests {
             _ = try await update("e3", .active, 2_000)
             _ = try await update("e4", .active, nil)
             #expect(try await store.token(reference: "T1")?.lastEventAt == EventTime(millisecondsSince1970: 3_000))
-            let stale = try await store.applyTokenEvent(eventId: "e5", tokenReference: "T1", audit: Self.audit("token:T1", "stale")) { _, _ in .stale }
+            let stale = try await store.applyTokenEvent(eventId: "e5", event: .suspended, tokenReference: "T1", audit: Self.audit("token:T1", "stale")) { _, _ in .stale }
             guard case .stale(let unchanged) = stale else { Issue.record("expected stale, got \(stale)"); return }
             #expect(unchanged.status == .active)
-            let again = try await store.applyTokenEvent(eventId: "e5", tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .suspended, suspendedBy: nil, tokenLast4: nil) }
+            let again = try await store.applyTokenEvent(eventId: "e5", event: .suspended, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .suspended, suspendedBy: nil, tokenLast4: nil) }
             #expect(again == .duplicate(unchanged))
             #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("stale") == false)
         }
@@ -636,7 +651,7 @@ struct TMPStoreContractTests {
                         let store = (token + copy).isMultiple(of: 2) ? first : second
                         let record = Self.token("T\(token)")
                         group.addTask {
-                            let result = try await store.applyTokenEvent(eventId: "created-\(token)", tokenReference: record.tokenUniqueReference, audit: Self.audit("token:\(record.tokenUniqueReference)", "created")) { current, _ in
+                            let result = try await store.applyTokenEvent(eventId: "created-\(token)", event: .created, tokenReference: record.tokenUniqueReference, audit: Self.audit("token:\(record.tokenUniqueReference)", "created")) { current, _ in
                                 current == nil ? .insert(record) : .reject("exists")
                             }
                             return (record.tokenUniqueReference, result)
@@ -663,7 +678,7 @@ struct TMPStoreContractTests {
                 for copy in 0..<6 {
                     let store = copy.isMultiple(of: 2) ? first : second
                     group.addTask {
-                        try await store.applyTokenEvent(eventId: "e\(copy)", tokenReference: "T1", audit: Self.audit("token:T1", "created")) { current, _ in
+                        try await store.applyTokenEvent(eventId: "e\(copy)", event: .created, tokenReference: "T1", audit: Self.audit("token:T1", "created")) { current, _ in
                             current == nil ? .insert(Self.token("T1")) : .reject("exists")
                         }
                     }

@@ -86,6 +86,22 @@ struct TSPRouteTests {
         }
     }
 
+    @Test func aRequestIdReusedWithActivationDataAnotherDecisionUsedUpIsAReplay() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let first = try await activationData(api)
+            let second = try await activationData(api)
+            #expect(try await decide(api, activationData: first, request: "r-1").decision == .approved)
+            #expect(try await decide(api, activationData: second, request: "r-2").decision == .approved)
+            // r-1 again, but with r-2's activation data: not a retry of r-1, so not r-1's answer.
+            let reused = try await decide(api, activationData: second, request: "r-1")
+            #expect(reused.decision == .declined && reused.reason == "activation_data_replayed")
+            // r-1 with its own activation data is still a retry.
+            #expect(try await decide(api, activationData: first, request: "r-1").decision == .approved)
+        }
+    }
+
     @Test func activationDataIssuedToTheCardsPreviousOwnerIsDeclined() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
@@ -146,6 +162,12 @@ struct TSPRouteTests {
             let resumeInactive = try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e3")
             #expect(resumeInactive.status == .conflict)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e4").status == .ok)
+            // e4 again for another event of T1: not a duplicate, which would lose the suspension.
+            let reusedForT1 = try await api.event("T1", pur: card.panUniqueReference, .suspended, id: "e4")
+            #expect(reusedForT1.status == .conflict)
+            #expect(reusedForT1.error?.code == "event_id_reused")
+            #expect(reusedForT1.error?.message.contains("this token's ACTIVATED event") == true)
+            #expect(try await api.tokenStatus("T1") == .active)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e5").status == .ok)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended, id: "e6").status == .ok)
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)

@@ -49,15 +49,20 @@ public struct TokenizationDecisionRecord: Sendable, Hashable {
     public var reason: String
     /// When.
     public var decidedAt: Date
+    /// The activation data the decision used up, as read back from the store (which records
+    /// the id passed as `consumingActivationData`): nil when it used none, or when it was
+    /// recorded before stores kept it.
+    public var activationDataId: String?
 
     /// Creates a record.
-    public init(requestId: String, panUniqueReference: String?, deviceType: DeviceType, decision: TokenizationDecision, reason: String, decidedAt: Date) {
+    public init(requestId: String, panUniqueReference: String?, deviceType: DeviceType, decision: TokenizationDecision, reason: String, decidedAt: Date, activationDataId: String? = nil) {
         self.requestId = requestId
         self.panUniqueReference = panUniqueReference
         self.deviceType = deviceType
         self.decision = decision
         self.reason = reason
         self.decidedAt = decidedAt
+        self.activationDataId = activationDataId
     }
 }
 

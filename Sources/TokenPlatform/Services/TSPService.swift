@@ -22,11 +22,12 @@ public struct TSPService: Sendable {
             TokenizationDecisionRecord(requestId: request.requestId, panUniqueReference: response.panUniqueReference, deviceType: request.deviceType, decision: response.decision, reason: response.reason, decidedAt: now)
         }
         // The activation data is used up in the transaction that records the decision.
-        if try await !environment.store.recordTokenizationDecision(record(response), consumingActivationData: decided.consuming) {
-            let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId)
+        if try await !environment.store.recordTokenizationDecision(record(response), consumingActivationData: decided.consuming), let consuming = decided.consuming {
+            let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: consuming)
             if let earlier, earlier.panUniqueReference == response.panUniqueReference, earlier.deviceType == request.deviceType {
                 // A retry of a request already decided (its answer was lost on the way): the
-                // same answer, not a refusal for the activation data it used itself.
+                // same answer, not a refusal for the activation data it used itself. The same
+                // request id with activation data another request used up is a replay.
                 return TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason)
             }
             response = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
@@ -134,7 +135,7 @@ public struct TSPService: Sendable {
         }
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
-        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
+        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
             TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate)
         }
         switch result {
@@ -154,9 +155,12 @@ public struct TSPService: Sendable {
         case .duplicate(let token):
             guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
             return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
-        case .eventIdReused:
+        case .eventIdReused(let earlierToken, let earlierEvent):
             // Which token it was is not said: another token's reference is not this event's to learn.
-            throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for another token's event; every event needs an id of its own")
+            guard earlierToken.isSameIdentifier(as: event.tokenUniqueReference), let earlierEvent else {
+                throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for another token's event; every event needs an id of its own")
+            }
+            throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for this token's \(earlierEvent.rawValue) event; every event needs an id of its own")
         case .rejected(let message):
             if try await environment.store.token(reference: event.tokenUniqueReference) == nil {
                 throw TMPError.notFound("token_not_found", message)

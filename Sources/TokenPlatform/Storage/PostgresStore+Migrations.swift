@@ -139,6 +139,12 @@ extension PostgresStore {
             """,
             "CREATE INDEX tokenization_decision_request ON tokenization_decision(request_id, id)",
         ]),
+        // As SQLite's v6: what each event id was used for, and the activation data each decision
+        // used up.
+        Migration(name: "v6", statements: [
+            "ALTER TABLE token_event ADD COLUMN event TEXT",
+            "ALTER TABLE tokenization_decision ADD COLUMN activation_data_id TEXT COLLATE \"C\"",
+        ]),
     ]
 
     /// The names of the schema's migrations, in order.

@@ -45,8 +45,11 @@ extension ProvisioningAttempt {
 
 extension TokenizationDecisionRecord {
     init(postgres row: PostgresRow) throws {
-        let (request, pur, device, decision, reason, decided) = try row.decode((String, String?, String, String, String, Date).self)
-        self.init(requestId: request, panUniqueReference: pur, deviceType: DeviceType(rawValue: device) ?? .phone, decision: TokenizationDecision(rawValue: decision) ?? .declined, reason: reason, decidedAt: decided)
+        let (request, pur, device, decision, reason, decided, activationDataId) = try row.decode((String, String?, String, String, String, Date, String?).self)
+        self.init(
+            requestId: request, panUniqueReference: pur, deviceType: DeviceType(rawValue: device) ?? .phone, decision: TokenizationDecision(rawValue: decision) ?? .declined,
+            reason: reason, decidedAt: decided, activationDataId: activationDataId
+        )
     }
 }
 

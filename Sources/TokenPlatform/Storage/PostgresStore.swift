@@ -212,7 +212,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
-    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         // Two instances racing on one event id (or on creating one token) both get past the
         // checks below while the other's insert is uncommitted; the loser's insert then fails
         // on the primary key, and the retry finds the winner's event or token.
@@ -229,9 +229,10 @@ public struct PostgresStore: TMPStore {
             // The token was created (by another instance) between the two reads, so its card was
             // not locked: start over, and the card is locked first this time.
             if current != nil, locked == nil { throw LostRace() }
-            if let row = try await connection.all("SELECT token_unique_reference FROM token_event WHERE event_id = \(eventId)", logger: logger).first {
-                let appliedTo = try row.decode(String.self)
-                guard appliedTo.isSameIdentifier(as: tokenReference) else { return .eventIdReused(appliedTo) }
+            if let row = try await connection.all("SELECT token_unique_reference, event FROM token_event WHERE event_id = \(eventId)", logger: logger).first {
+                let (appliedTo, earlierEvent) = try row.decode((String, String?).self)
+                let use = TokenEventIdUse(tokenReference: appliedTo, event: earlierEvent)
+                guard use.isSame(event, for: tokenReference) else { return .eventIdReused(tokenReference: use.tokenReference, event: use.event) }
                 // A token missing above may have been created by that event, committed between
                 // the two reads: read it again, as of now.
                 if let current { return .duplicate(current) }
@@ -269,11 +270,11 @@ public struct PostgresStore: TMPStore {
                 )
                 result = token
             case .stale(let stored):
-                try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
+                try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
                 return .stale(stored)
             }
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
-            try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (\(eventId), \(tokenReference), \(audit.at))", logger: logger)
+            try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
             try await insertAudit(connection, audit)
             return .applied(result)
         }
@@ -377,8 +378,8 @@ public struct PostgresStore: TMPStore {
             }
             try await connection.query(
                 """
-                INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at)
-                VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt))
+                INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id)
+                VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt), \(id))
                 """,
                 logger: logger
             )
@@ -389,8 +390,17 @@ public struct PostgresStore: TMPStore {
     public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
         try await rows(
             """
-            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at FROM tokenization_decision
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
             WHERE request_id = \(requestId) ORDER BY id DESC LIMIT 1
+            """
+        ).first.map(TokenizationDecisionRecord.init(postgres:))
+    }
+
+    public func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {
+        try await rows(
+            """
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
+            WHERE request_id = \(requestId) AND activation_data_id = \(activationDataId) ORDER BY id DESC LIMIT 1
             """
         ).first.map(TokenizationDecisionRecord.init(postgres:))
     }
@@ -398,7 +408,7 @@ public struct PostgresStore: TMPStore {
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
         try await rows(
             """
-            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at FROM tokenization_decision
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
             WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue)
             ORDER BY decided_at DESC, id DESC LIMIT 1
             """

@@ -138,6 +138,18 @@ extension SQLiteStore {
                 CREATE INDEX tokenization_decision_request ON tokenization_decision(request_id, id);
                 """)
         }
+        // What each event id was used for (the event type), so that an id the token service
+        // reuses for another event of the same token is refused instead of taken for a
+        // duplicate; and the activation data each decision used up, so that only a retry of
+        // the same request gets its answer again. Rows from before are NULL: an event id is
+        // then a duplicate for its own token whatever the event, as before; a decision is not
+        // found for a retry, which is declined as a replay (fails closed).
+        register("v6") { db in
+            try db.execute(sql: """
+                ALTER TABLE token_event ADD COLUMN event TEXT;
+                ALTER TABLE tokenization_decision ADD COLUMN activation_data_id TEXT;
+                """)
+        }
         return migrator
     }
 }

@@ -245,11 +245,12 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await writer.write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
-            if let appliedTo = try String.fetchOne(db, sql: "SELECT token_unique_reference FROM token_event WHERE event_id = ?", arguments: [eventId]) {
-                return appliedTo.isSameIdentifier(as: tokenReference) ? .duplicate(current) : .eventIdReused(appliedTo)
+            if let earlier = try Row.fetchOne(db, sql: "SELECT token_unique_reference, event FROM token_event WHERE event_id = ?", arguments: [eventId]) {
+                let use = TokenEventIdUse(tokenReference: earlier[0], event: earlier[1])
+                return use.isSame(event, for: tokenReference) ? .duplicate(current) : .eventIdReused(tokenReference: use.tokenReference, event: use.event)
             }
             let card = try current.flatMap { token in
                 try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [token.externalCardId], CardRecord.init(row:))
@@ -281,11 +282,11 @@ public struct SQLiteStore: TMPStore {
                 )
                 result = token
             case .stale(let stored):
-                try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (?, ?, ?)", arguments: [eventId, tokenReference, audit.at])
+                try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue])
                 return .stale(stored)
             }
             try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, tokenReference])
-            try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at) VALUES (?, ?, ?)", arguments: [eventId, tokenReference, audit.at])
+            try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue])
             try insertAudit(db, audit)
             return .applied(result)
         }
@@ -381,8 +382,8 @@ public struct SQLiteStore: TMPStore {
                 guard db.changesCount == 1 else { return false }
             }
             try db.execute(
-                sql: "INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [decision.requestId, decision.panUniqueReference, decision.deviceType.rawValue, decision.decision.rawValue, decision.reason, decision.decidedAt]
+                sql: "INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [decision.requestId, decision.panUniqueReference, decision.deviceType.rawValue, decision.decision.rawValue, decision.reason, decision.decidedAt, id]
             )
             return true
         }
@@ -391,6 +392,14 @@ public struct SQLiteStore: TMPStore {
     public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM tokenization_decision WHERE request_id = ? ORDER BY id DESC LIMIT 1", arguments: [requestId]).map(Self.decision(row:))
+        }
+    }
+
+    public func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {
+        try read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM tokenization_decision WHERE request_id = ? AND activation_data_id = ? ORDER BY id DESC LIMIT 1", arguments: [requestId, activationDataId]
+            ).map(Self.decision(row:))
         }
     }
 
@@ -407,7 +416,8 @@ public struct SQLiteStore: TMPStore {
     private static func decision(row: Row) -> TokenizationDecisionRecord {
         TokenizationDecisionRecord(
             requestId: row["request_id"], panUniqueReference: row["pan_unique_reference"], deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone,
-            decision: TokenizationDecision(rawValue: row["decision"]) ?? .declined, reason: row["reason"], decidedAt: row["decided_at"]
+            decision: TokenizationDecision(rawValue: row["decision"]) ?? .declined, reason: row["reason"], decidedAt: row["decided_at"],
+            activationDataId: row["activation_data_id"]
         )
     }
 

@@ -9,7 +9,7 @@ import ProvisioningModels
 /// `TMPStoreContractTests`.
 ///
 /// Several processes may share one store: the read-decide-write methods
-/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:tokenReference:audit:_:)``,
+/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:event:tokenReference:audit:_:)``,
 /// ``setCardStatus(externalCardId:status:at:audit:)``) decide on the current committed row
 /// while holding it, so no change is lost.
 public protocol TMPStore: Sendable {
@@ -80,7 +80,10 @@ public protocol TMPStore: Sendable {
     ///
     /// `decide` sees the token (nil when it does not exist yet) and, for an existing token, its
     /// card, both as committed; the card's status does not change until this change commits.
-    func applyTokenEvent(eventId: String, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
+    /// An `eventId` seen before is a duplicate only if it was used for the same token and the
+    /// same `event`; otherwise the event is refused (``TokenEventApplication/eventIdReused(tokenReference:event:)``),
+    /// since taking it for a duplicate would lose it.
+    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
     /// Tokens whose state their card forbids (``TokenRecord/isAtOdds(with:)``)
     /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
@@ -114,10 +117,15 @@ public protocol TMPStore: Sendable {
     /// Records a tokenization decision and, in the same transaction, marks the activation data
     /// `consuming` used (at the decision's time); false, recording nothing, when that
     /// activation data was used before. So activation data is never used up by a decision that
-    /// was not recorded.
+    /// was not recorded. The decision is recorded with the id it used up
+    /// (``TokenizationDecisionRecord/activationDataId`` when read back).
     func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool
     /// The newest decision recorded for the token service's request id.
     func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord?
+    /// The decision recorded for the token service's request id that used up `activationDataId`:
+    /// the answer a retry of that request gets again (nil for decisions recorded before stores
+    /// kept the activation data they used up).
+    func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord?
     /// The newest decision for a card and device.
     func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord?
 
@@ -308,15 +316,36 @@ extension TokenEventEffect {
     }
 }
 
-/// The result of ``TMPStore/applyTokenEvent(eventId:tokenReference:audit:_:)``.
+/// What a token event id was used for, as a store read it back.
+struct TokenEventIdUse {
+    /// The token it was applied to.
+    var tokenReference: String
+    /// The event; nil when recorded before stores kept it (or not one this version knows).
+    var event: TokenEventType?
+
+    init(tokenReference: String, event: String?) {
+        self.tokenReference = tokenReference
+        self.event = event.flatMap(TokenEventType.init(rawValue:))
+    }
+
+    /// Whether `event` for `token` is this use again (a duplicate). An id recorded without its
+    /// event is a duplicate for its own token, as it was before the event was kept.
+    func isSame(_ event: TokenEventType, for token: String) -> Bool {
+        tokenReference.isSameIdentifier(as: token) && (self.event == nil || self.event == event)
+    }
+}
+
+/// The result of ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
 public enum TokenEventApplication: Sendable, Hashable {
     /// Applied; the token now.
     case applied(TokenRecord)
     /// Seen before; the token now (nil if it never existed).
     case duplicate(TokenRecord?)
-    /// The event id was applied before to another token (the reference it was applied to):
-    /// a token service reusing ids, whose event would otherwise be lost as a duplicate.
-    case eventIdReused(String)
+    /// The event id was used before for another token, or for another event of this token (the
+    /// token and the event it was used for; the event is nil for ids recorded before the store
+    /// kept it, which count as duplicates for their own token): a token service reusing ids,
+    /// whose event would otherwise be lost as a duplicate.
+    case eventIdReused(tokenReference: String, event: TokenEventType?)
     /// Older than an event already applied: acknowledged, not applied; the token now.
     case stale(TokenRecord)
     /// Refused.
