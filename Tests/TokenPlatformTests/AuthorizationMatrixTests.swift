@@ -65,6 +65,27 @@ struct AuthorizationMatrixTests {
         }
     }
 
+    @Test func everyRefusalIsLoggedWithWhatWasExpectedAndWhyButNeverTheCredential() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let refusals: [(String, String, Credential, String, String)] = [
+                ("GET", "/lifecycle/cards/c1", .raw("Bearer not-the-issuer-key-0123456789"), "issuer", "wrong_key"),
+                ("POST", "/tsp/token-events", .none, "tsp", "missing"),
+                ("GET", "/issuer/push-provisioning/cards", .raw("Basic YWxpY2U6c2VjcmV0"), "cardholder", "not_bearer"),
+                ("GET", "/issuer/push-provisioning/cards", .raw("Bearer eyJub3QiOiJhIEpXVCJ9"), "cardholder", "malformed"),
+            ]
+            for (method, path, credential, expected, reason) in refusals {
+                let before = platform.logs.current.count
+                let reply = try await api.send(method == "GET" ? .get : .post, path, as: credential, raw: method == "GET" ? nil : Data("{}".utf8))
+                #expect(reply.status == .unauthorized)
+                let lines = platform.logs.current.dropFirst(before).filter { $0.contains("credential refused") }
+                #expect(lines.count == 1, "\(path): \(lines)")
+                #expect(lines.contains { $0.contains("\"expected\": \(expected)") && $0.contains("\"reason\": \(reason)") }, "\(path): \(lines)")
+            }
+            #expect(!platform.logs.current.contains { $0.contains("not-the-issuer-key") || $0.contains("YWxpY2U6c2VjcmV0") || $0.contains("eyJub3QiOiJhIEpXVCJ9") })
+        }
+    }
+
     @Test func aJWTWithoutExpiryOrSubjectIsRefused() async throws {
         let platform = try await TestPlatform()
         let key = platform.cardholderKey

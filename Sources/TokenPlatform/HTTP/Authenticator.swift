@@ -55,10 +55,13 @@ public struct Authenticator: Sendable {
         return String(Substring(bytes[first...last]))
     }
 
-    /// The caller, or a 401 that says nothing about what was wrong.
+    /// The caller, or a 401 that says nothing about what was wrong. Each refusal is logged
+    /// (at notice, with the credential expected and why, never the credential itself), since
+    /// failed attempts at access are part of the audit trail.
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
         if requirement == .none { return nil }
         guard let header = request.headers[.authorization], header.utf8.count <= 8192, Self.hasBearerScheme(header) else {
+            logger.notice("credential refused", metadata: ["expected": "\(requirement.rawValue)", "reason": "\(request.headers[.authorization] == nil ? "missing" : "not_bearer")"])
             throw TMPError.unauthorized
         }
         let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
@@ -78,14 +81,20 @@ public struct Authenticator: Sendable {
             switch claims.flatMap({ cardholderTokens.check($0, now: now()) }) {
             case .success(let userId): return .cardholder(userId: userId)
             case .failure(let refusal):
-                logger.notice("cardholder token refused", metadata: ["reason": "\(refusal.rawValue)"])
+                logger.notice("credential refused", metadata: ["expected": "cardholder", "reason": "\(refusal.rawValue)"])
                 throw TMPError.unauthorized
             }
         case .issuer:
-            guard issuerKey.matches(credential) else { throw TMPError.unauthorized }
+            guard issuerKey.matches(credential) else {
+                logger.notice("credential refused", metadata: ["expected": "issuer", "reason": "wrong_key"])
+                throw TMPError.unauthorized
+            }
             return .issuer
         case .tsp:
-            guard tspKey.matches(credential) else { throw TMPError.unauthorized }
+            guard tspKey.matches(credential) else {
+                logger.notice("credential refused", metadata: ["expected": "tsp", "reason": "wrong_key"])
+                throw TMPError.unauthorized
+            }
             return .tsp
         case .none:
             return nil
