@@ -180,8 +180,14 @@ struct TMPStoreContractTests {
             #expect(try await store.card(retiredPanUniqueReference: "PUR-A") == nil)
             #expect(try await store.card(retiredPanUniqueReference: "PUR-B") == nil)
             #expect(try await store.card(retiredPanUniqueReference: "PUR-c1")?.externalCardId == "c1")
-            // A write that took the old PAN as unchanged (it carries the old stored reference with
-            // the old PAN) while the card now has the new one stores nothing.
+            // A write that read the card before the replacement and took its PAN as unchanged
+            // carries the old PAN with the reference it read, which the replacement retired: it
+            // stores nothing (it would put back a retired reference and skip ending the new
+            // PAN's tokens).
+            await #expect(throws: StoreError.concurrentChange(externalCardId: "c1")) {
+                _ = try await store.putCard(try Self.card("c1", pur: "PUR-c1", hash: "hash-c1"), audit: Self.audit("card:c1"))
+            }
+            // So does one carrying the stored reference with another PAN.
             await #expect(throws: StoreError.concurrentChange(externalCardId: "c1")) {
                 _ = try await store.putCard(try Self.card("c1", pur: "PUR-A", hash: "hash-c1"), audit: Self.audit("card:c1"))
             }

@@ -61,14 +61,18 @@ extension CardRecord {
     /// What ``TMPStore/putCard(_:audit:)`` stores for `card` over `previous`, the card as stored
     /// and locked: the PAN's reference is decided on `previous`, not on the caller's read.
     ///
+    /// - Parameter referenceIsRetired: whether `card`'s `panUniqueReference` is one the store
+    ///   keeps as retired (a replacement committed since the caller read the card retired it).
     /// - Throws: ``StoreError/concurrentChange(externalCardId:)`` when `previous` has another
-    ///   PAN but `card` carries its reference (decided on a read from before a replacement).
-    static func replacing(_ previous: CardRecord?, with card: CardRecord) throws -> CardRecord {
+    ///   PAN but `card` carries its reference, or a reference a replacement retired since
+    ///   (either way `card` was decided on a read from before a replacement: it would put back
+    ///   a retired reference, or skip ending the tokens of the PAN it replaces).
+    static func replacing(_ previous: CardRecord?, with card: CardRecord, referenceIsRetired: Bool) throws -> CardRecord {
         guard let previous else { return card }
         var stored = card
         if constantTimeEquals(previous.panLookupHash, card.panLookupHash) {
             stored.panUniqueReference = previous.panUniqueReference
-        } else if previous.panUniqueReference == card.panUniqueReference {
+        } else if previous.panUniqueReference == card.panUniqueReference || referenceIsRetired {
             throw StoreError.concurrentChange(externalCardId: card.externalCardId)
         }
         return stored

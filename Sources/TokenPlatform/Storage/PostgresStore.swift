@@ -116,7 +116,10 @@ public struct PostgresStore: TMPStore {
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.cardPutLockSpace), hashtext(\(card.externalCardId)))", logger: logger)
             let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
-            let put = try CardRecord.replacing(previous, with: card)
+            let retired = try await connection.all(
+                "SELECT EXISTS (SELECT 1 FROM retired_pan_reference WHERE pan_unique_reference = \(card.panUniqueReference))", logger: logger
+            ).first?.decode(Bool.self) ?? false
+            let put = try CardRecord.replacing(previous, with: card, referenceIsRetired: retired)
             try await connection.query(
                 """
                 INSERT INTO card (\(unescaped: Self.cardColumns))

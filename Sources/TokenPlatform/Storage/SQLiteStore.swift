@@ -159,7 +159,8 @@ public struct SQLiteStore: TMPStore {
             }
             let previous = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [card.externalCardId], CardRecord.init(row:))
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
-            let put = try CardRecord.replacing(previous, with: card)
+            let retired = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM retired_pan_reference WHERE pan_unique_reference = ?)", arguments: [card.panUniqueReference]) ?? false
+            let put = try CardRecord.replacing(previous, with: card, referenceIsRetired: retired)
             try db.execute(
                 sql: """
                     INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference,
