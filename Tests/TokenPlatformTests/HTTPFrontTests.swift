@@ -71,6 +71,34 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func aClientThatPipelinesRequestsAndReadsNoAnswersIsNotAnsweredAheadOfWhatItReads() async throws {
+        // Before, every request read was answered at once and its response queued in memory:
+        // one connection sending small requests for large answers grew the server without
+        // bound (2.7 GB in 8 s in a review). Now a request waits while responses wait to be sent.
+        let answered = Locked(0)
+        let router = Router()
+        router.get("/big") { _, _ -> Response in
+            answered.withValue { $0 += 1 }
+            return Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "a"), count: 262_144)))
+        }
+        let requests = 200
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        try await TestTMP.runLive(router: router, logger: logger) { _, port in
+            let connection = try await blocking { try RawConnection(port: port) }
+            try await blocking {
+                try connection.send(String(repeating: "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n", count: requests))
+            }
+            // Time for the server to answer all of them, were it not holding back.
+            try await Task.sleep(for: .seconds(1))
+            let whileUnread = answered.withValue { $0 }
+            #expect(whileUnread < 100, "answered \(whileUnread) of \(requests) requests (256 KiB each) that the client does not read")
+            // Reading them, the client gets every answer, in order.
+            let statuses = try await blocking { try (0..<requests).map { _ in try connection.readResponse() }.map { $0.status == 200 && $0.body.count == 262_144 } }
+            #expect(statuses.count == requests && !statuses.contains(false))
+            #expect(answered.withValue { $0 } == requests)
+        }
+    }
+
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes.
@@ -78,6 +106,10 @@ struct HTTPFrontTests {
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 200),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Close\r\n\r\n", 200),
         ("GET /health HTTP/1.0\r\n\r\n", 200),  // HTTP/1.0 keeps a connection only when asked to
+        // Protocol upgrades are not offered: NIO parses nothing after one, so what the client
+        // sent next would be held unparsed (and a next request never answered); the connection
+        // closes instead. (Before, it stayed open until the idle timeout.)
+        ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n", 200),
         ("GARBAGE\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nBad Header\r\n\r\n", 400),
     ])
@@ -90,6 +122,18 @@ struct HTTPFrontTests {
             }
             #expect(answered == status)
             #expect(rest.isEmpty, "the server closes the connection")
+        }
+    }
+
+    @Test func aTunnelRequestIsRefusedAndItsConnectionClosed() async throws {
+        try await Self.serve { _, port in
+            let answer = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+                return String(decoding: try connection.readToEnd(), as: UTF8.self)
+            }
+            // Answered, and closed (reading to the end returned instead of timing out).
+            #expect(answer.hasPrefix("HTTP/1.1 404"), "\(answer.prefix(200))")
         }
     }
 

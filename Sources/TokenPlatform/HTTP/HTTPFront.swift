@@ -161,6 +161,9 @@ struct HTTP1Front: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
+            // Stops reading the socket while responses wait to be sent (a client that sends
+            // requests and reads no answers), so what it sends stays in the kernel's buffers.
+            try pipeline.addHandler(BackPressureHandler())
             // Pipelining assistance holds a connection's next request until the current
             // response is written; error handling answers a request NIO cannot parse with 400
             // and closes the connection.
@@ -183,12 +186,19 @@ struct HTTP1Front: ServerChildChannel {
 /// Marks a request whose connection is not to be kept alive (HTTP/1.0 without `keep-alive`)
 /// with `Connection: close`: the HTTP version does not survive the conversion to HTTP types,
 /// the header does, and ``WholeRequestHandler`` closes the connection after such a request.
+///
+/// So is a request asking to upgrade the protocol (`Upgrade`) or to tunnel (`CONNECT`): this
+/// server does neither, and NIO's parser reads nothing after such a request, so whatever the
+/// client sent next would pile up unparsed until the idle timeout.
 final class CloseMarker: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive, !head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" }) {
+        if case .head(var head) = unwrapInboundIn(data),
+            !head.isKeepAlive || head.method == .CONNECT || head.headers.contains(name: "upgrade"),
+            !head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" })
+        {
             head.headers.replaceOrAdd(name: "Connection", value: "close")
             context.fireChannelRead(wrapInboundOut(.head(head)))
             return
@@ -218,6 +228,12 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var inputClosed = false
     /// The end of the last response written, done once it has been handed to the socket.
     private var lastResponseWritten: EventLoopFuture<Void>?
+    /// A request read whole while earlier responses still waited to be sent (the channel not
+    /// writable): it is answered once they are, so a client that pipelines requests and reads
+    /// no answers makes the server hold at most about one response beyond the write buffer's
+    /// high-water mark, not one per request it sent. (NIO's pipelining assistance hands over
+    /// the next request as soon as the previous response is written, not when it is sent.)
+    private var waiting: Request?
 
     init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
         self.respond = respond
@@ -276,8 +292,22 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             self.head = nil
             let request = Request(head: head, body: RequestBody(buffer: body))
             body = ByteBuffer()
+            if context.channel.isWritable {
+                answer(request, context: context)
+            } else {
+                // Taken, not answered yet: a half-close meanwhile waits for its response.
+                answering = true
+                waiting = request
+            }
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let request = waiting {
+            waiting = nil
             answer(request, context: context)
         }
+        context.fireChannelWritabilityChanged()
     }
 
     /// The client closed its side of the connection (Hummingbird's server allows half-closed
