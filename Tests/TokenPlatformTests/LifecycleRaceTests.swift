@@ -42,6 +42,77 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// Customer service resumes a token it had suspended; the card is blocked while the resume
+    /// is with the token service, and the token service does not confirm suspending it again.
+    /// TMP records the token as the token service holds it (ACTIVE, at odds with the blocked
+    /// card), so the realignment suspends it; before, TMP kept customer service's suspension,
+    /// which is never at odds, and the token paid on a blocked card with nothing to retry it.
+    @Test(arguments: [false, true])
+    func aCustomerServiceResumeOvertakenByABlockLeavesNoTokenPayingOnTheBlockedCard(correctionConfirmed: Bool) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                let blocked = try await Self.patch(api, "c1", .blocked)
+                #expect(blocked.status == .ok)
+                if !correctionConfirmed { platform.connector.failing.withValue { $0 = true } }
+            } }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.failing.withValue { $0 = false }
+            #expect(resumed.status == .conflict && resumed.error?.code == "card_not_active", "\(resumed.text)")
+            #expect(resumed.error?.message.contains("unblock the card to resume its tokens") == true)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            if correctionConfirmed {
+                // Suspended again at the token service, now by the block: unblocking resumes it,
+                // as customer service wanted.
+                #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
+                #expect(try await Self.patch(api, "c1", .active).status == .ok)
+                #expect(try await api.tokenStatus("T1") == .active)
+            } else {
+                #expect(token.status == .active)
+                #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
+                let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
+                #expect(realigned.map(\.result) == ["SUSPENDED"])
+                let after = try await platform.store.token(reference: "T1")
+                #expect(after?.status == .suspended && after?.suspendedBy == .cardBlocked)
+            }
+        }
+    }
+
+    /// The card is unblocked; the token service's echo of the resume reaches TMP first, and
+    /// customer service, seeing the token active, suspends it, all before the unblock's own
+    /// resume is recorded. That resume must not lift customer service's suspension: the token
+    /// stays suspended by customer service, in TMP and at the token service.
+    @Test func anUnblocksResumeDoesNotLiftACustomerServiceSuspensionMadeMeanwhile() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+                #expect(echo.status == .ok)
+                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+                #expect(suspended.status == .ok)
+            } }
+            let unblocked = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(unblocked.status == .ok && unblocked.text.contains("\"UNCHANGED\""), "\(unblocked.text)")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .customerService)
+            // The token service's last word on T1 is a suspension.
+            let last = platform.connector.commands.current.filter { $0.hasSuffix(" T1") }.last
+            #expect(last == "suspend T1", "\(platform.connector.commands.current)")
+        }
+    }
+
     /// The block's suspension is carried out at the token service but not confirmed (a time-out);
     /// its echo arrives while the card is blocked. The suspension is the block's, so unblocking
     /// resumes the token.

@@ -207,7 +207,8 @@ struct LifecycleRouteTests {
     /// A customer-service command the card's status overtakes while it is with the token
     /// service is a conflict, not an outage: a suspend outgrown by a close (the token was
     /// deactivated meanwhile), and a resume overtaken by a block (undone at the token service,
-    /// so the token stays suspended by customer service).
+    /// and the token recorded suspended by the block: customer service asked for it to be
+    /// resumed, so unblocking the card resumes it).
     @Test(arguments: [
         (LifecycleService.TokenAction.suspend, CardStatus.closed, "illegal_token_transition", TokenStatus.deactivated, ["suspend T1", "deactivate T1"]),
         (.resume, .blocked, "card_not_active", .suspended, ["suspend T1", "resume T1", "suspend T1"]),
@@ -226,7 +227,7 @@ struct LifecycleRouteTests {
             #expect(reply.error?.code == code)
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == ends)
-            if ends == .suspended { #expect(token?.suspendedBy == .customerService) }
+            if ends == .suspended { #expect(token?.suspendedBy == .cardBlocked) }
             #expect(platform.connector.commands.current == commands)
         }
     }

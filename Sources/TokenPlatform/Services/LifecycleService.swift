@@ -239,7 +239,16 @@ public struct LifecycleService: Sendable {
         var source: SuspensionSource?
         var result: String
         var call: @Sendable (TokenRecord) async throws -> Void
+        /// For a resume: the only suspension it lifts (nil: any). A card's unblocking lifts
+        /// only the block's; one made meanwhile for another reason (customer service, while
+        /// the resume was with the token service) stays.
+        var lifts: SuspensionSource? = nil
+        /// Customer service's own command.
+        var byCustomerService = false
     }
+
+    /// Why a resume is not recorded when the token was suspended for another reason meanwhile.
+    static let suspendedOtherwiseMeanwhile = "the token was suspended for another reason meanwhile"
 
     /// The command `card` asks of `token`, if any: deactivate a live token made for a PAN the
     /// card no longer has, or every live token of a closed card; suspend an active token of a
@@ -252,7 +261,7 @@ public struct LifecycleService: Sendable {
         }
         return switch card.status {
         case .blocked: TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
-        case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume)
+        case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume, lifts: .cardBlocked)
         case .closed: TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
         }
     }
@@ -287,11 +296,18 @@ public struct LifecycleService: Sendable {
             }
         }
         // A database failure after the token service confirmed is the database's to report.
-        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call)
+        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, byCustomerService: true)
         let outcome = try await applyRecording(command, actor: "issuer", reason: "customer service \(action.rawValue)")
-        if outcome.result == "UNCHANGED", outcome.status != target {
-            // The card was blocked while the token service resumed the token; the resumption was undone.
-            throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed; the token stays \(outcome.status.rawValue), unblock the card to resume its tokens")
+        if action == .resume, outcome.result == "UNCHANGED" || outcome.result == "FAILED",
+            let card = try await environment.store.card(externalCardId: token.externalCardId), card.status != .active
+        {
+            // The card was blocked (or closed) while the token service resumed the token: the
+            // resumption was undone there and the token recorded as suspended by the block, or,
+            // not confirmed, recorded as the token service holds it, for the card's status to be
+            // applied again (the realignment).
+            let then = outcome.result == "FAILED" ? "; the token service did not confirm undoing the resumption, and the card's status will be applied to the token again" : ""
+            let advice = card.status == .blocked ? ", unblock the card to resume its tokens" : ""
+            throw TMPError.conflict("card_not_active", "card \(token.externalCardId) became \(card.status.rawValue) while the token was being resumed; the token is \(outcome.status.rawValue)\(then)\(advice)")
         }
         if outcome.result == "FAILED" {
             // Refused rather than unconfirmed when the token changed meanwhile so that the
@@ -379,6 +395,9 @@ public struct LifecycleService: Sendable {
                 if target == .active, cardStatus != .active { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
                 if target == .active, let card, current.isOfAReplacedPAN(of: card) { return .reject("the card's PAN was replaced") }
                 if source == .cardBlocked, cardStatus != .blocked { return .reject("card is \(cardStatus?.rawValue ?? "gone")") }
+                if target == .active, let lifts = command.lifts, current.status == .suspended, current.suspendedBy != lifts {
+                    return .reject(Self.suspendedOtherwiseMeanwhile)
+                }
                 // Already in the target state means the token service's echo of this very command
                 // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's
                 // own reason wins over the echo's TOKEN_SERVICE: the echo cannot know why the token
@@ -410,12 +429,21 @@ public struct LifecycleService: Sendable {
             // Otherwise (customer service's suspension kept) it changed nothing.
             let done = current.status == target && (source == nil || current.suspendedBy == source)
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: done ? result : "UNCHANGED")
-        case .rejected(let current, _):
+        case .rejected(let current, let message):
+            if message == Self.suspendedOtherwiseMeanwhile {
+                // The token service resumed a token TMP has since recorded suspended for another
+                // reason: suspended there again, so it holds what TMP records.
+                switch await TokenCorrection(environment: environment).reassertSuspension(token.tokenUniqueReference, actor: actor) {
+                case .undone(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "UNCHANGED")
+                case .notConfirmed, .nothingToUndo: return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
+                }
+            }
             // A command for a card status the card left meanwhile is undone at the token
             // service; the token ends as it was.
             let held: TokenStatus? = target == .active ? .active : source == .cardBlocked ? .suspended : nil
             if let held {
-                switch await TokenCorrection(environment: environment).settle(token.tokenUniqueReference, held: held, actor: actor) {
+                let correction = TokenCorrection(environment: environment)
+                switch await correction.settle(token.tokenUniqueReference, held: held, actor: actor, undoingCustomerServiceResume: command.byCustomerService && target == .active) {
                 case .undone(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "UNCHANGED")
                 case .notConfirmed(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "FAILED")
                 case .nothingToUndo: break

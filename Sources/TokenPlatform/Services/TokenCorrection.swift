@@ -27,7 +27,10 @@ import ProvisioningModels
 ///
 /// Nothing is undone when the card was closed while a command ran (closing deactivates every
 /// token itself), when the token was deactivated, or when customer service suspended it
-/// meanwhile (only customer service resumes such a token).
+/// meanwhile (only customer service resumes such a token) — unless the command was customer
+/// service's own resume of that suspension (``settle(_:held:actor:undoingCustomerServiceResume:)``).
+/// A resume for an unblocked card that finds the token suspended meanwhile for another reason
+/// is not recorded, and the suspension is sent again (``reassertSuspension(_:actor:)``).
 struct TokenCorrection {
     /// How the correction ended.
     enum Settlement: Sendable, Hashable {
@@ -44,13 +47,21 @@ struct TokenCorrection {
 
     /// Undoes, if the card's status now wants it, a command after which the token service
     /// holds the token `held` (`.active` or `.suspended` by a block).
-    func settle(_ reference: String, held: TokenStatus, actor: String) async -> Settlement {
+    ///
+    /// `undoingCustomerServiceResume`: the command was customer service's resume of a token
+    /// TMP still records suspended by customer service. That suspension is the one the
+    /// command lifted, so it does not stop the correction: confirmed, the token is recorded
+    /// suspended by the block (unblocking resumes it, as customer service wanted); not
+    /// confirmed, ACTIVE as the token service holds it, at odds with the blocked card, so the
+    /// realignment suspends it.
+    func settle(_ reference: String, held: TokenStatus, actor: String, undoingCustomerServiceResume: Bool = false) async -> Settlement {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
         switch (held, card.status) {
         case (.active, .blocked):
             return await correct(
                 token, card: card, with: environment.tokenService.suspend, actor: actor,
-                confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: .set(.active, suspendedBy: nil)
+                confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: .set(.active, suspendedBy: nil),
+                overridesCustomerService: undoingCustomerServiceResume
             )
         case (.suspended, .active):
             guard token.suspendedBy != .customerService else { return .nothingToUndo }
@@ -61,6 +72,15 @@ struct TokenCorrection {
         default:
             return .nothingToUndo
         }
+    }
+
+    /// After a resume the token service carried out for a token TMP has since recorded
+    /// suspended for another reason (customer service suspended it while an unblocking's
+    /// resume was with the token service): suspends it there again, so the token service holds
+    /// what TMP records. TMP's record is not changed.
+    func reassertSuspension(_ reference: String, actor: String) async -> Settlement {
+        guard let (token, card) = await current(reference), token.status == .suspended else { return .nothingToUndo }
+        return await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
     }
 
     /// After an in-app activation the token service carried out while the card was given to
@@ -107,7 +127,8 @@ struct TokenCorrection {
         actor: String,
         confirmed: TokenChange,
         unconfirmed: TokenChange?,
-        reason: String? = nil
+        reason: String? = nil,
+        overridesCustomerService: Bool = false
     ) async -> Settlement {
         let reference = token.tokenUniqueReference
         let done: Bool
@@ -133,7 +154,7 @@ struct TokenCorrection {
             // Recorded only while the card keeps the status the correction was made for; a
             // further change is that change's to settle.
             guard card?.status == cardStatus, current.status != .deactivated else { return .reject("card or token changed again") }
-            if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated {
+            if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated, !overridesCustomerService {
                 return .reject("customer service suspended the token")
             }
             if current.status == target, current.suspendedBy == source { return .unchanged }
