@@ -13,7 +13,8 @@ public enum Redaction {
 
     /// `text` with every card number in it — 12 to 19 ASCII digits passing the Luhn check,
     /// written as one run or in groups of 3 to 6 digits joined by single spaces or hyphens, as
-    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`) — replaced by its last
+    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`), or dots or underscores
+    /// (as a form or a URL may carry them) — replaced by its last
     /// four, as ``pan(last4:)`` writes them: for messages that echo what a caller sent (an id
     /// or a path), in case a card number was sent there. Other digit runs (most numeric ids,
     /// times, dates) are left as they are.
@@ -44,7 +45,9 @@ public enum Redaction {
     private static func redactingOnce(_ text: String) -> String {
         let bytes = Array(text.utf8)
         func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
-        func isSeparator(_ index: Int) -> Bool { index < bytes.count && (bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "-")) }
+        func isSeparator(_ index: Int) -> Bool {
+            index < bytes.count && (bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "-") || bytes[index] == UInt8(ascii: ".") || bytes[index] == UInt8(ascii: "_"))
+        }
         func runEnd(_ start: Int) -> Int {
             var end = start
             while isDigit(end) { end += 1 }

@@ -86,6 +86,8 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "no card 4111-1111-1111-1111") == "no card •••• 1111")
         #expect(Redaction.cardNumbers(in: "/cards/4111 1111 1111 1111/art") == "/cards/•••• 1111/art")
         #expect(Redaction.cardNumbers(in: "amex 3782 822463 10005.") == "amex •••• 0005.")
+        #expect(Redaction.cardNumbers(in: "/x/4111.1111.1111.1111") == "/x/•••• 1111")
+        #expect(Redaction.cardNumbers(in: "card_4111_1111_1111_1111") == "card_•••• 1111")
         #expect(Redaction.cardNumbers(in: "4111111111111111 2026") == "•••• 1111 2026")
         #expect(Redaction.cardNumbers(in: "4111-1111-1111-1112") == "4111-1111-1111-1112")
         // Dates, times, short groups and UUID-like ids are no card numbers.

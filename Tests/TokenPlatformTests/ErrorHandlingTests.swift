@@ -88,6 +88,18 @@ struct ErrorHandlingTests {
             #expect(wrong.headers[.allow] == "PUT, PATCH, GET")
             let getOnPost = try await api.send(.get, "/issuer/push-provisioning/signed-cards")
             #expect(getOnPost.status == .methodNotAllowed)
+            // A trailing slash reaches the same route (the router skips empty segments), so a
+            // wrong method there is 405 too, not 404.
+            let trailing = try await api.send(.delete, "/lifecycle/cards/c1/", as: .issuer)
+            #expect(trailing.status == .methodNotAllowed && trailing.headers[.allow] == "PUT, PATCH, GET")
+            #expect(try await api.send(.post, "/health/").status == .methodNotAllowed)
+            // A card number in an unknown path, percent-encoded or dotted, is not echoed.
+            for path in ["/x/4111%201111%201111%201111", "/x/4111.1111.1111.1111", "/x/4111%2D1111%2D1111%2D1111"] {
+                let echoed = try await api.send(.get, path, as: .issuer)
+                #expect(echoed.status == .notFound)
+                #expect(echoed.error?.message.contains("4111") == false, "\(echoed.error?.message ?? "")")
+                #expect(echoed.error?.message.hasSuffix("1111") == true, "\(echoed.error?.message ?? "")")
+            }
         }
     }
 

@@ -22,12 +22,15 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return Self.response(for: TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than this endpoint accepts"))
         } catch let error as HTTPError where error.status == .notFound {
             let allowed = RouteTable.allowedMethods(for: request.uri.path)
+            // Echoed decoded, so that a card number sent percent-encoded (`4111%201111…`) is
+            // recognised and redacted like one sent plain.
+            let path = request.uri.path.removingPercentEncoding ?? request.uri.path
             if !allowed.isEmpty {
-                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(request.uri.path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
+                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
                 response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
                 return response
             }
-            return Self.response(for: TMPError(.notFound, "not_found", "no route \(request.method.rawValue) \(request.uri.path)"))
+            return Self.response(for: TMPError(.notFound, "not_found", "no route \(request.method.rawValue) \(path)"))
         } catch let error as HTTPError {
             return Self.response(for: TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed"), status: error.status)
         } catch let error where DatabaseUnavailable.isUnavailable(error) {

@@ -24,10 +24,11 @@ public struct RouteSpec: Sendable, Hashable, CustomStringConvertible {
     /// `METHOD path`.
     public var description: String { "\(method.rawValue) \(path)" }
 
-    /// Whether a concrete request path matches this route's pattern.
+    /// Whether a concrete request path matches this route's pattern. Empty segments (a
+    /// trailing or doubled `/`) are skipped, as the router skips them.
     func matches(path concrete: String) -> Bool {
-        let pattern = path.split(separator: "/", omittingEmptySubsequences: false)
-        let actual = concrete.split(separator: "/", omittingEmptySubsequences: false)
+        let pattern = path.split(separator: "/")
+        let actual = concrete.split(separator: "/")
         guard pattern.count == actual.count else { return false }
         return zip(pattern, actual).allSatisfy { expected, given in
             (expected.hasPrefix("{") && expected.hasSuffix("}") && !given.isEmpty) || expected == given
