@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import ProvisioningCrypto
 import Testing
-import TokenPlatform
+@testable import TokenPlatform
 
 @Suite("Authorization matrix")
 struct AuthorizationMatrixTests {
@@ -83,7 +83,22 @@ struct AuthorizationMatrixTests {
                 #expect(lines.contains { $0.contains("\"expected\": \(expected)") && $0.contains("\"reason\": \(reason)") }, "\(path): \(lines)")
             }
             #expect(!platform.logs.current.contains { $0.contains("not-the-issuer-key") || $0.contains("YWxpY2U6c2VjcmV0") || $0.contains("eyJub3QiOiJhIEpXVCJ9") })
+            // A burst of the same refusal writes no more lines within the second (they are
+            // counted into the next one).
+            for _ in 0..<20 { _ = try await api.send(.get, "/lifecycle/cards/c1", as: .raw("Bearer not-the-issuer-key-0123456789")) }
+            #expect(platform.logs.current.filter { $0.contains("credential refused") && $0.contains("wrong_key") }.count <= 2)
         }
+    }
+
+    @Test func refusalLinesAreThrottledPerKindAndCountWhatTheyHeldBack() {
+        let throttle = KeyedWarningThrottle(interval: .seconds(1))
+        let start = ContinuousClock.now
+        #expect(throttle.admit("issuer wrong_key", now: start) == 0)
+        #expect(throttle.admit("issuer wrong_key", now: start + .milliseconds(10)) == nil)
+        #expect(throttle.admit("issuer wrong_key", now: start + .milliseconds(20)) == nil)
+        // Another kind has its own allowance.
+        #expect(throttle.admit("tsp missing", now: start + .milliseconds(30)) == 0)
+        #expect(throttle.admit("issuer wrong_key", now: start + .seconds(1)) == 2)
     }
 
     @Test func aJWTWithoutExpiryOrSubjectIsRefused() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Hummingbird
 import Logging
 
@@ -26,6 +27,9 @@ public struct Authenticator: Sendable {
     public var now: @Sendable () -> Date
     /// Tokens whose signature already verified, so a reused token costs a lookup, not an ECDSA verification.
     private let verified = VerifiedTokenCache(capacity: 4096)
+    /// At most one `credential refused` line a second for each kind of refusal, counting the
+    /// ones held back: a caller sending bad credentials at request rate does not flood the log.
+    private let refusals = KeyedWarningThrottle(interval: .seconds(1))
 
     /// Creates an authenticator.
     public init(cardholderTokens: CardholderTokenVerifier, issuerKey: APIKey, tspKey: APIKey, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -61,7 +65,7 @@ public struct Authenticator: Sendable {
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
         if requirement == .none { return nil }
         guard let header = request.headers[.authorization], header.utf8.count <= 8192, Self.hasBearerScheme(header) else {
-            logger.notice("credential refused", metadata: ["expected": "\(requirement.rawValue)", "reason": "\(request.headers[.authorization] == nil ? "missing" : "not_bearer")"])
+            logRefusal(logger, expected: requirement.rawValue, reason: request.headers[.authorization] == nil ? "missing" : "not_bearer")
             throw TMPError.unauthorized
         }
         let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
@@ -81,24 +85,54 @@ public struct Authenticator: Sendable {
             switch claims.flatMap({ cardholderTokens.check($0, now: now()) }) {
             case .success(let userId): return .cardholder(userId: userId)
             case .failure(let refusal):
-                logger.notice("credential refused", metadata: ["expected": "cardholder", "reason": "\(refusal.rawValue)"])
+                logRefusal(logger, expected: "cardholder", reason: refusal.rawValue)
                 throw TMPError.unauthorized
             }
         case .issuer:
             guard issuerKey.matches(credential) else {
-                logger.notice("credential refused", metadata: ["expected": "issuer", "reason": "wrong_key"])
+                logRefusal(logger, expected: "issuer", reason: "wrong_key")
                 throw TMPError.unauthorized
             }
             return .issuer
         case .tsp:
             guard tspKey.matches(credential) else {
-                logger.notice("credential refused", metadata: ["expected": "tsp", "reason": "wrong_key"])
+                logRefusal(logger, expected: "tsp", reason: "wrong_key")
                 throw TMPError.unauthorized
             }
             return .tsp
         case .none:
             return nil
         }
+    }
+}
+
+extension Authenticator {
+    private func logRefusal(_ logger: Logger, expected: String, reason: String) {
+        guard let held = refusals.admit("\(expected) \(reason)") else { return }
+        var metadata: Logger.Metadata = ["expected": "\(expected)", "reason": "\(reason)"]
+        if held > 0 { metadata["refused since last line"] = "\(held)" }
+        logger.notice("credential refused", metadata: metadata)
+    }
+}
+
+/// ``WarningThrottle`` for each of a small, fixed set of keys.
+final class KeyedWarningThrottle: Sendable {
+    let interval: Duration
+    private let throttles = NIOLockedValueBox<[String: WarningThrottle]>([:])
+
+    init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// ``WarningThrottle/admit(now:)`` for `key`.
+    func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Int? {
+        let throttle = throttles.withLockedValue { throttles in
+            if let existing = throttles[key] { return existing }
+            let made = WarningThrottle(interval: interval)
+            throttles[key] = made
+            return made
+        }
+        return throttle.admit(now: now)
     }
 }
 
