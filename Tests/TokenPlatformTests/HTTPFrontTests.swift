@@ -252,17 +252,44 @@ struct HTTPFrontTests {
         }
     }
 
-    @Test func aBodyAnnouncedOverTheLimitIsNotAskedFor() async throws {
+    @Test func aBodyAnnouncedOverTheLimitIsRefusedAtOnceWithoutBeingAskedFor() async throws {
         try await Self.serveAsTheServerDoes { _, port in
-            let reply = try await blocking {
+            let (reply, rest) = try await blocking {
                 let connection = try RawConnection(port: port)
                 let length = JSONCoding.maximumBodySize + 1
                 try connection.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: \(length)\r\n\r\n")
-                // No "100 Continue": the client sends the body when it stops waiting.
+                // No "100 Continue" but the refusal, before a byte of the body is sent (before,
+                // the client had to give up waiting and send the body to learn it).
+                return (try connection.readResponse(), try connection.readToEnd())
+            }
+            #expect(reply.status == 413)
+            #expect(String(decoding: reply.body, as: UTF8.self).contains("payload_too_large"))
+            #expect(rest.isEmpty, "nothing more is sent, and the server closes its side")
+        }
+    }
+
+    @Test func anHTTP10RequestExpectingContinueGetsNoInterimResponse() async throws {
+        try await Self.serve { _, port in
+            let answer = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("POST /issuer/push-provisioning/tokens/searches HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}")
+                return String(decoding: try connection.readToEnd(), as: UTF8.self)
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(120))")
+        }
+    }
+
+    @Test func aClientThatSendsTheBodyAnywayStillGetsTheRefusal() async throws {
+        try await Self.serveAsTheServerDoes { _, port in
+            let reply = try await blocking {
+                let connection = try RawConnection(port: port)
+                let length = 1 << 20
+                try connection.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.tspKey)\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: \(length)\r\n\r\n")
                 try connection.send(bytes: [UInt8](repeating: 0x20, count: length))
                 return try connection.readResponse()
             }
-            #expect(reply.status == 413)
+            // The wrong key: 401 first, as for any request.
+            #expect(reply.status == 401)
         }
     }
 

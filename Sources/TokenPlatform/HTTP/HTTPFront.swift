@@ -195,6 +195,12 @@ final class CloseMarker: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = HTTPServerRequestPart
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(var head) = unwrapInboundIn(data), head.version == .http1_0, head.headers.contains(name: "expect") {
+            // HTTP/1.0 has no `100 Continue`: the expectation is ignored (RFC 9110 §10.1.1).
+            head.headers.remove(name: "expect")
+            channelRead(context: context, data: wrapInboundOut(.head(head)))
+            return
+        }
         if case .head(var head) = unwrapInboundIn(data),
             !head.isKeepAlive || head.method == .CONNECT || head.headers.contains(name: "upgrade"),
             !head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" })
@@ -234,6 +240,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// high-water mark, not one per request it sent. (NIO's pipelining assistance hands over
     /// the next request as soon as the previous response is written, not when it is sent.)
     private var waiting: Request?
+    /// The request being read was answered from its head alone (a body announced over the
+    /// limit, waiting for `100 Continue`): its remaining parts are discarded, and the
+    /// connection closes after the answer.
+    private var answeredEarly = false
 
     init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
         self.respond = respond
@@ -266,13 +276,22 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             body = context.channel.allocator.buffer(capacity: 0)
             // The client waits for this before sending the body (curl does for large
             // uploads); the answer comes once the whole body is in. A body announced over the
-            // limit is not asked for: its answer will be a refusal.
-            if head.headerFields[.expect]?.lowercased() == "100-continue",
-                head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true
-            {
-                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            // limit is not asked for: the request is answered at once from its head (the
+            // route refuses it, 413, or its caller, 401, without reading a body), and the
+            // connection closes after the answer (RFC 9110 §10.1.1).
+            if head.headerFields[.expect]?.lowercased() == "100-continue" {
+                if head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true {
+                    context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+                } else {
+                    self.head = nil
+                    answeredEarly = true
+                    var early = head
+                    early.headerFields[.connection] = "close"
+                    answer(Request(head: early, body: RequestBody(buffer: ByteBuffer())), context: context)
+                }
             }
         case .body(var part):
+            guard !answeredEarly else { return }
             // Keep one byte over the limit, so the route sees a body too large and refuses it.
             let room = limit + 1 - body.readableBytes
             if room > 0 {
@@ -283,6 +302,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             readDeadline?.cancel()
             readDeadline = nil
+            // The rest of a request answered early: discarded.
+            guard !answeredEarly else { return }
             // An end without a head follows only a head that could not be converted, whose
             // error closes the connection; should one come otherwise, nothing could answer it.
             guard let head else {
@@ -389,7 +410,13 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         // The client may have closed its side while this response was being made, or just now,
         // from inside the write above (which may also have handed over a request it had sent
         // before closing: that one's response then closes the connection).
-        if closeAfter || (inputClosed && !answering) {
+        if answeredEarly {
+            // The client may be sending the body it was not asked for: only this side closes, so
+            // the answer is not lost to a reset; what still arrives is discarded, and the
+            // connection closes when the client closes its side (or at the idle timeout).
+            let channel = context.channel
+            written.whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        } else if closeAfter || (inputClosed && !answering) {
             let channel = context.channel
             written.whenComplete { _ in channel.close(promise: nil) }
         }
