@@ -537,6 +537,11 @@ struct TMPStoreContractTests {
             }
             #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .phone)?.decision == .approved)
             #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .watch) == nil)
+            // A decline after it is the latest decision, but not the latest that made a token.
+            try await store.recordTokenizationDecision(TokenizationDecisionRecord(requestId: "r9", panUniqueReference: "PUR-1", deviceType: .phone, decision: .declined, reason: "activation_data_replayed", decidedAt: Self.now + 9))
+            #expect(try await store.latestTokenizationDecision(panUniqueReference: "PUR-1", deviceType: .phone)?.decision == .declined)
+            #expect(try await store.latestTokenizingDecision(panUniqueReference: "PUR-1", deviceType: .phone)?.requestId == "r1")
+            #expect(try await store.latestTokenizingDecision(panUniqueReference: "PUR-1", deviceType: .watch) == nil)
         }
     }
 

@@ -102,6 +102,19 @@ struct TSPRouteTests {
         }
     }
 
+    @Test func aDeclineAfterTheApprovalDoesNotChangeTheNewTokensAuthorizationPath() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            #expect(try await decide(api, activationData: data, request: "r-1").decision == .approved)
+            // A replay of the same activation data is declined before the token is created.
+            #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_replayed")
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .created).status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.authorizationPath == .green)
+        }
+    }
+
     @Test func activationDataIssuedToTheCardsPreviousOwnerIsDeclined() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

@@ -117,7 +117,8 @@ public struct TSPService: Sendable {
             guard let card = found else {
                 throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(event.panUniqueReference)")
             }
-            let decision = try await environment.store.latestTokenizationDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
+            // The decision that let this token be made: a decline since (a replay, say) made none.
+            let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
             newToken = TokenRecord(
                 tokenUniqueReference: event.tokenUniqueReference,
                 externalCardId: card.externalCardId,

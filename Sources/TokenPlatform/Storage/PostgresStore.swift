@@ -418,6 +418,16 @@ public struct PostgresStore: TMPStore {
         ).first.map(TokenizationDecisionRecord.init(postgres:))
     }
 
+    public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try await rows(
+            """
+            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
+            WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue) AND decision <> 'DECLINED'
+            ORDER BY decided_at DESC, id DESC LIMIT 1
+            """
+        ).first.map(TokenizationDecisionRecord.init(postgres:))
+    }
+
     // MARK: Card art and audit
 
     public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {

@@ -414,6 +414,16 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM tokenization_decision WHERE pan_unique_reference = ? AND device_type = ? AND decision <> 'DECLINED' ORDER BY decided_at DESC, id DESC LIMIT 1",
+                arguments: [panUniqueReference, deviceType.rawValue]
+            ).map(Self.decision(row:))
+        }
+    }
+
     private static func decision(row: Row) -> TokenizationDecisionRecord {
         TokenizationDecisionRecord(
             requestId: row["request_id"], panUniqueReference: row["pan_unique_reference"], deviceType: DeviceType(rawValue: row["device_type"]) ?? .phone,

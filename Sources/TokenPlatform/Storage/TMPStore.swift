@@ -128,6 +128,10 @@ public protocol TMPStore: Sendable {
     func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord?
     /// The newest decision for a card and device.
     func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord?
+    /// The newest decision for a card and device that let a token be made (APPROVED or
+    /// REQUIRE_ADDITIONAL_AUTHENTICATION): the one a new token's authorization path comes
+    /// from, whatever was declined after it (a replay, a retry with a wrong expiry).
+    func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord?
 
     /// Stores card art (replacing any with the same id).
     func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws
