@@ -409,20 +409,19 @@ public struct PostgresStore: TMPStore {
     }
 
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
-        try await rows(
-            """
-            SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
-            WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue)
-            ORDER BY decided_at DESC, id DESC LIMIT 1
-            """
-        ).first.map(TokenizationDecisionRecord.init(postgres:))
+        try await latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "")
     }
 
     public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try await latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "AND decision <> 'DECLINED'")
+    }
+
+    /// The newest decision for a card and device that meets `condition` (SQL, no arguments).
+    private func latestDecision(panUniqueReference: String, deviceType: DeviceType, condition: String) async throws -> TokenizationDecisionRecord? {
         try await rows(
             """
             SELECT request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id FROM tokenization_decision
-            WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue) AND decision <> 'DECLINED'
+            WHERE pan_unique_reference = \(panUniqueReference) AND device_type = \(deviceType.rawValue) \(unescaped: condition)
             ORDER BY decided_at DESC, id DESC LIMIT 1
             """
         ).first.map(TokenizationDecisionRecord.init(postgres:))

@@ -405,20 +405,19 @@ public struct SQLiteStore: TMPStore {
     }
 
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
-        try read { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM tokenization_decision WHERE pan_unique_reference = ? AND device_type = ? ORDER BY decided_at DESC, id DESC LIMIT 1",
-                arguments: [panUniqueReference, deviceType.rawValue]
-            ).map(Self.decision(row:))
-        }
+        try latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "")
     }
 
     public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "AND decision <> 'DECLINED'")
+    }
+
+    /// The newest decision for a card and device that meets `condition` (SQL, no arguments).
+    private func latestDecision(panUniqueReference: String, deviceType: DeviceType, condition: String) throws -> TokenizationDecisionRecord? {
         try read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT * FROM tokenization_decision WHERE pan_unique_reference = ? AND device_type = ? AND decision <> 'DECLINED' ORDER BY decided_at DESC, id DESC LIMIT 1",
+                sql: "SELECT * FROM tokenization_decision WHERE pan_unique_reference = ? AND device_type = ? \(condition) ORDER BY decided_at DESC, id DESC LIMIT 1",
                 arguments: [panUniqueReference, deviceType.rawValue]
             ).map(Self.decision(row:))
         }
