@@ -99,6 +99,31 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func aClientThatReadsNoAnswersLosesItsConnectionAfterTheReadTimeout() async throws {
+        // A request held back for it must not hold the connection (a place under the limit,
+        // a graceful shutdown) for ever.
+        let router = Router()
+        router.get("/big") { _, _ -> Response in
+            Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "a"), count: 262_144)))
+        }
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        try await TestTMP.runLive({ onRunning in
+            TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, requestReadTimeout: .seconds(1), onServerRunning: onRunning)
+        }) { _, port in
+            let (received, waited) = try await blocking {
+                let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
+                try connection.send(String(repeating: "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n", count: 200))
+                Thread.sleep(forTimeInterval: 3)
+                let started = ContinuousClock.now
+                let received = try connection.readToEnd()
+                return (received.count, ContinuousClock.now - started)
+            }
+            // Closed by the server: what it had sent could be read, then the end, at once.
+            #expect(received < 200 * 262_144, "\(received) bytes")
+            #expect(waited < .seconds(10), "the connection was closed by the server, not by the client's timeout")
+        }
+    }
+
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes.
@@ -265,6 +290,41 @@ struct HTTPFrontTests {
             #expect(reply.status == 413)
             #expect(String(decoding: reply.body, as: UTF8.self).contains("payload_too_large"))
             #expect(rest.isEmpty, "nothing more is sent, and the server closes its side")
+        }
+    }
+
+    @Test func aRequestAnsweredFromItsHeadStillLosesItsConnectionToABodyTrickledIn() async throws {
+        try await Self.serveAsTheServerDoes(requestReadTimeout: .seconds(1)) { _, port in
+            let (reply, closed) = try await blocking {
+                let connection = try RawConnection(port: port, receiveTimeout: .seconds(10))
+                try connection.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 10000000000\r\n\r\n")
+                let reply = try connection.readResponse()
+                // A byte now and then, as if to keep the connection.
+                let started = ContinuousClock.now
+                var closed = false
+                while ContinuousClock.now - started < .seconds(5), !closed {
+                    closed = !connection.sendUnlessClosed("x")
+                    Thread.sleep(forTimeInterval: 0.2)
+                }
+                return (reply, closed)
+            }
+            #expect(reply.status == 401)
+            #expect(reply.headers["connection"] == "close")
+            #expect(closed, "the server closed the connection after its read timeout")
+        }
+    }
+
+    @Test func aRequestAnsweredFromItsHeadBehindAPipelinedOneIsAnsweredToo() async throws {
+        try await Self.serveAsTheServerDoes { _, port in
+            let replies = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send(
+                    "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                        + "PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 10000000\r\n\r\n"
+                )
+                return try (0..<2).map { _ in try connection.readResponse().status }
+            }
+            #expect(replies == [200, 413])
         }
     }
 
@@ -592,6 +652,16 @@ final class RawConnection: @unchecked Sendable {
     }
 
     func send(_ text: String) throws { try send(bytes: Array(text.utf8)) }
+
+    /// Sends `text` without raising SIGPIPE; false once the connection is gone (reset).
+    func sendUnlessClosed(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        #if canImport(Glibc)
+        return bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+        #else
+        return bytes.withUnsafeBytes { Darwin.send(socket, $0.baseAddress, $0.count, 0) } == bytes.count
+        #endif
+    }
 
     func send(bytes: [UInt8]) throws {
         var offset = 0

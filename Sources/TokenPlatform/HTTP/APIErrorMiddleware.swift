@@ -24,7 +24,7 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             let allowed = RouteTable.allowedMethods(for: request.uri.path)
             // Echoed decoded, so that a card number sent percent-encoded (`4111%201111…`) is
             // recognised and redacted like one sent plain.
-            let path = request.uri.path.removingPercentEncoding ?? request.uri.path
+            let path = Self.leniently(decoding: request.uri.path)
             if !allowed.isEmpty {
                 var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
                 response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
@@ -45,6 +45,34 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
             return Self.response(for: TMPError(.internal, "internal_error", "the server failed to process the request"))
         }
+    }
+
+    /// `path` with every well-formed `%XX` escape decoded and anything else kept as it is
+    /// (a malformed escape must not keep the rest from being decoded, and redacted); bytes that
+    /// are not UTF-8 become U+FFFD.
+    static func leniently(decoding path: String) -> String {
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        let bytes = Array(path.utf8)
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
     }
 
     static func status(for kind: TMPError.Kind) -> HTTPResponse.Status {

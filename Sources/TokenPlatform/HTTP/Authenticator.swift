@@ -65,7 +65,8 @@ public struct Authenticator: Sendable {
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
         if requirement == .none { return nil }
         guard let header = request.headers[.authorization], header.utf8.count <= 8192, Self.hasBearerScheme(header) else {
-            logRefusal(logger, expected: requirement.rawValue, reason: request.headers[.authorization] == nil ? "missing" : "not_bearer")
+            let header = request.headers[.authorization]
+            logRefusal(logger, expected: requirement.rawValue, reason: header == nil ? "missing" : header!.utf8.count > 8192 ? "too_long" : "not_bearer")
             throw TMPError.unauthorized
         }
         let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))

@@ -244,6 +244,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// limit, waiting for `100 Continue`): its remaining parts are discarded, and the
     /// connection closes after the answer.
     private var answeredEarly = false
+    /// Closes the connection if a request held back for a client that reads no answers
+    /// (`waiting`) is still held back then: such a client cannot keep the connection, a place
+    /// under the connection limit, and a graceful shutdown waiting, for ever.
+    private var stallDeadline: Scheduled<Void>?
 
     init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
         self.respond = respond
@@ -254,6 +258,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     func handlerRemoved(context: ChannelHandlerContext) {
         readDeadline?.cancel()
         readDeadline = nil
+        stallDeadline?.cancel()
+        stallDeadline = nil
     }
 
     /// After a read that left a request incomplete, its remaining parts get until the deadline.
@@ -272,6 +278,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
+            answeredEarly = false
             limit = bodyLimit(head)
             body = context.channel.allocator.buffer(capacity: 0)
             // The client waits for this before sending the body (curl does for large
@@ -287,7 +294,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                     answeredEarly = true
                     var early = head
                     early.headerFields[.connection] = "close"
-                    answer(Request(head: early, body: RequestBody(buffer: ByteBuffer())), context: context)
+                    answer(Request(head: early, body: RequestBody(buffer: ByteBuffer())), early: true, context: context)
                 }
             }
         case .body(var part):
@@ -319,6 +326,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 // Taken, not answered yet: a half-close meanwhile waits for its response.
                 answering = true
                 waiting = request
+                let channel = context.channel
+                stallDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(readTimeout)) {
+                    channel.close(promise: nil)
+                }
             }
         }
     }
@@ -326,6 +337,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, let request = waiting {
             waiting = nil
+            stallDeadline?.cancel()
+            stallDeadline = nil
             answer(request, context: context)
         }
         context.fireChannelWritabilityChanged()
@@ -366,7 +379,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         context.close(promise: nil)
     }
 
-    private func answer(_ request: Request, context: ChannelHandlerContext) {
+    /// Answers `request` on a task of its own; `early`: from its head alone, its body unread.
+    private func answer(_ request: Request, early: Bool = false, context: ChannelHandlerContext) {
         answering = true
         let closeAfter = request.headers[values: .connection].contains { value in
             value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
@@ -389,12 +403,12 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             let buffers = collected.buffers
             loop.execute {
                 let (handler, context) = bound.value
-                handler.write(head: head, buffers: buffers, failed: failed, closeAfter: closeAfter, context: context)
+                handler.write(head: head, buffers: buffers, failed: failed, closeAfter: closeAfter, early: early, context: context)
             }
         }
     }
 
-    private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, context: ChannelHandlerContext) {
+    private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, early: Bool, context: ChannelHandlerContext) {
         answering = false
         guard context.channel.isActive else { return }
         guard !failed else {
@@ -403,6 +417,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             context.close(promise: nil)
             return
         }
+        var head = head
+        // A response after which the connection closes says so (RFC 9112 §9.6).
+        if early || closeAfter { head.headerFields[.connection] = "close" }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         for buffer in buffers { context.write(wrapOutboundOut(.body(buffer)), promise: nil) }
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
@@ -410,12 +427,16 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         // The client may have closed its side while this response was being made, or just now,
         // from inside the write above (which may also have handed over a request it had sent
         // before closing: that one's response then closes the connection).
-        if answeredEarly {
+        if early {
             // The client may be sending the body it was not asked for: only this side closes, so
             // the answer is not lost to a reset; what still arrives is discarded, and the
-            // connection closes when the client closes its side (or at the idle timeout).
+            // connection closes when the client closes its side, or after the read timeout.
             let channel = context.channel
-            written.whenComplete { _ in channel.close(mode: .output, promise: nil) }
+            let readTimeout = TimeAmount(self.readTimeout)
+            written.whenComplete { _ in
+                channel.close(mode: .output, promise: nil)
+                channel.eventLoop.scheduleTask(in: readTimeout) { channel.close(promise: nil) }
+            }
         } else if closeAfter || (inputClosed && !answering) {
             let channel = context.channel
             written.whenComplete { _ in channel.close(promise: nil) }

@@ -299,15 +299,22 @@ public struct LifecycleService: Sendable {
         let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, byCustomerService: true)
         let outcome = try await applyRecording(command, actor: "issuer", reason: "customer service \(action.rawValue)")
         if action == .resume, outcome.result == "UNCHANGED" || outcome.result == "FAILED",
-            let card = try await environment.store.card(externalCardId: token.externalCardId), card.status != .active
+            let card = try await environment.store.card(externalCardId: token.externalCardId),
+            let now = try await environment.store.token(reference: tokenUniqueReference), now.status != .deactivated
         {
-            // The card was blocked (or closed) while the token service resumed the token: the
-            // resumption was undone there and the token recorded as suspended by the block, or,
-            // not confirmed, recorded as the token service holds it, for the card's status to be
-            // applied again (the realignment).
-            let then = outcome.result == "FAILED" ? "; the token service did not confirm undoing the resumption, and the card's status will be applied to the token again" : ""
-            let advice = card.status == .blocked ? ", unblock the card to resume its tokens" : ""
-            throw TMPError.conflict("card_not_active", "card \(token.externalCardId) became \(card.status.rawValue) while the token was being resumed; the token is \(outcome.status.rawValue)\(then)\(advice)")
+            // The card's status changed while the token service resumed the token. Said from
+            // what TMP records now, never as done.
+            if card.status != .active {
+                let recorded = now.isAtOdds(with: card)
+                    ? "the token service did not confirm undoing the resumption: the token is recorded \(now.status.rawValue) as it holds it, and the card's status will be applied to it again"
+                    : "the token is \(now.status.rawValue)"
+                let advice = card.status != .blocked ? "" : now.suspendedBy == .customerService ? "; unblock the card, then resume the token" : "; unblock the card to resume its tokens"
+                throw TMPError.conflict("card_not_active", "card \(token.externalCardId) became \(card.status.rawValue) while the token was being resumed; \(recorded)\(advice)")
+            }
+            if now.status != .active, outcome.result == "UNCHANGED" {
+                // Blocked and unblocked again meanwhile: the resumption was undone.
+                throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
+            }
         }
         if outcome.result == "FAILED" {
             // Refused rather than unconfirmed when the token changed meanwhile so that the
