@@ -314,6 +314,25 @@ struct HTTPFrontTests {
         }
     }
 
+    @Test func nothingSentAfterARequestAnsweredFromItsHeadIsCarriedOut() async throws {
+        try await Self.serveAsTheServerDoes { platform, port in
+            let (reply, rest) = try await blocking {
+                let connection = try RawConnection(port: port)
+                // The body it was not asked for, sent at once, then a request that would create a card.
+                let card = #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"A","network":"VISA","productTitle":"P"}"#
+                try connection.send(
+                    "PUT /lifecycle/card-art/x HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 70000\r\n\r\n"
+                        + String(repeating: "x", count: 70000)
+                        + "PUT /lifecycle/cards/c2 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nContent-Length: \(card.utf8.count)\r\n\r\n\(card)"
+                )
+                return (try connection.readResponse(), try connection.readToEnd())
+            }
+            #expect(reply.status == 401)
+            #expect(rest.isEmpty, "no second answer")
+            #expect(try await platform.store.card(externalCardId: "c2") == nil, "the request after the last was not carried out")
+        }
+    }
+
     @Test func aRequestAnsweredFromItsHeadBehindAPipelinedOneIsAnsweredToo() async throws {
         try await Self.serveAsTheServerDoes { _, port in
             let replies = try await blocking {

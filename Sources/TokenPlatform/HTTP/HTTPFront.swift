@@ -244,6 +244,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// limit, waiting for `100 Continue`): its remaining parts are discarded, and the
     /// connection closes after the answer.
     private var answeredEarly = false
+    /// A response after which the connection closes has been written (or is being written):
+    /// whatever the client sent after that request is not carried out (RFC 9112 §9.6).
+    private var closing = false
     /// Closes the connection if a request held back for a client that reads no answers
     /// (`waiting`) is still held back then: such a client cannot keep the connection, a place
     /// under the connection limit, and a graceful shutdown waiting, for ever.
@@ -277,8 +280,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            // Nothing after an early answer or a response that closes the connection is
+            // carried out; the request being read was the last.
+            guard !closing, !answeredEarly else { return }
             self.head = head
-            answeredEarly = false
             limit = bodyLimit(head)
             body = context.channel.allocator.buffer(capacity: 0)
             // The client waits for this before sending the body (curl does for large
@@ -298,7 +303,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
             }
         case .body(var part):
-            guard !answeredEarly else { return }
+            guard !closing, !answeredEarly else { return }
             // Keep one byte over the limit, so the route sees a body too large and refuses it.
             let room = limit + 1 - body.readableBytes
             if room > 0 {
@@ -309,8 +314,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             readDeadline?.cancel()
             readDeadline = nil
-            // The rest of a request answered early: discarded.
-            guard !answeredEarly else { return }
+            // The rest of a request answered early, or of one sent after the last: discarded.
+            guard !closing, !answeredEarly else { return }
             // An end without a head follows only a head that could not be converted, whose
             // error closes the connection; should one come otherwise, nothing could answer it.
             guard let head else {
@@ -326,10 +331,25 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 // Taken, not answered yet: a half-close meanwhile waits for its response.
                 answering = true
                 waiting = request
-                let channel = context.channel
-                stallDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(readTimeout)) {
-                    channel.close(promise: nil)
-                }
+                armStallDeadline(context: context)
+            }
+        }
+    }
+
+    /// Closes the connection after the read timeout unless the client has taken some of the
+    /// responses waiting for it by then (it is reading, if slowly: the timer starts again).
+    private func armStallDeadline(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let pending = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        stallDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(readTimeout)) {
+            let (handler, context) = bound.value
+            guard handler.waiting != nil else { return }
+            let now = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+            if now < pending {
+                handler.armStallDeadline(context: context)
+            } else {
+                channel.close(promise: nil)
             }
         }
     }
@@ -418,8 +438,13 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             return
         }
         var head = head
-        // A response after which the connection closes says so (RFC 9112 §9.6).
-        if early || closeAfter { head.headerFields[.connection] = "close" }
+        // A response after which the connection closes says so (RFC 9112 §9.6), and nothing
+        // the client sent after its request is carried out.
+        // (Not for a client that has closed its side: requests it sent before are still answered.)
+        if early || closeAfter {
+            head.headerFields[.connection] = "close"
+            closing = true
+        }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         for buffer in buffers { context.write(wrapOutboundOut(.body(buffer)), promise: nil) }
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
@@ -433,9 +458,16 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // connection closes when the client closes its side, or after the read timeout.
             let channel = context.channel
             let readTimeout = TimeAmount(self.readTimeout)
+            let inputClosed = self.inputClosed
             written.whenComplete { _ in
+                // A client that has closed its side already: nothing more to wait for.
+                guard !inputClosed else {
+                    channel.close(promise: nil)
+                    return
+                }
                 channel.close(mode: .output, promise: nil)
-                channel.eventLoop.scheduleTask(in: readTimeout) { channel.close(promise: nil) }
+                let fullClose = channel.eventLoop.scheduleTask(in: readTimeout) { channel.close(promise: nil) }
+                channel.closeFuture.whenComplete { _ in fullClose.cancel() }
             }
         } else if closeAfter || (inputClosed && !answering) {
             let channel = context.channel

@@ -299,21 +299,21 @@ public struct LifecycleService: Sendable {
         let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, byCustomerService: true)
         let outcome = try await applyRecording(command, actor: "issuer", reason: "customer service \(action.rawValue)")
         if action == .resume, outcome.result == "UNCHANGED" || outcome.result == "FAILED",
-            let card = try await environment.store.card(externalCardId: token.externalCardId),
-            let now = try await environment.store.token(reference: tokenUniqueReference), now.status != .deactivated
+            let now = try await environment.store.token(reference: tokenUniqueReference)
         {
-            // The card's status changed while the token service resumed the token. Said from
-            // what TMP records now, never as done.
-            if card.status != .active {
-                let recorded = now.isAtOdds(with: card)
-                    ? "the token service did not confirm undoing the resumption: the token is recorded \(now.status.rawValue) as it holds it, and the card's status will be applied to it again"
+            // The resumption did not stand. Said from what TMP records now, never as done.
+            if now.status == .deactivated { throw illegal(now, to: target) }
+            let card = try await environment.store.card(externalCardId: token.externalCardId)
+            if let card, card.status != .active {
+                let recorded = card.status == .blocked && now.status == .active
+                    ? "the token service did not confirm undoing the resumption: the token is recorded ACTIVE as it holds it, and will be suspended for the block"
                     : "the token is \(now.status.rawValue)"
                 let advice = card.status != .blocked ? "" : now.suspendedBy == .customerService ? "; unblock the card, then resume the token" : "; unblock the card to resume its tokens"
                 throw TMPError.conflict("card_not_active", "card \(token.externalCardId) became \(card.status.rawValue) while the token was being resumed; \(recorded)\(advice)")
             }
-            if now.status != .active, outcome.result == "UNCHANGED" {
+            if outcome.result == "UNCHANGED", now.status != .active {
                 // Blocked and unblocked again meanwhile: the resumption was undone.
-                throw TMPError.conflict("card_not_active", "card \(token.externalCardId) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
+                throw TMPError.conflict("resume_undone", "card \(token.externalCardId) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
             }
         }
         if outcome.result == "FAILED" {
