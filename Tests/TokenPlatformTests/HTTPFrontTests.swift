@@ -110,17 +110,20 @@ struct HTTPFrontTests {
         try await TestTMP.runLive({ onRunning in
             TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, requestReadTimeout: .seconds(1), onServerRunning: onRunning)
         }) { _, port in
-            let (received, waited) = try await blocking {
+            let closedAfter = try await blocking { () -> Duration? in
                 let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
                 try connection.send(String(repeating: "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n", count: 200))
-                Thread.sleep(forTimeInterval: 3)
+                // Reads nothing; notices the server's close when a write is refused (reset).
                 let started = ContinuousClock.now
-                let received = try connection.readToEnd()
-                return (received.count, ContinuousClock.now - started)
+                while ContinuousClock.now - started < .seconds(15) {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    if !connection.sendUnlessClosed("x") { return ContinuousClock.now - started }
+                }
+                return nil
             }
-            // Closed by the server: what it had sent could be read, then the end, at once.
-            #expect(received < 200 * 262_144, "\(received) bytes")
-            #expect(waited < .seconds(10), "the connection was closed by the server, not by the client's timeout")
+            // The timer restarts while the kernel still takes some of what waits (its buffers
+            // grow), so the close comes a few read timeouts later, not at once.
+            #expect(closedAfter != nil, "the server closed the connection of a client that reads nothing")
         }
     }
 

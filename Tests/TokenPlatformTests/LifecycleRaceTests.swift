@@ -110,6 +110,9 @@ struct LifecycleRaceTests {
             // The token service's last word on T1 is a suspension.
             let last = platform.connector.commands.current.filter { $0.hasSuffix(" T1") }.last
             #expect(last == "suspend T1", "\(platform.connector.commands.current)")
+            // The re-sent suspension is in the trail, though TMP's record did not change.
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.suspended" && trail.last?.detail.contains("suspension sent again") == true, "\(trail)")
         }
     }
 

@@ -546,6 +546,15 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func anAuditEntryCanBeRecordedOnItsOwn(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            try await store.recordAudit(Self.audit("token:T9", "token.suspended"))
+            #expect(try await store.auditEntries(subject: "token:T9").map(\.action) == ["token.suspended"])
+            #expect(try await store.auditEntries(subject: "token:T8").isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func cardArtIsReplacedById(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "image/png", data: Data([1]), updatedAt: Self.now), audit: Self.audit("card_art:a1"))

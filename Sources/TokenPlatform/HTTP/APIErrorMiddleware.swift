@@ -24,7 +24,13 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             let allowed = RouteTable.allowedMethods(for: request.uri.path)
             // Echoed decoded, so that a card number sent percent-encoded (`4111%201111…`) is
             // recognised and redacted like one sent plain.
-            let path = Self.leniently(decoding: request.uri.path)
+            // Decoded until it stops changing (at most three times): `%2520` is a space too.
+            var path = request.uri.path
+            for _ in 0..<3 {
+                let decoded = Self.leniently(decoding: path)
+                if decoded == path { break }
+                path = decoded
+            }
             if !allowed.isEmpty {
                 var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
                 response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")

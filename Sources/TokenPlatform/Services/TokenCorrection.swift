@@ -80,7 +80,18 @@ struct TokenCorrection {
     /// what TMP records. TMP's record is not changed.
     func reassertSuspension(_ reference: String, actor: String) async -> Settlement {
         guard let (token, card) = await current(reference), token.status == .suspended else { return .nothingToUndo }
-        return await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
+        let settlement = await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
+        if case .undone = settlement {
+            // TMP's record does not change, but a command was sent: the trail says so.
+            let audit = AuditEntry(
+                at: environment.now(), actor: actor, action: "token.suspended", subject: "token:\(reference)",
+                detail: "suspension sent again: the token was suspended (by \(token.suspendedBy?.rawValue ?? "the token service")) while a resume for the card's unblocking was with the token service"
+            )
+            do { try await environment.store.recordAudit(audit) } catch {
+                environment.logger.error("could not record a re-sent suspension in the audit trail", metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"])
+            }
+        }
+        return settlement
     }
 
     /// After an in-app activation the token service carried out while the card was given to

@@ -454,6 +454,10 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    public func recordAudit(_ entry: AuditEntry) async throws {
+        try await writer.write { db in try insertAudit(db, entry) }
+    }
+
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         // Two statements: GRDB's read transaction gives them one snapshot.
         try await writer.read { db in

@@ -140,6 +140,9 @@ public protocol TMPStore: Sendable {
 
     /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
     func auditEntries(subject: String) async throws -> [AuditEntry]
+    /// Records an audit entry on its own: an action that changed nothing TMP stores (a command
+    /// sent again to the token service so that it holds what TMP records).
+    func recordAudit(_ entry: AuditEntry) async throws
 
     /// How many rows of `table` were recorded before `cutoff`.
     func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int
