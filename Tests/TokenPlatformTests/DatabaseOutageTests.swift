@@ -46,7 +46,11 @@ struct DatabaseOutageTests {
 
                 other.release()
                 #expect(try await store.card(externalCardId: "c2") == nil)
-                #expect(try await DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM provisioning_attempt") } == 0)
+                // Read through a connection of its own that waits for the lock like the store's
+                // (the store's writer may be checkpointing just then, on a loaded machine).
+                var patient = Configuration()
+                patient.busyMode = .timeout(10)
+                #expect(try await DatabaseQueue(path: path, configuration: patient).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM provisioning_attempt") } == 0)
                 let again = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
                 #expect(again.status == .created, "\(again.text)")
                 #expect(try await api.signCard("c1", user: "alice").status == .ok)
