@@ -324,6 +324,29 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, and the card is blocked while the token service deactivates the previous
+    /// owner's token: the confirmed deactivation is recorded all the same (it is final at the
+    /// token service), not dropped because the card's status changed.
+    @Test func aDeactivationConfirmedWhileTheCardChangedStatusIsRecorded() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                switch command {
+                case "activate": _ = try await api.putCard("c1", user: "bob")
+                case "deactivate": _ = try await LifecycleRaceTests.patch(api, "c1", .blocked)
+                default: break
+                }
+            } }
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .declined)
+            #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "deactivate T1"])
+            #expect(try await api.tokenStatus("T1") == .deactivated)
+        }
+    }
+
     /// The same PAN replacement sent twice (a retry reaching another instance): the first
     /// completes, and a token is made for the new PAN, while the second is deactivating the old
     /// PAN's tokens. The second keeps the new PAN's reference and spares the new token.

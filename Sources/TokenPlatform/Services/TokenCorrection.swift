@@ -163,8 +163,10 @@ struct TokenCorrection {
         let cardStatus = card.status
         let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in
             // Recorded only while the card keeps the status the correction was made for; a
-            // further change is that change's to settle.
-            guard card?.status == cardStatus, current.status != .deactivated else { return .reject("card or token changed again") }
+            // further change is that change's to settle. A deactivation the token service
+            // confirmed is recorded whatever the card became: it is final there.
+            guard current.status != .deactivated else { return .reject("the token is deactivated already") }
+            guard card?.status == cardStatus || (done && target == .deactivated) else { return .reject("card or token changed again") }
             if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated, !overridesCustomerService {
                 return .reject("customer service suspended the token")
             }
