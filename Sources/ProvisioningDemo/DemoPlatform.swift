@@ -59,7 +59,9 @@ public final class DemoPlatform: Sendable {
         let configuration = try settings.resolve(environment: [:])
 
         let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink), now: tokenServiceNow, logger: logger)
-        let environment = try await TMPServer.makeEnvironment(configuration: configuration, connector: tokenService, logger: logger)
+        // The demo brings new keys each run; on a database it shares (`--database`), cards of
+        // earlier runs stay there, encrypted with keys it does not have, and it never reads them.
+        let environment = try await TMPServer.makeEnvironment(configuration: configuration, connector: tokenService, checkingStoredCards: database == nil, logger: logger)
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let app = TMPServer.makeServer(configuration: configuration, environment: environment, logger: logger) { port in
             portContinuation.yield(port)

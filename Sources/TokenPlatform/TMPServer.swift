@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ProvisioningCrypto
+import ProvisioningModels
 
 /// Assembles the TMP server from a resolved configuration.
 public enum TMPServer {
@@ -13,18 +14,31 @@ public enum TMPServer {
     /// Opens the configured database and applies pending migrations, or with
     /// ``ServerConfiguration/migrateOnStart`` off refuses a schema that lacks any. Close the
     /// store (`environment.store.close()`) once the server has stopped.
+    ///
+    /// It refuses (``ConfigurationError``) a database holding cards whose card numbers the
+    /// configured PAN vault keys cannot read (see `checkVaultKeys`), unless
+    /// `checkingStoredCards` is off: only for a demonstration that brings keys of its own to a
+    /// database it shares and reads only the cards it stores itself.
     public static func makeEnvironment(
         configuration: ServerConfiguration,
         connector: any TokenServiceConnector = UnconfiguredTokenServiceConnector(),
+        checkingStoredCards: Bool = true,
         logger: Logger
     ) async throws -> PlatformEnvironment {
         let (store, applied) = try await configuration.database.openMigratedStore(migrate: configuration.migrateOnStart, logger: logger)
         if !applied.isEmpty {
             logger.notice("applied database migrations", metadata: ["database": "\(configuration.database)", "migrations": "\(applied.joined(separator: ", "))"])
         }
+        let vault = PANVault(keys: configuration.keys.panVault)
+        do {
+            if checkingStoredCards { try await checkVaultKeys(vault, against: store, keyFile: configuration.keyFilePath) }
+        } catch {
+            await store.close()
+            throw error
+        }
         return PlatformEnvironment(
             store: store,
-            vault: PANVault(keys: configuration.keys.panVault),
+            vault: vault,
             chainValidator: AppleChainValidator(configuration: .init(trustAnchors: configuration.trustAnchors)),
             activationKeys: configuration.keys.activationSigningKeys,
             activationPolicy: configuration.activationPolicy,
@@ -32,6 +46,27 @@ public enum TMPServer {
             connectorTimeout: configuration.connectorTimeout,
             logger: logger
         )
+    }
+
+    /// Refuses to serve a database whose card numbers `vault` cannot read: a key file lost and
+    /// generated again (a data directory not kept, a mistyped `PUSHPROV_KEY_FILE`) would
+    /// otherwise start normally and fail every `signed-cards` and tokenization decision of the
+    /// cards already stored. One stored card is decrypted and its lookup hash recomputed.
+    static func checkVaultKeys(_ vault: PANVault, against store: any TMPStore, keyFile: String) async throws {
+        guard let card = try await store.anyCard() else { return }
+        let advice = "restore the key file that goes with this database (\(keyFile)); the server does not start with keys that cannot read the cards it holds"
+        guard let encrypted = EncryptedPAN(serialized: card.encryptedPAN) else {
+            throw ConfigurationError("card \(card.externalCardId)'s stored card number is unreadable; the database may be damaged")
+        }
+        let pan: PrimaryAccountNumber
+        do {
+            pan = try vault.decrypt(encrypted, cardID: card.externalCardId)
+        } catch {
+            throw ConfigurationError("the PAN vault keys cannot decrypt the stored card numbers (card \(card.externalCardId) is encrypted with key \(encrypted.keyID), which is not among them or does not open it): \(advice)")
+        }
+        guard constantTimeEquals(vault.lookupHash(pan), card.panLookupHash) else {
+            throw ConfigurationError("the PAN vault's lookup key is not the one the stored cards were indexed with (card \(card.externalCardId)): \(advice)")
+        }
     }
 
     /// The authenticator for `configuration`.

@@ -446,6 +446,10 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT art_id, content_type, data, updated_at FROM card_art WHERE art_id = \(id)").first.map(CardArtRecord.init(postgres:))
     }
 
+    public func anyCard() async throws -> CardRecord? {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card LIMIT 1").first.map(CardRecord.init(postgres:))
+    }
+
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await transaction { connection in try await insertAudit(connection, entry) }
     }

@@ -454,6 +454,10 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    public func anyCard() async throws -> CardRecord? {
+        try read { db in try firstRow(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card LIMIT 1"), [], CardRecord.init(row:)) }
+    }
+
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await writer.write { db in try insertAudit(db, entry) }
     }

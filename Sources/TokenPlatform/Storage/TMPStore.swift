@@ -140,6 +140,9 @@ public protocol TMPStore: Sendable {
 
     /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
     func auditEntries(subject: String) async throws -> [AuditEntry]
+    /// One card, any (nil when there is none): for the start-up check that the PAN vault's
+    /// keys are those the stored card numbers were encrypted with.
+    func anyCard() async throws -> CardRecord?
     /// Records an audit entry on its own: an action that changed nothing TMP stores (a command
     /// sent again to the token service so that it holds what TMP records).
     func recordAudit(_ entry: AuditEntry) async throws
