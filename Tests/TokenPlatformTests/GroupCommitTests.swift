@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
+import SDKTestSupport
 import Testing
 import TokenPlatform
 
@@ -107,6 +108,31 @@ import TokenPlatform
         }
         #expect(try fixture.count("item") == total)
         #expect(fixture.commits.commits == 2)
+    }
+
+    @Test func anOrdinaryWriteQueuedMeanwhileRunsBetweenBatchesNotAfterAllOfThem() async throws {
+        // Under a steady stream of grouped writes, a write through the writer's own queue (a
+        // card's status change) must not wait for the stream to stop.
+        let fixture = try Fixture()
+        defer { fixture.remove() }
+        let total = GroupCommit.maximumBatch + 10
+        let gate = fixture.holdWriter()
+        let seen = Locked<Int?>(nil)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for id in 1...total { group.addTask { try await fixture.insert(id) } }
+            try await fixture.waitForQueued(total)
+            // Queued now (synchronously) behind the held writer, after the group's first turn.
+            let ran = DispatchSemaphore(value: 0)
+            fixture.pool.asyncWriteWithoutTransaction { db in
+                seen.withValue { $0 = try? Int.fetchOne(db, sql: "SELECT count(*) FROM item") }
+                ran.signal()
+            }
+            gate.signal()
+            for try await _ in group {}
+            #expect(ran.wait(timeout: .now() + 10) == .success)
+        }
+        #expect(seen.withValue { $0 } == GroupCommit.maximumBatch, "it ran after the first batch, before the second")
+        #expect(try fixture.count("item") == total)
     }
 
     @Test func aFailingWriteFailsAloneAndTheOthersCommit() async throws {

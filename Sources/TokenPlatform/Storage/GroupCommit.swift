@@ -76,46 +76,49 @@ package final class GroupCommit: Sendable {
         }
     }
 
-    /// Commits batches on the writer queue until nothing is waiting.
+    /// Commits the waiting writes, a batch per turn on the writer queue, until none is waiting.
+    ///
+    /// Each batch takes a turn of its own: the next goes to the back of the writer's queue, so
+    /// a write queued there meanwhile through `DatabaseWriter.write` (a card's status change)
+    /// is not held behind a steady stream of these.
     private func drain() {
         writer.asyncWriteWithoutTransaction { db in
-            while true {
-                let batch = self.state.withLockedValue { state in
-                    let batch = Array(state.queue.prefix(Self.maximumBatch))
-                    state.queue.removeFirst(batch.count)
-                    if batch.isEmpty { state.draining = false }
-                    return batch
+            let batch = self.state.withLockedValue { state in
+                let batch = Array(state.queue.prefix(Self.maximumBatch))
+                state.queue.removeFirst(batch.count)
+                if batch.isEmpty { state.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            defer { self.drain() }
+            var answers: [@Sendable ((any Error)?) -> Void] = []
+            answers.reserveCapacity(batch.count)
+            do {
+                var needsSavepoints = false
+                try db.inTransaction {
+                    var allSucceeded = true
+                    for item in batch {
+                        let outcome = item.run(db, false)
+                        allSucceeded = allSucceeded && outcome.succeeded
+                        answers.append(outcome.answer)
+                    }
+                    if allSucceeded { return .commit }
+                    // A lone write that failed is simply rolled back. In a batch, the failed
+                    // write may have stopped halfway: undo all and run each in a savepoint.
+                    needsSavepoints = batch.count > 1
+                    return .rollback
                 }
-                if batch.isEmpty { return }
-                var answers: [@Sendable ((any Error)?) -> Void] = []
-                answers.reserveCapacity(batch.count)
-                do {
-                    var needsSavepoints = false
+                if needsSavepoints {
+                    answers.removeAll(keepingCapacity: true)
                     try db.inTransaction {
-                        var allSucceeded = true
-                        for item in batch {
-                            let outcome = item.run(db, false)
-                            allSucceeded = allSucceeded && outcome.succeeded
-                            answers.append(outcome.answer)
-                        }
-                        if allSucceeded { return .commit }
-                        // A lone write that failed is simply rolled back. In a batch, the failed
-                        // write may have stopped halfway: undo all and run each in a savepoint.
-                        needsSavepoints = batch.count > 1
-                        return .rollback
+                        for item in batch { answers.append(item.run(db, true).answer) }
+                        return .commit
                     }
-                    if needsSavepoints {
-                        answers.removeAll(keepingCapacity: true)
-                        try db.inTransaction {
-                            for item in batch { answers.append(item.run(db, true).answer) }
-                            return .commit
-                        }
-                    }
-                    for answer in answers { answer(nil) }
-                } catch {
-                    // BEGIN or COMMIT failed: nothing in this batch was stored.
-                    for item in batch { item.fail(error) }
                 }
+                for answer in answers { answer(nil) }
+            } catch {
+                // BEGIN or COMMIT failed: nothing in this batch was stored.
+                for item in batch { item.fail(error) }
             }
         }
     }

@@ -184,7 +184,7 @@ extension PostgresStore {
         let current = NIOLockedValueBox<String?>(nil)
         do {
             return try await transaction { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                _ = try await connection.all("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
                 try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(milliseconds)"), logger: logger)
                 try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
                 let applied = try await Self.appliedMigrations(connection, logger: logger)

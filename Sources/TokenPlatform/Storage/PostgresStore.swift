@@ -113,7 +113,7 @@ public struct PostgresStore: TMPStore {
             // A row lock holds nothing while the card does not exist yet: two first PUTs of one
             // card would both see no previous version. This lock on the card's id (its hash, in
             // a key space of its own) makes every PUT of the card wait for the one before it.
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.cardPutLockSpace), hashtext(\(card.externalCardId)))", logger: logger)
+            _ = try await connection.all("SELECT pg_advisory_xact_lock(\(Self.cardPutLockSpace), hashtext(\(card.externalCardId)))", logger: logger)
             let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
             let retired = try await connection.all(
@@ -247,7 +247,7 @@ public struct PostgresStore: TMPStore {
             case .reject(let message):
                 return .rejected(message)
             case .insert(let token):
-                try await connection.query("SELECT 1 FROM card WHERE external_card_id = \(token.externalCardId) FOR SHARE", logger: logger)
+                _ = try await connection.all("SELECT 1 FROM card WHERE external_card_id = \(token.externalCardId) FOR SHARE", logger: logger)
                 try await connection.query(
                     """
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
