@@ -79,10 +79,13 @@ cp scripts/api-conformance/schemathesis.toml "$DATA/schemathesis.toml"
 printf '\n[dictionaries.seeded-card]\nvalues = ["%s"]\n\n[parameters]\n"body.panUniqueReference" = { dictionary = "seeded-card", probability = 0.8 }\n' "$PUR" >>"$DATA/schemathesis.toml"
 
 echo "api-conformance: schemathesis, $EXAMPLES examples per operation, seed $SEED"
+# One worker: with two threads, CPython 3.11's AST validation (Hypothesis parses lambdas to
+# describe them) can fail with "AST constructor recursion depth mismatch", its recursion
+# count being shared between threads — a tool error, not the server's, that failed a CI run.
 set +e
 "$VENV/bin/schemathesis" --config-file "$DATA/schemathesis.toml" run Sources/TokenPlatform/Resources/openapi.yaml \
     --url "$BASE" --max-examples "$EXAMPLES" --seed "$SEED" --generation-database none \
-    --workers 2 --no-color --request-timeout 10
+    --workers 1 --no-color --request-timeout 10
 STATUS=$?
 set -e
 # The server logs an unexpected failure at level error or critical (a refusal is not one).

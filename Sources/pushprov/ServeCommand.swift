@@ -62,7 +62,8 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             throw CLIError(error.message)
         }
-        if resolved.executor == .eventLoops, !NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() {
+        // NIO requires this on the main thread on Darwin; `run()` is not main-actor isolated.
+        if resolved.executor == .eventLoops, !(await MainActor.run { NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() }) {
             // Only this command installs it, once per process; false means the runtime has no hook.
             resolved.notices.append("this Swift runtime cannot run concurrency on the event loops; using Swift's own pool")
             resolved.executor = .swift

@@ -199,4 +199,20 @@ struct CardholderTokenSettingsTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: jwks)
         #expect(throws: Never.self) { try Self.productionSettings().resolve(environment: setup.environment) }
     }
+
+    @Test func aJWKSFileReachedThroughASymbolicLinkIsJudgedByTheFileItself() throws {
+        // As a Kubernetes ConfigMap mount gives it: the link's own mode is 777 on Linux.
+        let setup = try Self.production(Self.withIssuerAndAudience)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let jwks = try #require(setup.environment["PUSHPROV_JWKS"])
+        let link = setup.directory.appendingPathComponent("jwks-link.json").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: jwks)
+        var environment = setup.environment
+        environment["PUSHPROV_JWKS"] = link
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: jwks)
+        #expect(throws: Never.self) { try Self.productionSettings().resolve(environment: environment) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o664], ofItemAtPath: jwks)
+        let error = #expect(throws: ConfigurationError.self) { try Self.productionSettings().resolve(environment: environment) }
+        #expect(error?.message.hasPrefix("JWKS file \(link) can be written by group or others (mode 664)") == true, "\(error?.message ?? "")")
+    }
 }

@@ -54,6 +54,9 @@ struct DatabaseConfigurationTests {
         ("postgress://u:\(secret)@host/db", "database URL scheme postgress is not supported; use postgres:// or postgresql://, or a SQLite file path"),
         ("jdbc:postgresql://u:\(secret)@host/db", "database URL scheme jdbc is not supported; use postgres:// or postgresql://, or a SQLite file path"),
         ("mysql:u:\(secret)@host", "database URL scheme mysql is not supported; use postgres:// or postgresql://, or a SQLite file path"),
+        ("postgres//u:\(secret)@db:5432/p", "database looks like a mistyped PostgreSQL URL; write postgres://user:password@host:5432/database, or give a SQLite file path"),
+        ("postgres ://u:\(secret)@db/p", "database looks like a mistyped PostgreSQL URL; write postgres://user:password@host:5432/database, or give a SQLite file path"),
+        ("//u:\(secret)@db/p", "database looks like a mistyped PostgreSQL URL; write postgres://user:password@host:5432/database, or give a SQLite file path"),
     ])
     func aPaddedOrForeignURLIsNotTakenForAFileName(text: String, expected: String) {
         let error = #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: text) }

@@ -68,6 +68,11 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             if let scheme = Self.urlScheme(of: setting) {
                 throw ConfigurationError("database URL scheme \(scheme) is not supported; use postgres:// or postgresql://, or a SQLite file path")
             }
+            // A PostgreSQL URL mistyped (`postgres//…`, `postgres ://…`, `//user:pw@host/db`)
+            // would otherwise become a SQLite file, its password part of the file's name.
+            if setting.lowercased().hasPrefix("postgres") || setting.contains("://") || (setting.hasPrefix("//") && setting.contains("@")) {
+                throw ConfigurationError("database looks like a mistyped PostgreSQL URL; write postgres://user:password@host:5432/database, or give a SQLite file path")
+            }
             self.init(location: .sqlite(path: setting), poolSize: poolSize)
         }
     }

@@ -344,8 +344,12 @@ public struct ServerSettings: Sendable {
     private static let token68 = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".utf8)
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
-        // Whoever can write this file can sign in as any cardholder.
-        if let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o022 != 0 {
+        // Whoever can write this file can sign in as any cardholder. Judged on the file itself,
+        // through a symbolic link (a Kubernetes ConfigMap or Secret mount is one): the link's
+        // own mode says nothing.
+        var info = stat()
+        if stat(path, &info) == 0, Int(info.st_mode) & 0o022 != 0 {
+            let mode = Int(info.st_mode) & 0o7777
             throw ConfigurationError("JWKS file \(path) can be written by group or others (mode \(String(mode, radix: 8))); whoever can write it can sign in as any cardholder: chmod go-w \(path)")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
