@@ -61,7 +61,22 @@ public enum LocalKeyFile {
             if errno == EEXIST { return false }
             throw KeyConfigurationError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
+        // The file's bytes were synced before the link; the directory entry that names it is
+        // synced now, so a power cut cannot leave the keys written and their name lost (the
+        // next start would make new keys that read none of the stored card numbers).
+        unlink(temporary)
+        syncDirectory(containing: path)
         return true
+    }
+
+    /// Syncs the directory holding `path` (its entries), as far as the file system allows:
+    /// one that cannot sync a directory is left as it is.
+    static func syncDirectory(containing path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
     }
 
     /// Loads the key file at `path`.
