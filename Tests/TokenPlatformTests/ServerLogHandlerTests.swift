@@ -63,4 +63,24 @@ struct ServerLogHandlerTests {
         #expect(lines.current[0].contains("request=1 one"))
         #expect(lines.current[1].contains("request=2 two"))
     }
+
+    @Test func controlCharactersFromOutsideCannotStartAnotherLine() throws {
+        let (logger, lines) = Self.logger()
+        logger.warning(
+            "token service command failed",
+            metadata: ["error": "upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}end", "path": "C:\\tmp\tx"]
+        )
+        let line = try #require(lines.current.first)
+        #expect(lines.current.count == 1)
+        #expect(line.filter { $0 == "\n" }.count == 1 && line.hasSuffix("\n"))
+        #expect(!line.unicodeScalars.dropLast().contains { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0.value == 0x2028 })
+        #expect(line.contains(#"error=upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}end"#))
+        #expect(line.contains(#"path=C:\\tmp\tx"#))
+    }
+
+    @Test func plainLinesAreWrittenAsTheyAre() {
+        let (logger, lines) = Self.logger()
+        logger.notice("card sealed", metadata: ["name": "ünïcode ✓"])
+        #expect(lines.current.first?.hasSuffix(" notice pushprov: name=ünïcode ✓ card sealed\n") == true)
+    }
 }

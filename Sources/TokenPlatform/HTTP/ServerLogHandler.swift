@@ -65,6 +65,35 @@ public struct ServerLogHandler: LogHandler {
         }
         line += " \(event.message)"
         if let error = event.error { line += " error=\(error)" }
-        sink(line + "\n")
+        sink(Self.escapingControlCharacters(line) + "\n")
+    }
+
+    /// `line` with every control character written as an escape (`\n`, `\r`, `\t`, `\\`,
+    /// `\u{1B}`…), so a value that reached a log line from outside (an error's text, a header)
+    /// cannot end the line early and forge the next one, nor send terminal escapes to whoever
+    /// reads the log. A backslash is doubled, so an escape in the log always stands for the
+    /// character it names.
+    static func escapingControlCharacters(_ line: String) -> String {
+        guard line.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x5C }) || line.unicodeScalars.contains(where: isLineBreaking) else { return line }
+        var escaped = ""
+        escaped.reserveCapacity(line.utf8.count + 16)
+        for scalar in line.unicodeScalars {
+            switch scalar {
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\t": escaped += "\\t"
+            case "\\": escaped += "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || isLineBreaking(scalar):
+                escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// C1 controls and the Unicode line and paragraph separators, which some log viewers also
+    /// take as the end of a line.
+    private static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
+        (0x80...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 }
