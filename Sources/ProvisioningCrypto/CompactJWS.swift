@@ -64,6 +64,11 @@ public enum CompactJWS {
     }
 
     /// Splits and decodes a compact JWS without verifying it.
+    ///
+    /// The header and the payload must each be a JSON object whose member names are all
+    /// different: RFC 7515 (§4) and RFC 7519 (§4) let a reader refuse duplicates or take the
+    /// last, and `JSONDecoder` takes the first, so a token with two `sub` would mean one user
+    /// here and another to a reader taking the last. Such a token is refused.
     public static func parse(_ token: String) throws(ParseError) -> Parts {
         guard token.utf8.count <= maximumLength else { throw .malformed }
         let segments = token.split(separator: ".", omittingEmptySubsequences: false)
@@ -71,6 +76,7 @@ public enum CompactJWS {
             let headerBytes = Data(base64URLEncoded: segments[0]),
             let payload = Data(base64URLEncoded: segments[1]),
             let signature = Data(base64URLEncoded: segments[2]),
+            hasUniqueMemberNames(headerBytes), hasUniqueMemberNames(payload),
             let header = try? JSONDecoder().decode(Header.self, from: headerBytes)
         else { throw .malformed }
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
@@ -78,6 +84,91 @@ public enum CompactJWS {
         guard header.crit == nil else { throw .malformed }
         let signingInput = Data(token.utf8.prefix(segments[0].utf8.count + 1 + segments[1].utf8.count))
         return Parts(header: header, payload: payload, signingInput: signingInput, signature: signature)
+    }
+
+    /// Whether `json` is a JSON object whose member names are all different, compared as a
+    /// decoder sees them (`"s\u0075b"` is `sub`). Only the top level is looked at: the claims
+    /// this project reads are all there. Anything this scan cannot follow gives `false`; the
+    /// values themselves are left for the decoder to judge.
+    static func hasUniqueMemberNames(_ json: Data) -> Bool {
+        json.withUnsafeBytes { raw -> Bool in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var at = 0
+            func skipWhitespace() {
+                while at < bytes.count, bytes[at] == 0x20 || bytes[at] == 0x09 || bytes[at] == 0x0A || bytes[at] == 0x0D { at += 1 }
+            }
+            func next(is byte: UInt8) -> Bool {
+                skipWhitespace()
+                guard at < bytes.count, bytes[at] == byte else { return false }
+                at += 1
+                return true
+            }
+            // A string from its opening quote: its bytes with the quotes, and whether it has escapes.
+            func string() -> (Range<Int>, escaped: Bool)? {
+                guard at < bytes.count, bytes[at] == 0x22 else { return nil }
+                let start = at
+                var escaped = false
+                at += 1
+                while at < bytes.count {
+                    switch bytes[at] {
+                    case 0x22:
+                        at += 1
+                        return (start..<at, escaped)
+                    case 0x5C:
+                        escaped = true
+                        at += 2
+                    default:
+                        at += 1
+                    }
+                }
+                return nil
+            }
+            // One value, however nested: strings followed, brackets counted, scalars skipped.
+            func skipValue() -> Bool {
+                skipWhitespace()
+                guard at < bytes.count else { return false }
+                var depth = 0
+                repeat {
+                    guard at < bytes.count else { return false }
+                    switch bytes[at] {
+                    case 0x22: guard string() != nil else { return false }
+                    case 0x7B, 0x5B: depth += 1; at += 1
+                    case 0x7D, 0x5D:
+                        guard depth > 0 else { return false }
+                        depth -= 1
+                        at += 1
+                    default:
+                        guard depth == 0 else { at += 1; continue }
+                        while at < bytes.count, ![0x2C, 0x7D, 0x5D, 0x20, 0x09, 0x0A, 0x0D].contains(bytes[at]) { at += 1 }
+                    }
+                } while depth > 0
+                return true
+            }
+            guard next(is: 0x7B) else { return false }
+            var names = Set<String>()
+            skipWhitespace()
+            if next(is: 0x7D) {
+                skipWhitespace()
+                return at == bytes.count
+            }
+            while true {
+                skipWhitespace()
+                guard let (range, escaped) = string() else { return false }
+                let name: String
+                if escaped {
+                    let text = Data(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[range]))
+                    guard let decoded = (try? JSONSerialization.jsonObject(with: text, options: .fragmentsAllowed)) as? String else { return false }
+                    name = decoded
+                } else {
+                    name = String(decoding: UnsafeBufferPointer(rebasing: bytes[range.lowerBound + 1..<range.upperBound - 1]), as: UTF8.self)
+                }
+                guard names.insert(name).inserted, next(is: 0x3A), skipValue() else { return false }
+                if next(is: 0x2C) { continue }
+                guard next(is: 0x7D) else { return false }
+                skipWhitespace()
+                return at == bytes.count
+            }
+        }
     }
 
     /// Whether `parts` carries a valid ES256 signature by `key`.

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import ProvisioningCrypto
@@ -8,6 +9,40 @@ import Testing
 struct AuthorizationMatrixTests {
     enum Presented: String, CaseIterable, Sendable {
         case nothing, alice, bob, issuerKey, tspKey, expiredJWT, wrongSignatureJWT, garbage
+        // Near misses: forged or mistyped credentials, each refused like no credential.
+        case unknownKeyIdJWT, noKeyIdJWT, algNoneJWT, hs256WithThePublicKeyJWT, notYetValidJWT, twoSubjectsJWT
+        case issuerKeyTruncated, issuerKeyExtended, issuerKeyAsBasic, tspKeyTruncated, bothAPIKeys
+    }
+
+    /// A token from the exact JSON texts given, with `signature` over them (none: empty).
+    static func token(header: String, payload: String, signature: (Data) throws -> Data = { _ in Data() }) rethrows -> String {
+        let signingInput = Data(header.utf8).base64URLEncodedString + "." + Data(payload.utf8).base64URLEncodedString
+        return signingInput + "." + (try signature(Data(signingInput.utf8))).base64URLEncodedString
+    }
+
+    /// The raw `Authorization` value for each near miss.
+    static func nearMisses(_ platform: TestPlatform) throws -> [Presented: String] {
+        let key = platform.cardholderKey
+        let now = Int(platform.clock.current.timeIntervalSince1970)
+        let claims = #"{"sub":"alice","iat":\#(now),"exp":\#(now + 600)}"#
+        let header = #"{"alg":"ES256","kid":"\#(key.id)","typ":"JWT"}"#
+        let es256 = { (input: Data) in try key.privateKey.signature(for: input).rawRepresentation }
+        return [
+            .unknownKeyIdJWT: platform.jwt("alice", key: SigningKey(id: "not-\(key.id)", privateKey: .init())),
+            .noKeyIdJWT: try token(header: #"{"alg":"ES256","typ":"JWT"}"#, payload: claims, signature: es256),
+            .algNoneJWT: try token(header: #"{"alg":"none","kid":"\#(key.id)","typ":"JWT"}"#, payload: claims),
+            .hs256WithThePublicKeyJWT: try token(header: #"{"alg":"HS256","kid":"\#(key.id)","typ":"JWT"}"#, payload: claims) {
+                Data(HMAC<SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: key.privateKey.publicKey.x963Representation)))
+            },
+            .notYetValidJWT: try token(header: header, payload: #"{"sub":"alice","nbf":\#(now + 3600),"exp":\#(now + 7200)}"#, signature: es256),
+            .twoSubjectsJWT: try token(header: header, payload: #"{"sub":"mallory","sub":"alice","exp":\#(now + 600)}"#, signature: es256),
+        ].mapValues { "Bearer \($0)" }.merging([
+            .issuerKeyTruncated: "Bearer \(TestPlatform.issuerKey.dropLast())",
+            .issuerKeyExtended: "Bearer \(TestPlatform.issuerKey)x",
+            .issuerKeyAsBasic: "Basic \(TestPlatform.issuerKey)",
+            .tspKeyTruncated: "Bearer \(TestPlatform.tspKey.dropLast())",
+            .bothAPIKeys: "Bearer \(TestPlatform.issuerKey), Bearer \(TestPlatform.tspKey)",
+        ]) { $1 }
     }
 
     /// Every route with a concrete path and the credentials that may call it.
@@ -32,6 +67,7 @@ struct AuthorizationMatrixTests {
         let platform = try await TestPlatform()
         let expired = platform.jwt("alice", lifetime: -120)
         let forged = platform.jwt("alice", key: SigningKey(id: platform.cardholderKey.id, privateKey: .init()))
+        let nearMisses = try Self.nearMisses(platform)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             var checked = 0
@@ -46,6 +82,7 @@ struct AuthorizationMatrixTests {
                     case .expiredJWT: .raw("Bearer \(expired)")
                     case .wrongSignatureJWT: .raw("Bearer \(forged)")
                     case .garbage: .raw("Basic YWxpY2U6c2VjcmV0")
+                    default: .raw(nearMisses[presented]!)
                     }
                     let body: Data? = [.post, .put, .patch].contains(spec.method) ? Data("{}".utf8) : nil
                     let reply = try await api.send(spec.method, path, as: credential, raw: body)

@@ -1,4 +1,7 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 import ProvisioningCrypto
 import Testing
 import TokenPlatform
@@ -61,6 +64,70 @@ struct CardholderTokenSettingsTests {
         #expect(verifier.userId(from: try token("https://id.example", "another-app"), now: now) == .failure(.wrongAudience))
         #expect(verifier.userId(from: try token("https://id.example", nil), now: now) == .failure(.wrongAudience))
         #expect(verifier.userId(from: try token("https://other.example", "pushprov-tmp"), now: now) == .failure(.wrongIssuer))
+    }
+
+    @Test func overHTTPProductionRefusesTokensForAnotherIssuerOrAudienceLikeNoCredential() async throws {
+        let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"])
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let configuration = try Self.productionSettings().resolve(environment: setup.environment)
+        let platform = try await TestPlatform()
+        let router = TokenPlatformRouter(environment: platform.environment, authenticator: TMPServer.makeAuthenticator(configuration: configuration)).build()
+        let cases: [(String, [String]?, HTTPResponse.Status)] = [
+            ("https://id.example", ["pushprov-tmp"], .ok),
+            ("https://id.example", ["another-app", "pushprov-tmp"], .ok),
+            ("https://id.example", ["another-app"], .unauthorized),
+            ("https://id.example", nil, .unauthorized),
+            ("https://id.example/", ["pushprov-tmp"], .unauthorized),
+            ("https://other.example", ["pushprov-tmp"], .unauthorized),
+        ]
+        try await Application(router: router).test(.router) { client in
+            for (issuer, audience, expected) in cases {
+                let now = Int(Date().timeIntervalSince1970)
+                let aud = audience.map { #","aud":[\#($0.map { "\"\($0)\"" }.joined(separator: ","))]"# } ?? ""
+                let claims = Data(#"{"sub":"alice","iss":"\#(issuer)"\#(aud),"iat":\#(now),"exp":\#(now + 60)}"#.utf8)
+                let token = try CompactJWS.sign(payload: claims, key: setup.key.privateKey, keyID: setup.key.id, type: "JWT")
+                try await client.execute(uri: "/issuer/push-provisioning/cards", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+                    #expect(response.status == expected, "iss \(issuer), aud \(audience ?? [])")
+                    if expected == .unauthorized {
+                        let body = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: [String: String]]
+                        #expect(body == ["error": ["code": "unauthorized", "message": "missing or invalid credentials"]])
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func anEmbeddedRunSetUpLikeMoreThanDevelopmentSaysSo() throws {
+        let setup = try Self.production()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = setup.directory.appendingPathComponent("data").path
+        func warnings(_ settings: ServerSettings, _ environment: [String: String]) throws -> [String] {
+            try settings.resolve(environment: environment).notices.filter { $0.hasPrefix("warning:") }
+        }
+        // The identity provider's keys without iss and aud checks: named, with both claims.
+        let unchecked = try warnings(settings, setup.environment)
+        #expect(unchecked.count == 1)
+        #expect(unchecked.first?.contains("(PUSHPROV_JWKS) are accepted without checking their iss or aud") == true)
+        settings.cardholderIssuer = "https://id.example"
+        #expect(try warnings(settings, setup.environment).first?.contains("without checking their aud,") == true)
+        settings.cardholderAudience = "pushprov-tmp"
+        #expect(try warnings(settings, setup.environment).isEmpty)
+        // Without PUSHPROV_JWKS only the development key is trusted: nothing to say on loopback.
+        var developmentOnly = setup.environment
+        developmentOnly["PUSHPROV_JWKS"] = nil
+        settings.cardholderIssuer = nil
+        settings.cardholderAudience = nil
+        for host in ["127.0.0.1", "localhost", "::1", "127.0.0.2"] {
+            settings.host = host
+            #expect(try warnings(settings, developmentOnly).isEmpty, "\(host)")
+        }
+        for host in ["0.0.0.0", "::", "10.1.2.3", "tmp.example"] {
+            settings.host = host
+            let reachable = try warnings(settings, developmentOnly)
+            #expect(reachable.count == 1, "\(host)")
+            #expect(reachable.first?.hasPrefix("warning: embedded mode on \(host) is reachable from other machines") == true)
+        }
     }
 
     @Test func aJWKSThatMixesInKeysOfOtherTypesKeepsItsP256Keys() throws {

@@ -40,4 +40,38 @@ struct OpenAPIDocumentTests {
         }
         #expect(documented.values.map(\.count).reduce(0, +) == RouteTable.all.count)
     }
+
+    /// `"METHOD path" -> scheme` from each operation's `security` (six spaces): the one scheme
+    /// listed under it, or `none` for `security: []`.
+    static func documentedSecurity() -> [String: String] {
+        var schemes: [String: String] = [:]
+        var path: String?
+        var operation: String?
+        var listing = false
+        for line in OpenAPIDocument.yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  /") {
+                path = String(line.dropFirst(2).prefix { $0 != ":" })
+            } else if let path, line.hasPrefix("    "), !line.hasPrefix("     ") {
+                operation = "\(line.dropFirst(4).prefix { $0 != ":" }.uppercased()) \(path)"
+            } else if let operation, line == "      security: []" {
+                schemes[operation, default: ""] += "none"
+            } else if operation != nil, line == "      security:" {
+                listing = true
+                continue
+            } else if let operation, listing, line.hasPrefix("        - ") {
+                schemes[operation, default: ""] += line.dropFirst(10).prefix { $0 != ":" }
+            }
+            listing = false
+        }
+        return schemes
+    }
+
+    @Test func everyOperationDocumentsTheCredentialItsRouteRequires() {
+        let documented = Self.documentedSecurity()
+        let scheme: [AuthRequirement: String] = [.cardholder: "cardholderJWT", .issuer: "issuerAPIKey", .tsp: "tspAPIKey", .none: "none"]
+        for route in RouteTable.all {
+            #expect(documented["\(route.method.rawValue) \(route.path)"] == scheme[route.auth], "\(route)")
+        }
+        #expect(documented.count == RouteTable.all.count)
+    }
 }

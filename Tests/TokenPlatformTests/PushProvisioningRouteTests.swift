@@ -75,7 +75,10 @@ struct PushProvisioningRouteTests {
             #expect(foreign.error?.code == missing.error?.code)
             #expect(foreign.error?.message.replacingOccurrences(of: "card-1", with: "X") == missing.error?.message.replacingOccurrences(of: "card-404", with: "X"))
             let art = try await api.send(.get, "/issuer/push-provisioning/cards/card-1/art", as: .cardholder("mallory"))
-            #expect(art.status == .notFound)
+            let missingArt = try await api.send(.get, "/issuer/push-provisioning/cards/card-404/art", as: .cardholder("mallory"))
+            #expect(art.status == .notFound && missingArt.status == .notFound)
+            #expect(art.error?.code == missingArt.error?.code)
+            #expect(art.error?.message.replacingOccurrences(of: "card-1", with: "X") == missingArt.error?.message.replacingOccurrences(of: "card-404", with: "X"))
         }
     }
 
@@ -203,8 +206,10 @@ struct PushProvisioningRouteTests {
             try await api.putCard("a1", user: "alice")
             try await api.provision("a1", user: "alice", token: "TOK-1")
             let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("mallory"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
-            #expect(reply.status == .notFound)
-            #expect(reply.error?.code == "token_not_found")
+            let missing = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("mallory"), json: TokenActivationRequest(tokenUniqueReference: "TOK-404"))
+            #expect(reply.status == .notFound && missing.status == .notFound)
+            #expect(reply.error?.code == "token_not_found" && missing.error?.code == "token_not_found")
+            #expect(reply.error?.message.replacingOccurrences(of: "TOK-1", with: "X") == missing.error?.message.replacingOccurrences(of: "TOK-404", with: "X"))
             #expect(try await api.tokenStatus("TOK-1") == .inactive)
             #expect(platform.connector.commands.current.isEmpty)
         }

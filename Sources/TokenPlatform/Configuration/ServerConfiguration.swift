@@ -227,6 +227,14 @@ public struct ServerSettings: Sendable {
         }
         let devKey = secrets.value.cardholderDevelopmentKey
         let cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK] + extraCardholderKeys)
+        // The embedded run is for development; said plainly when it is set up like more.
+        if !extraCardholderKeys.isEmpty, cardholderIssuer == nil || cardholderAudience == nil {
+            let unchecked = [cardholderIssuer == nil ? "iss" : nil, cardholderAudience == nil ? "aud" : nil].compactMap { $0 }.joined(separator: " or ")
+            notices.append("warning: the identity provider's tokens (PUSHPROV_JWKS) are accepted without checking their \(unchecked), so a token it issued for another application signs in here too; set --jwt-issuer and --jwt-audience (--production requires them)")
+        }
+        if !Self.isLoopback(host) {
+            notices.append("warning: embedded mode on \(host) is reachable from other machines; it accepts cardholder tokens signed with the development key in \(secretsPath), which whoever can read that file can make for any user; use --production for anything but development")
+        }
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
