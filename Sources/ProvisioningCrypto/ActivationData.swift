@@ -173,6 +173,18 @@ public struct ActivationDataVerifier: Sendable {
         Data(SHA256.hash(data: nonce)).base64URLEncodedString
     }
 
+    /// The claims of activation data that verifies in every respect but its time: signed by a
+    /// published key, of the right type and lifetime, for `panUniqueReference` — checked as at
+    /// the moment it was issued. Only for recognising the retry of a request that used the
+    /// data up while it was valid (whose recorded answer is then given again); never a reason
+    /// to accept data by itself.
+    public func claimsIgnoringTime(_ token: String, panUniqueReference: String) -> ActivationDataClaims? {
+        guard let parts = try? CompactJWS.parse(token),
+            let unverified = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload)
+        else { return nil }
+        return verify(token, panUniqueReference: panUniqueReference, now: unverified.issuedAt).claims
+    }
+
     /// Verifies activation data.
     ///
     /// - Parameters:

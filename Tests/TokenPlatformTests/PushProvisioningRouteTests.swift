@@ -200,6 +200,23 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func aTokenOfAnExpiredCardIsNotActivated() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            // The clock starts in September 2026; the card is valid to the end of that month.
+            try await api.putCard("a1", user: "alice", expiration: "09/26")
+            try await api.provision("a1", user: "alice", token: "TOK-1", expiration: "09/26")
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+            platform.advance(30 * 86_400)
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
+            let answer = try reply.decode(TokenActivationResponse.self)
+            #expect(answer.issuerMobileAppAuthResponse == .declined)
+            #expect(answer.comment == "the card expired at the end of 09/26")
+            #expect(platform.connector.commands.current.allSatisfy { !$0.hasPrefix("activate") })
+            #expect(try await api.tokenStatus("TOK-1") == .inactive)
+        }
+    }
+
     @Test func activationOfAnotherUsersTokenIsNotFound() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -1,6 +1,7 @@
 import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
+import SDKTestSupport
 import Testing
 import TokenPlatform
 
@@ -83,6 +84,98 @@ struct TSPRouteTests {
             let card = try #require(try await platform.store.card(externalCardId: "c1"))
             let latest = try await platform.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)
             #expect(latest?.requestId == "r-2" && latest?.reason == "activation_data_replayed")
+        }
+    }
+
+    @Test(arguments: [(ActivationPolicy.immediate, TokenizationDecision.approved), (.inApp, .requireAdditionalAuthentication)])
+    func aRetryAfterTheActivationDataExpiredGetsTheRecordedAnswer(policy: ActivationPolicy, expected: TokenizationDecision) async throws {
+        let platform = try await TestPlatform(policy: policy)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            platform.advance(595)
+            let first = try await decide(api, activationData: data, request: "r-1")
+            #expect(first.decision == expected)
+            // The answer was lost; the token service asks again once the data has expired.
+            platform.advance(10)
+            let retry = try await decide(api, activationData: data, request: "r-1")
+            #expect(retry.decision == first.decision && retry.reason == first.reason && retry.panUniqueReference == first.panUniqueReference)
+            // Nothing else rides on it: another request id, or the same one for another device.
+            #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_expired")
+            #expect(try await decide(api, activationData: data, device: .watch, request: "r-1").reason == "activation_data_expired")
+            // Still a decline for a card blocked since.
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            #expect(try await decide(api, activationData: data, request: "r-1").reason == "card_blocked")
+        }
+    }
+
+    @Test func aRequestIdRetriedForAnotherDeviceIsAReplay() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            #expect(try await decide(api, activationData: data, request: "r-1").decision == .approved)
+            let otherDevice = try await decide(api, activationData: data, device: .watch, request: "r-1")
+            #expect(otherDevice.decision == .declined && otherDevice.reason == "activation_data_replayed")
+        }
+    }
+
+    @Test func activationDataSignedWithAPublishedKeyButNotAsIssuedIsUnknown() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let issuer = ActivationDataIssuer(signingKey: platform.activationKey)
+            let now = platform.clock.current
+            // A fresh id no seal recorded.
+            let invented = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data([1]), deviceType: .phone, now: now).token
+            #expect(try await decide(api, activationData: invented).reason == "activation_data_unknown")
+            // A real seal's id with another nonce, or another lifetime, than it was issued with.
+            let realToken = try await activationData(api)
+            let real = ActivationDataVerifier(keys: [platform.activationKey.id: platform.activationKey.privateKey.publicKey])
+                .verify(realToken, panUniqueReference: card.panUniqueReference, now: now).claims
+            let id = try #require(real?.id)
+            let otherNonce = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data("another nonce".utf8), deviceType: .phone, now: now, id: id).token
+            #expect(try await decide(api, activationData: otherNonce).reason == "activation_data_unknown")
+            let reissued = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data("nonce".utf8), deviceType: .phone, now: now.addingTimeInterval(5), id: id).token
+            #expect(try await decide(api, activationData: reissued).reason == "activation_data_unknown")
+            // Nothing was used up: the real data still works.
+            #expect(try await decide(api, activationData: realToken).reason == "activation_data_valid")
+        }
+    }
+
+    @Test func rotatedActivationKeysSignWithTheNewestAndStillVerifyWhatAnOlderPublishedOneSigned() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        let newest = SigningKey.generate()
+        var rotated = platform.environment
+        rotated.activationKeys = [newest, platform.activationKey]
+        var retired = platform.environment
+        retired.activationKeys = [newest]
+        func serving(_ environment: PlatformEnvironment, _ body: @escaping @Sendable (APIClient) async throws -> Void) async throws {
+            try await platform.secrets.application(environment: environment, now: { [clock = platform.clock] in clock.current }, logger: platform.logger).test(.router) { client in
+                try await body(APIClient(client: client, platform: platform))
+            }
+        }
+        let issued = Locked<[String]>([])
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            for _ in 0..<2 {
+                let data = try await activationData(api)
+                issued.withValue { $0.append(data) }
+            }
+        }
+        let older = issued.current[0]
+        let another = issued.current[1]
+        try await serving(rotated) { api in
+            let set = try await api.send(.get, "/tsp/activation-keys", as: .tsp).decode(JSONWebKeySet.self)
+            #expect(set.keys.map(\.kid) == [newest.id, platform.activationKey.id])
+            let fresh = try await activationData(api)
+            #expect(try CompactJWS.parse(fresh).header.kid == newest.id)
+            #expect(try await decide(api, activationData: fresh).reason == "activation_data_valid")
+            #expect(try await decide(api, activationData: older).reason == "activation_data_valid")
+        }
+        try await serving(retired) { api in
+            let decision = try await decide(api, activationData: another)
+            #expect(decision.reason == "activation_data_unknown_key_id")
         }
     }
 
@@ -174,6 +267,10 @@ struct TSPRouteTests {
             #expect(recreate.status == .conflict)
             let resumeInactive = try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e3")
             #expect(resumeInactive.status == .conflict)
+            // An event naming another card's reference for T1 is not T1's.
+            let otherCard = try await api.event("T1", pur: "PURsomeoneelse", .activated, id: "e4x")
+            #expect(otherCard.status == .conflict && otherCard.error?.message.contains("another panUniqueReference") == true)
+            #expect(try await api.tokenStatus("T1") == .inactive)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e4").status == .ok)
             // e4 again for another event of T1: not a duplicate, which would lose the suspension.
             let reusedForT1 = try await api.event("T1", pur: card.panUniqueReference, .suspended, id: "e4")
@@ -187,6 +284,8 @@ struct TSPRouteTests {
             #expect(try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e7").status == .ok)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .deactivated, id: "e8").status == .ok)
             #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e9").status == .conflict)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended, id: "e9s").status == .conflict)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e9r").status == .conflict)
             #expect(try await api.event("T404", pur: card.panUniqueReference, .activated, id: "e10").status == .notFound)
             #expect(try await api.event("T2", pur: "PURnope", .created, id: "e11").status == .notFound)
             #expect(try await api.tokenStatus("T1") == .deactivated)

@@ -103,6 +103,9 @@ public struct PushProvisioningService: Sendable {
         guard card.status == .active else {
             return answer(.declined, "the card is \(card.status.rawValue.lowercased())")
         }
+        guard !card.expiration.isExpired(at: environment.now()) else {
+            return answer(.declined, "the card expired at the end of \(card.expiration.text)")
+        }
         // Made for a card number the card no longer has: it is being deactivated, never activated.
         guard !token.isOfAReplacedPAN(of: card) else {
             return answer(.declined, "the token is of a card number this card no longer has")

@@ -59,9 +59,22 @@ public struct TSPService: Sendable {
         }
         let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, now: now)
         guard let claims = verdict.claims else {
+            // A retry of a request that used this data up while it was valid, sent again after
+            // it expired (the first answer was lost on the way): the recorded answer again.
+            if verdict.refusal?.code == .expired,
+                let issued = environment.activationVerifier.claimsIgnoringTime(activationData, panUniqueReference: card.panUniqueReference),
+                let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: issued.id),
+                earlier.panUniqueReference == card.panUniqueReference, earlier.deviceType == request.deviceType
+            {
+                return (TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason), nil)
+            }
             return declined("activation_data_\(verdict.refusal?.code.rawValue ?? "invalid")")
         }
-        guard let attempt = try await environment.store.provisioningAttempt(activationDataId: claims.id), attempt.externalCardId == card.externalCardId else {
+        // Data TMP issued is recorded with its attempt: the claims must be that attempt's, so
+        // data minted anew for a real id (with a key still published) proves nothing.
+        guard let attempt = try await environment.store.provisioningAttempt(activationDataId: claims.id), attempt.externalCardId == card.externalCardId,
+            constantTimeEquals(attempt.nonceHash, claims.nh), Int64(attempt.expiresAt.timeIntervalSince1970.rounded()) == claims.exp
+        else {
             return declined("activation_data_unknown")
         }
         // Issued to the card's owner at the time: a card given to another user since (same PAN,
