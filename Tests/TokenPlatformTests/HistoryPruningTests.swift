@@ -57,7 +57,8 @@ struct HistoryPruningTests {
             #expect(try await store.auditEntries(subject: "token:T0").isEmpty)
             #expect(try await store.tokenizationDecision(requestId: "r-4")?.reason == "activation_data_valid")
             #expect(try await store.tokenizationDecision(requestId: "r-0") == nil)
-            #expect(try await store.consumeActivationData(id: "jti-4", at: Self.now) == false, "a recent use still counts")
+            let reuse = TokenizationDecisionRecord(requestId: "r-reuse", panUniqueReference: "PUR-c1", deviceType: .phone, decision: .approved, reason: "activation_data_valid", decidedAt: Self.now)
+            #expect(try await store.recordTokenizationDecision(reuse, consumingActivationData: "jti-4") == false, "a recent use still counts")
             #expect(try await store.card(externalCardId: "c1") != nil)
             #expect(try await store.tokens(externalCardId: "c1").count == 5)
         }

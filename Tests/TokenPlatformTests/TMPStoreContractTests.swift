@@ -119,7 +119,6 @@ struct TMPStoreContractTests {
             second.requestId = "r2"
             #expect(try await store.recordTokenizationDecision(second, consumingActivationData: "ad-1") == false)
             #expect(try await store.tokenizationDecision(requestId: "r2") == nil)
-            #expect(try await store.consumeActivationData(id: "ad-1", at: Self.now) == false)
             // A decision that uses none is recorded; the newest of a request id is returned.
             second.reason = "activation_data_replayed"
             second.decision = .declined
@@ -499,8 +498,9 @@ struct TMPStoreContractTests {
             try await store.recordProvisioningAttempt(attempt)
             #expect(try await store.provisioningAttempt(activationDataId: "jti-1") == attempt)
             #expect(try await store.provisioningAttempt(activationDataId: "jti-2") == nil)
-            #expect(try await store.consumeActivationData(id: "jti-1", at: Self.now))
-            #expect(try await !store.consumeActivationData(id: "jti-1", at: Self.now))
+            #expect(try await store.recordTokenizationDecision(Self.decision("r1"), consumingActivationData: "jti-1"))
+            #expect(try await !store.recordTokenizationDecision(Self.decision("r2"), consumingActivationData: "jti-1"))
+            #expect(try await store.tokenizationDecision(requestId: "r2") == nil)
         }
     }
 
@@ -712,16 +712,27 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
-    func concurrentConsumersOfActivationDataGetItOnce(factory: StoreFactory) async throws {
+    func concurrentDecisionsUsingTheSameActivationDataRecordOnlyOne(factory: StoreFactory) async throws {
         try await factory.withTwoHandles { first, second in
-            let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+            let winners = try await withThrowingTaskGroup(of: String?.self) { group in
                 for copy in 0..<10 {
                     let store = copy.isMultiple(of: 2) ? first : second
-                    group.addTask { try await store.consumeActivationData(id: "jti-1", at: Self.now) }
+                    group.addTask { try await store.recordTokenizationDecision(Self.decision("r\(copy)"), consumingActivationData: "jti-1") ? "r\(copy)" : nil }
                 }
-                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                return try await group.reduce(into: [String]()) { if let winner = $1 { $0.append(winner) } }
             }
-            #expect(winners == 1)
+            #expect(winners.count == 1)
+            // Only the winner's decision was recorded, with the data it used up.
+            for copy in 0..<10 {
+                let recorded = try await first.tokenizationDecision(requestId: "r\(copy)")
+                #expect((recorded != nil) == winners.contains("r\(copy)"), "r\(copy)")
+            }
+            #expect(try await second.tokenizationDecision(requestId: winners.first ?? "", usingUp: "jti-1") != nil)
         }
+    }
+
+    /// An approval for request `requestId` of card PUR-c1's phone.
+    static func decision(_ requestId: String) -> TokenizationDecisionRecord {
+        TokenizationDecisionRecord(requestId: requestId, panUniqueReference: "PUR-c1", deviceType: .phone, decision: .approved, reason: "activation_data_valid", decidedAt: now)
     }
 }

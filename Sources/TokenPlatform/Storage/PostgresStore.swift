@@ -364,11 +364,6 @@ public struct PostgresStore: TMPStore {
         ).first.map(ProvisioningAttempt.init(postgres:))
     }
 
-    public func consumeActivationData(id: String, at: Date) async throws -> Bool {
-        // A concurrent insert of the same id waits for the first to commit, then does nothing.
-        try await !rows("INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (\(id), \(at)) ON CONFLICT DO NOTHING RETURNING activation_data_id").isEmpty
-    }
-
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
         try await transaction { connection in
             if let id {

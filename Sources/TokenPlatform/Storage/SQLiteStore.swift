@@ -369,13 +369,6 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func consumeActivationData(id: String, at: Date) async throws -> Bool {
-        try await groupCommit.write { db in
-            try db.execute(sql: "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [id, at])
-            return db.changesCount == 1
-        }
-    }
-
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
         try await groupCommit.write { db in
             if let id {

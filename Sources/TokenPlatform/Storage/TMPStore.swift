@@ -112,8 +112,6 @@ public protocol TMPStore: Sendable {
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
     /// The attempt that issued the activation data `id`.
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt?
-    /// Marks activation data used; false when it was used before (single use).
-    func consumeActivationData(id: String, at: Date) async throws -> Bool
     /// Records a tokenization decision and, in the same transaction, marks the activation data
     /// `consuming` used (at the decision's time); false, recording nothing, when that
     /// activation data was used before. So activation data is never used up by a decision that
