@@ -75,7 +75,8 @@ public enum TMPServer {
             cardholderTokens: CardholderTokenVerifier(
                 keys: configuration.cardholderKeys.p256KeysByID,
                 issuer: configuration.cardholderIssuer,
-                audience: configuration.cardholderAudience
+                audience: configuration.cardholderAudience,
+                type: configuration.cardholderType
             ),
             issuerKey: APIKey(configuration.issuerAPIKey),
             tspKey: APIKey(configuration.tspAPIKey)

@@ -14,6 +14,7 @@ struct DevTokenCommand: ParsableCommand {
     @Option(help: "Lifetime in seconds (1 to 86400).") var ttl: Int = 3600
     @Option(name: .customLong("jwt-issuer"), help: "The iss to sign (PUSHPROV_JWT_ISSUER), as given to `pushprov serve --jwt-issuer`.") var issuer: String?
     @Option(name: .customLong("jwt-audience"), help: "The aud to sign (PUSHPROV_JWT_AUDIENCE), as given to `pushprov serve --jwt-audience`.") var audience: String?
+    @Option(name: .customLong("jwt-type"), help: "The header typ to sign (PUSHPROV_JWT_TYPE; default JWT), as given to `pushprov serve --jwt-type`.") var type: String?
 
     func run() throws {
         guard (1...86_400).contains(ttl) else { throw CLIError("--ttl must be from 1 to 86400 seconds") }
@@ -33,6 +34,7 @@ struct DevTokenCommand: ParsableCommand {
         // The iss and aud `pushprov serve` checks when given them.
         let issuer = self.issuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER") ?? DevelopmentTokenIssuer.issuer
         let audience = self.audience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
-        print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey, issuer: issuer, audience: audience).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
+        let type = self.type.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_TYPE") ?? "JWT"
+        print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey, issuer: issuer, audience: audience, type: type).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
     }
 }

@@ -34,6 +34,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss cardholder JWTs must carry: the identity provider's (PUSHPROV_JWT_ISSUER; required with --production).", valueName: "issuer")) var jwtIssuer: String?
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?
+    @Option(name: .customLong("jwt-type"), help: ArgumentHelp("The typ cardholder JWTs' headers must carry, e.g. at+jwt for an identity provider that types its access tokens (PUSHPROV_JWT_TYPE; default: not checked).", valueName: "type")) var jwtType: String?
     @Option(name: .customLong("max-connections"), help: ArgumentHelp("Most client connections held open at once; more wait in the listen queue (PUSHPROV_MAX_CONNECTIONS; default: the open-file limit less 256, at most 10000).", valueName: "count")) var maxConnections: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
@@ -52,6 +53,7 @@ struct ServeCommand: AsyncParsableCommand {
         settings.realignInterval = realignInterval
         settings.cardholderIssuer = jwtIssuer
         settings.cardholderAudience = jwtAudience
+        settings.cardholderType = jwtType
         settings.maximumConnections = maxConnections
         // A server may hold as many files as the system lets it; the connection limit is then
         // judged against that.

@@ -97,6 +97,36 @@ struct CardholderTokenSettingsTests {
         }
     }
 
+    @Test func aConfiguredTypeIsRequiredOfEveryTokenAndComparedAsAMediaType() throws {
+        let setup = try Self.production(["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp", "PUSHPROV_JWT_TYPE": "from-environment"])
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        var settings = Self.productionSettings()
+        settings.cardholderType = "at+jwt"  // the flag wins
+        let configuration = try settings.resolve(environment: setup.environment)
+        #expect(configuration.cardholderType == "at+jwt")
+        let verifier = TMPServer.makeAuthenticator(configuration: configuration).cardholderTokens
+        let now = Date()
+        func typed(_ type: String) throws -> String {
+            try DevelopmentTokenIssuer(key: setup.key, issuer: "https://id.example", audience: "pushprov-tmp", type: type).token(userId: "alice", lifetime: 60, now: now)
+        }
+        for accepted in ["at+jwt", "AT+JWT", "application/at+jwt"] {
+            #expect(verifier.userId(from: try typed(accepted), now: now) == .success("alice"), "\(accepted)")
+        }
+        for refused in ["JWT", "at+jwt2", "application/jwt"] {
+            #expect(verifier.userId(from: try typed(refused), now: now) == .failure(.wrongType), "\(refused)")
+        }
+        let untyped = try CompactJWS.sign(payload: Data(#"{"sub":"alice","iss":"https://id.example","aud":"pushprov-tmp","exp":\#(Int(now.timeIntervalSince1970) + 60)}"#.utf8), key: setup.key.privateKey, keyID: setup.key.id, type: nil)
+        #expect(verifier.userId(from: untyped, now: now) == .failure(.wrongType))
+        // Without the setting, any typ (or none) is accepted, as before.
+        var unset = setup.environment
+        unset["PUSHPROV_JWT_TYPE"] = nil
+        let open = TMPServer.makeAuthenticator(configuration: try Self.productionSettings().resolve(environment: unset)).cardholderTokens
+        #expect(open.userId(from: untyped, now: now) == .success("alice"))
+        settings.cardholderType = "at jwt"
+        let spaced = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: setup.environment) }
+        #expect(spaced?.message.hasPrefix("JWT type must be a media type") == true)
+    }
+
     @Test func anEmbeddedRunSetUpLikeMoreThanDevelopmentSaysSo() throws {
         let setup = try Self.production()
         defer { try? FileManager.default.removeItem(at: setup.directory) }

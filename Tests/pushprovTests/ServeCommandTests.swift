@@ -102,8 +102,8 @@ struct ServeCommandTests {
         #expect(restarted.stop() == 0)
     }
 
-    @Test func devTokensCarryTheIssuerAndAudienceTheServerChecks() async throws {
-        let expected = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp"]
+    @Test func devTokensCarryTheIssuerAudienceAndTypeTheServerChecks() async throws {
+        let expected = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp", "PUSHPROV_JWT_TYPE": "at+jwt"]
         let server = try Server(environment: expected)
         let port = try await server.port()
         let matching = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory], environment: expected)
@@ -114,7 +114,10 @@ struct ServeCommandTests {
         let (refused, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(refused == 401, "a token without the audience is not for this server")
         // The flags name them as `serve`'s flags do.
-        let flagged = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
+        let untyped = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
+        let (wrongType, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: untyped.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(wrongType == 401, "a JWT typed JWT is not the at+jwt the server asks for")
+        let flagged = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp", "--jwt-type", "application/AT+JWT"])
         let (viaFlags, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(viaFlags == 200)
         #expect(server.stop() == 0)

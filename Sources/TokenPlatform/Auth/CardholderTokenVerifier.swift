@@ -17,20 +17,24 @@ public struct CardholderTokenVerifier: Sendable {
     public var issuer: String?
     /// Required `aud`, if any.
     public var audience: String?
+    /// Required header `typ`, if any: compared as media types are, ignoring case and an
+    /// `application/` prefix (RFC 7515, 4.1.9), so `at+jwt` matches `application/AT+JWT`.
+    public var type: String?
 
     /// Creates a verifier.
-    public init(keys: [String: P256.Signing.PublicKey], allowedClockSkew: TimeInterval = 60, issuer: String? = nil, audience: String? = nil) {
+    public init(keys: [String: P256.Signing.PublicKey], allowedClockSkew: TimeInterval = 60, issuer: String? = nil, audience: String? = nil, type: String? = nil) {
         self.keys = keys
         self.allowedClockSkew = min(max(allowedClockSkew, 0), 300)
         self.issuer = issuer
         self.audience = audience
+        self.type = type
     }
 
     /// Why a token was refused (logged, never returned to the caller).
     public enum Refusal: String, Error, Sendable {
         case malformed, unknownKey = "unknown_key", badSignature = "bad_signature", expired, notYetValid = "not_yet_valid"
         case missingSubject = "missing_subject", missingExpiry = "missing_expiry", wrongIssuer = "wrong_issuer", wrongAudience = "wrong_audience"
-        case invalidSubject = "invalid_subject"
+        case invalidSubject = "invalid_subject", wrongType = "wrong_type"
     }
 
     private struct Claims: Decodable {
@@ -79,12 +83,19 @@ public struct CardholderTokenVerifier: Sendable {
         return .success(claims.subject)
     }
 
-    /// Signature, key id, issuer, audience and the presence of `sub` and `exp`: everything
+    /// A `typ` value as compared: lowercased, without an `application/` prefix.
+    static func mediaType(_ value: String) -> Substring {
+        let lowered = value.lowercased()
+        return lowered.hasPrefix("application/") ? lowered.dropFirst("application/".count) : Substring(lowered)
+    }
+
+    /// Signature, key id, issuer, audience, type and the presence of `sub` and `exp`: everything
     /// that does not depend on the time, so the result can be cached per token.
     public func verify(_ token: String) -> Result<VerifiedClaims, Refusal> {
         guard let parts = try? CompactJWS.parse(token) else { return .failure(.malformed) }
         guard let kid = parts.header.kid, let key = keys[kid] else { return .failure(.unknownKey) }
         guard CompactJWS.isValidSignature(parts, key: key) else { return .failure(.badSignature) }
+        if let type, parts.header.typ.map({ Self.mediaType($0) == Self.mediaType(type) }) != true { return .failure(.wrongType) }
         guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .failure(.malformed) }
         guard let exp = claims.exp else { return .failure(.missingExpiry) }
         if let issuer, claims.iss?.isSameIdentifier(as: issuer) != true { return .failure(.wrongIssuer) }
@@ -107,13 +118,17 @@ public struct DevelopmentTokenIssuer: Sendable {
     public let tokenIssuer: String
     /// The tokens' `aud`, if any.
     public let audience: String?
+    /// The tokens' header `typ`.
+    public let type: String
 
-    /// Creates an issuer of tokens with `iss` = `issuer` and, when given, `aud` = `audience`
-    /// (the server's `--jwt-issuer` and `--jwt-audience`, so that it accepts them).
-    public init(key: SigningKey, issuer: String = DevelopmentTokenIssuer.issuer, audience: String? = nil) {
+    /// Creates an issuer of tokens with `iss` = `issuer`, when given `aud` = `audience`, and
+    /// header `typ` = `type` (the server's `--jwt-issuer`, `--jwt-audience` and `--jwt-type`,
+    /// so that it accepts them).
+    public init(key: SigningKey, issuer: String = DevelopmentTokenIssuer.issuer, audience: String? = nil, type: String = "JWT") {
         self.key = key
         self.tokenIssuer = issuer
         self.audience = audience
+        self.type = type
     }
 
     /// A JWT for `userId`, valid for `lifetime` seconds from `now`.
@@ -129,6 +144,6 @@ public struct DevelopmentTokenIssuer: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let payload = try encoder.encode(Claims(sub: userId, iss: tokenIssuer, aud: audience, iat: iat, exp: iat + Int64(lifetime)))
-        return try CompactJWS.sign(payload: payload, key: key.privateKey, keyID: key.id, type: "JWT")
+        return try CompactJWS.sign(payload: payload, key: key.privateKey, keyID: key.id, type: type)
     }
 }

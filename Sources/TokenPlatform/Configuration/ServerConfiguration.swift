@@ -34,6 +34,9 @@ public struct ServerConfiguration: Sendable {
     public var cardholderIssuer: String? = nil
     /// The `aud` every cardholder JWT must name (always set in production; nil: not checked).
     public var cardholderAudience: String? = nil
+    /// The `typ` every cardholder JWT's header must carry (nil: not checked), for an identity
+    /// provider that types its access tokens (`at+jwt`, RFC 9068) apart from its other JWTs.
+    public var cardholderType: String? = nil
     /// Green or yellow for valid activation data.
     public var activationPolicy: ActivationPolicy
     /// The most one token service command may take (default 10 s).
@@ -106,6 +109,8 @@ public struct ServerSettings: Sendable {
     public var cardholderIssuer: String?
     /// `--jwt-audience` / `PUSHPROV_JWT_AUDIENCE`: the `aud` cardholder JWTs must name for this server.
     public var cardholderAudience: String?
+    /// `--jwt-type` / `PUSHPROV_JWT_TYPE`: the `typ` cardholder JWTs' headers must carry.
+    public var cardholderType: String?
 
     /// Empty settings (all defaults).
     public init() {}
@@ -151,6 +156,10 @@ public struct ServerSettings: Sendable {
 
         let cardholderIssuer = self.cardholderIssuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER")
         let cardholderAudience = self.cardholderAudience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
+        let cardholderType = self.cardholderType.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_TYPE")
+        if let cardholderType, cardholderType.utf8.count > 128 || !cardholderType.unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) }) {
+            throw ConfigurationError("JWT type must be a media type of 1 to 128 printable ASCII characters without spaces, such as at+jwt (got \(cardholderType.debugDescription))")
+        }
 
         var notices: [String] = []
         if production {
@@ -183,7 +192,7 @@ public struct ServerSettings: Sendable {
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
-                cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy,
+                cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy,
                 connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: []
             )
         }
@@ -238,7 +247,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
+            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
         )
     }
 
