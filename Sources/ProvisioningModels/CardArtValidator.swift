@@ -595,17 +595,21 @@ private struct PDFDocumentScan {
     }
 
     /// Depth-first, in page order, visiting each object at most once.
+    ///
+    /// Work is bounded by the file: every `/Kids` entry must be an indirect reference (ISO 32000-1,
+    /// Table 29), so a node is expanded at most once; a `/Kids` array object is expanded at most
+    /// once (two nodes sharing one are refused); and every entry pushed is charged to a budget of
+    /// the object count plus 1,024, whose exhaustion makes the tree unreadable.
     private func walkPageTree(from root: PDFValue) -> PageLookup {
         var stack: [PDFValue] = [root]
         var visited: Set<Int> = []
+        var expandedKids: Set<Int> = []
         var pages: [[String: PDFValue]] = []
         var unreadableNodes = 0
         var declaredCount: Int?
         var isRoot = true
         var budget = objects.count + 1024
         while let item = stack.popLast() {
-            budget -= 1
-            guard budget > 0 else { return .unreadable("its page tree is too large or malformed") }
             if case .reference(let number) = item {
                 guard visited.insert(number).inserted else { continue }
             }
@@ -626,6 +630,16 @@ private struct PDFDocumentScan {
                     unreadableNodes += 1
                     continue
                 }
+                if case .reference(let kidsNumber)? = node["Kids"], !expandedKids.insert(kidsNumber).inserted {
+                    return .unreadable("two nodes of its page tree share one /Kids array (object \(kidsNumber)), so it is not a tree")
+                }
+                for kid in list {
+                    guard case .reference = kid else {
+                        return .unreadable("its page tree has a /Kids entry that is not an indirect reference (ISO 32000-1 requires references)")
+                    }
+                }
+                guard list.count <= budget else { return .unreadable("its page tree is too large or malformed") }
+                budget -= list.count
                 stack.append(contentsOf: list.reversed())
             } else if type == "Page" || type == nil {
                 pages.append(node)

@@ -499,3 +499,74 @@ struct CardArtPDFTests {
         #expect(info?.dimensions == .points(width: 1536, height: 969))
     }
 }
+
+// MARK: - PDF page-tree bombs
+
+@Suite("Card art: PDF page trees built to amplify work")
+struct CardArtPDFPageTreeBombTests {
+    /// A `/Kids` array of direct `<< /Kids 4 0 R >>` dictionaries that is its own entries' `/Kids`:
+    /// each entry expanded pushes the whole array again. Close to the size limit, the old walk
+    /// pushed about a thousand copies of the array (gigabytes) before its budget ran out.
+    @Test func refusesDirectDictionariesInKidsAtTheSizeLimit() throws {
+        let entry = "<</Kids 4 0 R>>"
+        let count = (CardArtValidator.maximumSize - 1_000) / entry.utf8.count
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids 4 0 R >>",
+            "<< /Type /Page /MediaBox [0 0 1536 969] >>",
+            "[" + String(repeating: entry, count: count) + "]",
+        ])
+        try #require(file.bytes.count > CardArtValidator.maximumSize - 2_000 && file.bytes.count < CardArtValidator.maximumSize)
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.contains("a /Kids entry that is not an indirect reference"))
+    }
+
+    /// Thousands of distinct `<< /Kids 4 0 R >>` objects sharing one `/Kids` array that lists them all:
+    /// the old walk expanded the shared array once per node it reached (hundreds of megabytes).
+    @Test func refusesNodesSharingOneKidsArrayAtTheSizeLimit() throws {
+        var bodies = [
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids 4 0 R >>",
+            "<< /Type /Page /MediaBox [0 0 1536 969] >>",
+            "",
+        ]
+        // Per node: its object (about 36 bytes), its cross-reference entry (20) and its entry in the array (11).
+        let count = (CardArtValidator.maximumSize - 1_000) / 67
+        var kids = "["
+        for number in 5..<(5 + count) {
+            bodies.append("<</Kids 4 0 R>>")
+            kids += "\(number) 0 R "
+        }
+        bodies[3] = kids + "]"
+        let file = TestPDF.build(bodies)
+        try #require(file.bytes.count > CardArtValidator.maximumSize / 2 && file.bytes.count < CardArtValidator.maximumSize)
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.contains("share one /Kids array (object 4)"))
+    }
+
+    @Test func refusesAKidsArrayLongerThanTheFileHasObjects() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [" + String(repeating: "3 0 R ", count: 2_000) + "] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] >>",
+        ])
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.contains("too large or malformed"))
+    }
+
+    @Test func acceptsATwoLevelPageTreeWithAnIndirectKidsArray() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Pages /Parent 2 0 R /Kids 4 0 R /Count 1 /MediaBox [0 0 1536 969] >>",
+            "[5 0 R]",
+            "<< /Type /Page /Parent 3 0 R /Contents 6 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ])
+        let info = try #require(acceptance(of: file.data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+}
