@@ -90,9 +90,11 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let contentTypeMismatch = Code(rawValue: "content_type_mismatch")
         /// The PNG ends before its header or before its `IEND` chunk.
         public static let pngTruncated = Code(rawValue: "png_truncated")
-        /// The PNG's first chunk is not a well-formed `IHDR` (wrong type, length, CRC or a zero dimension).
+        /// The PNG's first chunk is not a well-formed `IHDR`: wrong type, length or CRC, a zero dimension,
+        /// a bit depth its colour type does not allow, or a compression, filter or interlace method that does not exist.
         public static let pngInvalidHeader = Code(rawValue: "png_invalid_header")
-        /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data).
+        /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data),
+        /// or its `PLTE` is missing (indexed-colour), forbidden (greyscale), repeated, after the image data or of a bad length.
         public static let pngCorrupt = Code(rawValue: "png_corrupt")
         /// The PNG is not exactly 1536 × 969 pixels.
         public static let pngWrongSize = Code(rawValue: "png_wrong_size")

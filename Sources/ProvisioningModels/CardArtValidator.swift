@@ -4,8 +4,10 @@ import Foundation
 ///
 /// Apple accepts a vector PDF (preferred) or a PNG; the art must be landscape at 1536 × 969
 /// pixels and under 4 MB. Concretely this validator accepts:
-/// - a PNG whose `IHDR` header says exactly 1536 × 969 pixels, whose chunks are complete up to
-///   `IEND`, and whose critical chunks have correct CRCs;
+/// - a PNG whose `IHDR` header says exactly 1536 × 969 pixels, with a bit depth its colour type
+///   allows, compression and filter method 0 and interlace method 0 or 1; whose chunks are complete
+///   up to `IEND`; whose critical chunks have correct CRCs; and which has one `PLTE` before its image
+///   data when it is indexed-colour and none when it is greyscale;
 /// - a single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
 ///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
@@ -117,6 +119,7 @@ private enum CardArtPNGReader {
     private static let ihdr: [UInt8] = Array("IHDR".utf8)
     private static let idat: [UInt8] = Array("IDAT".utf8)
     private static let iend: [UInt8] = Array("IEND".utf8)
+    private static let plte: [UInt8] = Array("PLTE".utf8)
     /// Signature (8) + IHDR length and type (8) + IHDR data (13) + CRC (4).
     private static let headerLength = 33
 
@@ -161,8 +164,12 @@ private enum CardArtPNGReader {
             return .failure(CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives an impossible size of \(width)×\(height) pixels"))
         }
 
+        if let error = checkHeaderFields(bytes) { return .failure(error) }
+        let colourType = bytes[25]
+
         var position = headerLength
         var sawImageData = false
+        var sawPalette = false
         while true {
             guard count - position >= 8 else {
                 let detail = position == count ? "after \(count) bytes" : "inside a chunk header at byte \(position)"
@@ -190,7 +197,18 @@ private enum CardArtPNGReader {
             if type == ihdr {
                 return .failure(corrupt("PNG has a second IHDR chunk at byte \(position); the file is damaged"))
             }
-            if type == idat { sawImageData = true }
+            if type == plte {
+                if let error = checkPalette(length: dataLength, at: position, colourType: colourType, sawPalette: sawPalette, sawImageData: sawImageData) {
+                    return .failure(error)
+                }
+                sawPalette = true
+            }
+            if type == idat, !sawImageData {
+                if colourType == 3, !sawPalette {
+                    return .failure(corrupt("PNG has colour type 3 (indexed-colour) but no PLTE chunk before its image data at byte \(position)"))
+                }
+                sawImageData = true
+            }
             position = dataEnd + 4
             if type == iend { break }
         }
@@ -198,6 +216,70 @@ private enum CardArtPNGReader {
             return .failure(corrupt("PNG has no image data (no IDAT chunk)"))
         }
         return .success((width, height))
+    }
+
+    /// The bit depths each colour type allows (PNG specification, table 11.1).
+    private static func allowedBitDepths(colourType: UInt8) -> [UInt8]? {
+        switch colourType {
+        case 0: [1, 2, 4, 8, 16]
+        case 2: [8, 16]
+        case 3: [1, 2, 4, 8]
+        case 4, 6: [8, 16]
+        default: nil
+        }
+    }
+
+    private static func colourTypeName(_ colourType: UInt8) -> String {
+        switch colourType {
+        case 0: "greyscale"
+        case 2: "truecolour"
+        case 3: "indexed-colour"
+        case 4: "greyscale with alpha"
+        default: "truecolour with alpha"
+        }
+    }
+
+    /// The `IHDR` fields after the size: bit depth for the colour type, compression, filter and interlace methods.
+    private static func checkHeaderFields(_ bytes: [UInt8]) -> CardArtError? {
+        let bitDepth = bytes[24]
+        let colourType = bytes[25]
+        guard let depths = allowedBitDepths(colourType: colourType) else {
+            return CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives colour type \(colourType), which does not exist (the colour types are 0, 2, 3, 4 and 6)")
+        }
+        guard depths.contains(bitDepth) else {
+            let allowed = depths.map(String.init).joined(separator: ", ")
+            return CardArtError(
+                code: .pngInvalidHeader,
+                message: "PNG's IHDR gives bit depth \(bitDepth) for colour type \(colourType) (\(colourTypeName(colourType))), which allows only \(allowed)"
+            )
+        }
+        guard bytes[26] == 0 else {
+            return CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives compression method \(bytes[26]); the only one is 0 (deflate)")
+        }
+        guard bytes[27] == 0 else {
+            return CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives filter method \(bytes[27]); the only one is 0 (adaptive filtering)")
+        }
+        guard bytes[28] <= 1 else {
+            return CardArtError(code: .pngInvalidHeader, message: "PNG's IHDR gives interlace method \(bytes[28]); it must be 0 (none) or 1 (Adam7)")
+        }
+        return nil
+    }
+
+    /// A `PLTE` chunk: allowed once, before the image data, not for greyscale, 1 to 256 entries of 3 bytes.
+    private static func checkPalette(length: Int, at position: Int, colourType: UInt8, sawPalette: Bool, sawImageData: Bool) -> CardArtError? {
+        if colourType == 0 || colourType == 4 {
+            return corrupt("PNG has a PLTE chunk at byte \(position), but its colour type \(colourType) (\(colourTypeName(colourType))) allows no palette")
+        }
+        if sawPalette {
+            return corrupt("PNG has a second PLTE chunk at byte \(position); the file is damaged")
+        }
+        if sawImageData {
+            return corrupt("PNG's PLTE chunk at byte \(position) comes after its image data; it must come before the first IDAT chunk")
+        }
+        guard length > 0, length <= 768, length % 3 == 0 else {
+            return corrupt("PNG's PLTE chunk at byte \(position) holds \(length) bytes; a palette is 1 to 256 entries of 3 bytes")
+        }
+        return nil
     }
 
     private static func truncated(_ message: String) -> CardArtError { CardArtError(code: .pngTruncated, message: message) }

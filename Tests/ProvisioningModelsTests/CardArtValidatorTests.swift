@@ -570,3 +570,114 @@ struct CardArtPDFPageTreeBombTests {
         #expect(info.dimensions == .points(width: 1536, height: 969))
     }
 }
+
+// MARK: - PNG header fields and palette
+
+@Suite("Card art: PNG header fields and palette")
+struct CardArtPNGHeaderFieldTests {
+    static let legalPairs: [(UInt8, UInt8)] = [
+        (0, 1), (0, 2), (0, 4), (0, 8), (0, 16), (2, 8), (2, 16), (3, 1), (3, 2), (3, 4), (3, 8), (4, 8), (4, 16), (6, 8), (6, 16),
+    ]
+
+    @Test(arguments: legalPairs)
+    func acceptsEveryLegalColourTypeAndBitDepth(_ colourType: UInt8, _ bitDepth: UInt8) throws {
+        let data = Data(TestPNG.bytes(width: 1536, height: 969, bitDepth: bitDepth, colourType: colourType))
+        let info = try #require(acceptance(of: data))
+        #expect(info.dimensions == .pixels(width: 1536, height: 969))
+    }
+
+    @Test func acceptsAnInterlacedPNG() throws {
+        let data = Data(TestPNG.bytes(width: 1536, height: 969, bitDepth: 8, colourType: 2, interlaced: true))
+        #expect(acceptance(of: data)?.format == .png)
+    }
+
+    @Test(arguments: [(UInt8(0), UInt8(3)), (0, 32), (2, 1), (2, 4), (3, 16), (4, 1), (4, 4), (6, 2), (6, 4)])
+    func refusesABitDepthTheColourTypeDoesNotAllow(_ colourType: UInt8, _ bitDepth: UInt8) throws {
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: bitDepth, colourType: colourType)
+            + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message.hasPrefix("PNG's IHDR gives bit depth \(bitDepth) for colour type \(colourType) ("))
+    }
+
+    @Test(arguments: [UInt8(1), 5, 7, 255])
+    func refusesAColourTypeThatDoesNotExist(_ colourType: UInt8) throws {
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: 8, colourType: colourType)
+            + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngInvalidHeader)
+        #expect(error.message == "PNG's IHDR gives colour type \(colourType), which does not exist (the colour types are 0, 2, 3, 4 and 6)")
+    }
+
+    @Test func refusesUnknownCompressionFilterAndInterlaceMethods() throws {
+        func header(compression: UInt8 = 0, filter: UInt8 = 0, interlace: UInt8 = 0) -> Data {
+            Data(TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, compression: compression, filter: filter, interlace: interlace)
+                + TestPNG.idat(width: 1536, height: 969) + TestPNG.chunk("IEND", []))
+        }
+        let compression = try #require(refusal(of: header(compression: 1)))
+        #expect(compression.code == .pngInvalidHeader)
+        #expect(compression.message == "PNG's IHDR gives compression method 1; the only one is 0 (deflate)")
+        let filter = try #require(refusal(of: header(filter: 1)))
+        #expect(filter.code == .pngInvalidHeader)
+        #expect(filter.message == "PNG's IHDR gives filter method 1; the only one is 0 (adaptive filtering)")
+        let interlace = try #require(refusal(of: header(interlace: 2)))
+        #expect(interlace.code == .pngInvalidHeader)
+        #expect(interlace.message == "PNG's IHDR gives interlace method 2; it must be 0 (none) or 1 (Adam7)")
+    }
+
+    private static let palette = TestPNG.chunk("PLTE", [0, 0, 0, 255, 255, 255])
+
+    private static func indexed(_ before: [UInt8], _ after: [UInt8] = []) -> Data {
+        let count = TestPNG.scanlineByteCount(width: 1536, height: 969, bitDepth: 1, colourType: 3, interlaced: false)
+        return Data(TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: 1, colourType: 3) + before
+            + TestPNG.chunk("IDAT", TestPNG.zlibZeros(count)) + after + TestPNG.chunk("IEND", []))
+    }
+
+    @Test func refusesAnIndexedColourPNGWithoutAPaletteBeforeItsImageData() throws {
+        let none = try #require(refusal(of: Self.indexed([])))
+        #expect(none.code == .pngCorrupt)
+        #expect(none.message == "PNG has colour type 3 (indexed-colour) but no PLTE chunk before its image data at byte 33")
+
+        let late = try #require(refusal(of: Self.indexed([], Self.palette)))
+        #expect(late.code == .pngCorrupt)
+        #expect(late.message.contains("no PLTE chunk before its image data"))
+
+        #expect(acceptance(of: Self.indexed(Self.palette)) != nil)
+    }
+
+    @Test func refusesAPaletteAfterTheImageDataOrTwice() throws {
+        let rgb = TestPNG.bytes(width: 1536, height: 969, bitDepth: 8, colourType: 2)
+        let iend = TestPNG.chunk("IEND", [])
+        let afterData = try #require(refusal(of: Data(rgb.dropLast(iend.count) + Self.palette + iend)))
+        #expect(afterData.code == .pngCorrupt)
+        #expect(afterData.message.contains("comes after its image data"))
+
+        let twice = try #require(refusal(of: Self.indexed(Self.palette + Self.palette)))
+        #expect(twice.code == .pngCorrupt)
+        #expect(twice.message.contains("second PLTE chunk"))
+    }
+
+    @Test(arguments: [0, 4, 5, 771])
+    func refusesAPaletteOfImpossibleLength(_ length: Int) throws {
+        let error = try #require(refusal(of: Self.indexed(TestPNG.chunk("PLTE", [UInt8](repeating: 7, count: length)))))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.contains("holds \(length) bytes; a palette is 1 to 256 entries of 3 bytes"))
+    }
+
+    @Test(arguments: [UInt8(0), 4])
+    func refusesAPaletteInAGreyscalePNG(_ colourType: UInt8) throws {
+        let count = TestPNG.scanlineByteCount(width: 1536, height: 969, bitDepth: 8, colourType: colourType, interlaced: false)
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: 8, colourType: colourType) + Self.palette
+            + TestPNG.chunk("IDAT", TestPNG.zlibZeros(count)) + TestPNG.chunk("IEND", [])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.contains("PLTE chunk at byte 33, but its colour type \(colourType)"))
+    }
+
+    @Test func acceptsASuggestedPaletteInATruecolourPNG() throws {
+        let count = TestPNG.scanlineByteCount(width: 1536, height: 969, bitDepth: 8, colourType: 6, interlaced: false)
+        let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: 8, colourType: 6) + Self.palette
+            + TestPNG.chunk("IDAT", TestPNG.zlibZeros(count)) + TestPNG.chunk("IEND", [])
+        #expect(acceptance(of: Data(bytes))?.format == .png)
+    }
+}

@@ -57,9 +57,85 @@ public enum TestPNG {
         return out + bigEndian(adler32(raw))
     }
 
-    public static func ihdr(width: Int, height: Int) -> [UInt8] {
-        // 1-bit greyscale, deflate, adaptive filtering, no interlace.
-        chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [1, 0, 0, 0, 0])
+    /// By default 1-bit greyscale, deflate, adaptive filtering, no interlace.
+    public static func ihdr(
+        width: Int, height: Int, bitDepth: UInt8 = 1, colourType: UInt8 = 0, compression: UInt8 = 0, filter: UInt8 = 0, interlace: UInt8 = 0
+    ) -> [UInt8] {
+        chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [bitDepth, colourType, compression, filter, interlace])
+    }
+
+    /// Samples per pixel of a colour type: greyscale 1, truecolour 3, indexed 1, greyscale with alpha 2, truecolour with alpha 4.
+    public static func channels(colourType: UInt8) -> Int {
+        switch colourType {
+        case 2: 3
+        case 4: 2
+        case 6: 4
+        default: 1
+        }
+    }
+
+    /// The size of an image's scanlines with their filter bytes, in Adam7's seven passes when `interlaced`.
+    public static func scanlineByteCount(width: Int, height: Int, bitDepth: UInt8, colourType: UInt8, interlaced: Bool) -> Int {
+        let bitsPerPixel = Int(bitDepth) * channels(colourType: colourType)
+        // (first column, first row, column step, row step) of each pass; a single pass without interlacing.
+        let passes = interlaced
+            ? [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+            : [(0, 0, 1, 1)]
+        var total = 0
+        for (column, row, columnStep, rowStep) in passes {
+            let passWidth = width > column ? (width - column + columnStep - 1) / columnStep : 0
+            let passHeight = height > row ? (height - row + rowStep - 1) / rowStep : 0
+            guard passWidth > 0, passHeight > 0 else { continue }
+            total += passHeight * ((passWidth * bitsPerPixel + 7) / 8 + 1)
+        }
+        return total
+    }
+
+    /// A zlib stream of `count` zero bytes in one fixed-Huffman deflate block (RFC 1951 BTYPE 01):
+    /// a literal 0, then copies of 258 bytes at distance 1, then the rest as literals.
+    public static func zlibZeros(_ count: Int) -> [UInt8] {
+        var out: [UInt8] = [0x78, 0x01]
+        var accumulator: UInt32 = 0
+        var bitCount = 0
+        func put(_ value: UInt32, bits: Int) {  // least significant bit first
+            accumulator |= value << UInt32(bitCount)
+            bitCount += bits
+            while bitCount >= 8 {
+                out.append(UInt8(accumulator & 0xFF))
+                accumulator >>= 8
+                bitCount -= 8
+            }
+        }
+        func putCode(_ code: UInt32, bits: Int) {  // Huffman codes go most significant bit first
+            var reversed: UInt32 = 0
+            for index in 0..<bits where code & (1 << UInt32(index)) != 0 { reversed |= 1 << UInt32(bits - 1 - index) }
+            put(reversed, bits: bits)
+        }
+        put(1, bits: 1)  // BFINAL
+        put(1, bits: 2)  // BTYPE 01: fixed Huffman codes
+        var remaining = count
+        if remaining > 0 {
+            putCode(0x30, bits: 8)  // literal 0
+            remaining -= 1
+        }
+        while remaining >= 258 {
+            putCode(0xC5, bits: 8)  // length code 285: 258 bytes
+            putCode(0, bits: 5)  // distance code 0: distance 1
+            remaining -= 258
+        }
+        for _ in 0..<remaining { putCode(0x30, bits: 8) }
+        putCode(0, bits: 7)  // end of block (256)
+        if bitCount > 0 { out.append(UInt8(accumulator & 0xFF)) }
+        return out + bigEndian(UInt32(count % 65521) << 16 | 1)  // Adler-32 of zeros: a = 1, b = count
+    }
+
+    /// A valid all-black (or palette entry 0) PNG of any legal bit depth and colour type;
+    /// colour type 3 gets a two-entry `PLTE` before its image data.
+    public static func bytes(width: Int, height: Int, bitDepth: UInt8, colourType: UInt8, interlaced: Bool = false) -> [UInt8] {
+        let palette = colourType == 3 ? chunk("PLTE", [0x10, 0x30, 0x70, 0xE0, 0xB0, 0x30]) : []
+        let count = scanlineByteCount(width: width, height: height, bitDepth: bitDepth, colourType: colourType, interlaced: interlaced)
+        return signature + ihdr(width: width, height: height, bitDepth: bitDepth, colourType: colourType, interlace: interlaced ? 1 : 0)
+            + palette + chunk("IDAT", zlibZeros(count)) + chunk("IEND", [])
     }
 
     /// A 1-bit greyscale image of diagonal stripes, every scanline with filter type 0.
