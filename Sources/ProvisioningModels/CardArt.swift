@@ -94,8 +94,11 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         /// a bit depth its colour type does not allow, or a compression, filter or interlace method that does not exist.
         public static let pngInvalidHeader = Code(rawValue: "png_invalid_header")
         /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data),
-        /// or its `PLTE` is missing (indexed-colour), forbidden (greyscale), repeated, after the image data or of a bad length.
+        /// its `PLTE` is missing (indexed-colour), forbidden (greyscale), repeated, after the image data or of a bad length,
+        /// or its `IEND` holds data.
         public static let pngCorrupt = Code(rawValue: "png_corrupt")
+        /// Bytes follow the PNG's `IEND` chunk; decoders ignore them, so they could hold anything (another file).
+        public static let pngTrailingData = Code(rawValue: "png_trailing_data")
         /// The PNG is not exactly 1536 × 969 pixels.
         public static let pngWrongSize = Code(rawValue: "png_wrong_size")
         /// The PDF has no `%%EOF` marker near its end, so it was most likely cut off.

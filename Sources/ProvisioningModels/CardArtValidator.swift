@@ -6,8 +6,8 @@ import Foundation
 /// pixels and under 4 MB. Concretely this validator accepts:
 /// - a PNG whose `IHDR` header says exactly 1536 × 969 pixels, with a bit depth its colour type
 ///   allows, compression and filter method 0 and interlace method 0 or 1; whose chunks are complete
-///   up to `IEND`; whose critical chunks have correct CRCs; and which has one `PLTE` before its image
-///   data when it is indexed-colour and none when it is greyscale;
+///   up to an empty `IEND` that ends the file; whose critical chunks have correct CRCs; and which has
+///   one `PLTE` before its image data when it is indexed-colour and none when it is greyscale;
 /// - a single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
 ///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
@@ -209,11 +209,20 @@ private enum CardArtPNGReader {
                 }
                 sawImageData = true
             }
+            if type == iend, dataLength != 0 {
+                return .failure(corrupt("PNG's IEND chunk at byte \(position) holds \(dataLength) bytes of data; it must be empty"))
+            }
             position = dataEnd + 4
             if type == iend { break }
         }
         guard sawImageData else {
             return .failure(corrupt("PNG has no image data (no IDAT chunk)"))
+        }
+        guard position == count else {
+            return .failure(CardArtError(
+                code: .pngTrailingData,
+                message: "PNG has \(CardArtFormatting.grouped(count - position)) bytes after its IEND chunk, which ends at byte \(position); the file must end there"
+            ))
         }
         return .success((width, height))
     }

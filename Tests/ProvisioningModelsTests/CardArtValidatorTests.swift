@@ -125,7 +125,7 @@ struct CardArtLimitsTests {
 
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
-            .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngWrongSize,
+            .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
             .pdfTruncated, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
@@ -679,5 +679,31 @@ struct CardArtPNGHeaderFieldTests {
         let bytes = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: 8, colourType: 6) + Self.palette
             + TestPNG.chunk("IDAT", TestPNG.zlibZeros(count)) + TestPNG.chunk("IEND", [])
         #expect(acceptance(of: Data(bytes))?.format == .png)
+    }
+}
+
+// MARK: - PNG end
+
+@Suite("Card art: PNG end")
+struct CardArtPNGEndTests {
+    @Test func refusesBytesAfterIEND() throws {
+        let png = TestPNG.bytes(width: 1536, height: 969)
+        let appended = Array("%PDF-1.4 anything at all".utf8)
+        let error = try #require(refusal(of: Data(png + appended)))
+        #expect(error.code == .pngTrailingData)
+        #expect(error.message == "PNG has \(appended.count) bytes after its IEND chunk, which ends at byte \(png.count); the file must end there")
+
+        let oneZero = try #require(refusal(of: Data(png + [0])))
+        #expect(oneZero.code == .pngTrailingData)
+        #expect(CardArtError.Code.pngTrailingData.rawValue == "png_trailing_data")
+    }
+
+    @Test func refusesAnIENDWithData() throws {
+        let png = TestPNG.bytes(width: 1536, height: 969)
+        let iend = TestPNG.chunk("IEND", [])
+        let bytes = png.dropLast(iend.count) + TestPNG.chunk("IEND", [1, 2, 3])
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message == "PNG's IEND chunk at byte \(png.count - iend.count) holds 3 bytes of data; it must be empty")
     }
 }
