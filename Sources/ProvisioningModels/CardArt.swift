@@ -93,9 +93,10 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The PNG's first chunk is not a well-formed `IHDR`: wrong type, length or CRC, a zero dimension,
         /// a bit depth its colour type does not allow, or a compression, filter or interlace method that does not exist.
         public static let pngInvalidHeader = Code(rawValue: "png_invalid_header")
-        /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data),
-        /// its `PLTE` is missing (indexed-colour), forbidden (greyscale), repeated, after the image data or of a bad length,
-        /// or its `IEND` holds data.
+        /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data);
+        /// a critical chunk other than `IHDR`, `PLTE`, `IDAT` and `IEND`; `IDAT` chunks that are not consecutive or
+        /// whose data does not start with a valid zlib header; a `PLTE` that is missing (indexed-colour), forbidden
+        /// (greyscale), repeated, after the image data or of a bad length; or an `IEND` that holds data.
         public static let pngCorrupt = Code(rawValue: "png_corrupt")
         /// Bytes follow the PNG's `IEND` chunk; decoders ignore them, so they could hold anything (another file).
         public static let pngTrailingData = Code(rawValue: "png_trailing_data")

@@ -6,8 +6,10 @@ import Foundation
 /// pixels and under 4 MB. Concretely this validator accepts:
 /// - a PNG whose `IHDR` header says exactly 1536 × 969 pixels, with a bit depth its colour type
 ///   allows, compression and filter method 0 and interlace method 0 or 1; whose chunks are complete
-///   up to an empty `IEND` that ends the file; whose critical chunks have correct CRCs; and which has
-///   one `PLTE` before its image data when it is indexed-colour and none when it is greyscale;
+///   up to an empty `IEND` that ends the file; whose only critical chunks are `IHDR`, `PLTE`, `IDAT`
+///   and `IEND`, with correct CRCs; whose `IDAT` chunks are consecutive and start with a valid zlib
+///   header (the compressed image data itself is not decoded); and which has one `PLTE` before its
+///   image data when it is indexed-colour and none when it is greyscale;
 /// - a single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
 ///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
@@ -120,6 +122,7 @@ private enum CardArtPNGReader {
     private static let idat: [UInt8] = Array("IDAT".utf8)
     private static let iend: [UInt8] = Array("IEND".utf8)
     private static let plte: [UInt8] = Array("PLTE".utf8)
+    private static let knownCritical: [[UInt8]] = [ihdr, plte, idat, iend]
     /// Signature (8) + IHDR length and type (8) + IHDR data (13) + CRC (4).
     private static let headerLength = 33
 
@@ -170,6 +173,10 @@ private enum CardArtPNGReader {
         var position = headerLength
         var sawImageData = false
         var sawPalette = false
+        var imageDataEnded = false
+        /// The first two bytes of the image data (the zlib header), which may be split across IDAT chunks.
+        var zlibHeader: [UInt8] = []
+        var firstImageData = 0
         while true {
             guard count - position >= 8 else {
                 let detail = position == count ? "after \(count) bytes" : "inside a chunk header at byte \(position)"
@@ -197,6 +204,11 @@ private enum CardArtPNGReader {
             if type == ihdr {
                 return .failure(corrupt("PNG has a second IHDR chunk at byte \(position); the file is damaged"))
             }
+            if type[0] & 0x20 == 0, !knownCritical.contains(type) {
+                return .failure(corrupt(
+                    "PNG has an unknown critical chunk \(chunkName(type)) at byte \(position); the only critical chunks are IHDR, PLTE, IDAT and IEND, and decoders refuse an image with any other"
+                ))
+            }
             if type == plte {
                 if let error = checkPalette(length: dataLength, at: position, colourType: colourType, sawPalette: sawPalette, sawImageData: sawImageData) {
                     return .failure(error)
@@ -208,6 +220,15 @@ private enum CardArtPNGReader {
                     return .failure(corrupt("PNG has colour type 3 (indexed-colour) but no PLTE chunk before its image data at byte \(position)"))
                 }
                 sawImageData = true
+                firstImageData = position
+            }
+            if type == idat {
+                if imageDataEnded {
+                    return .failure(corrupt("PNG has an IDAT chunk at byte \(position) after other chunks followed its image data; IDAT chunks must be consecutive"))
+                }
+                zlibHeader += bytes[(position + 8)..<min(dataEnd, position + 8 + 2 - zlibHeader.count)]
+            } else if sawImageData {
+                imageDataEnded = true
             }
             if type == iend, dataLength != 0 {
                 return .failure(corrupt("PNG's IEND chunk at byte \(position) holds \(dataLength) bytes of data; it must be empty"))
@@ -218,6 +239,9 @@ private enum CardArtPNGReader {
         guard sawImageData else {
             return .failure(corrupt("PNG has no image data (no IDAT chunk)"))
         }
+        if let problem = zlibHeaderProblem(zlibHeader) {
+            return .failure(corrupt("PNG's image data (IDAT at byte \(firstImageData)) \(problem); the file is damaged"))
+        }
         guard position == count else {
             return .failure(CardArtError(
                 code: .pngTrailingData,
@@ -225,6 +249,30 @@ private enum CardArtPNGReader {
             ))
         }
         return .success((width, height))
+    }
+
+    /// The zlib header (RFC 1950) that starts the image data: deflate, a window of at most 32 KiB,
+    /// a correct check value and no preset dictionary. The compressed data itself is not decoded.
+    private static func zlibHeaderProblem(_ header: [UInt8]) -> String? {
+        guard header.count == 2 else {
+            return "holds \(header.count) byte\(header.count == 1 ? "" : "s"), too few for a zlib stream"
+        }
+        let method = header[0] & 0x0F
+        let windowBits = Int(header[0] >> 4) + 8
+        let shown = header.map { CardArtFormatting.hexByte($0) }.joined(separator: " ")
+        guard (Int(header[0]) << 8 | Int(header[1])) % 31 == 0 else {
+            return "starts with \(shown), which fails the zlib header check"
+        }
+        guard method == 8 else {
+            return "starts with a zlib header for compression method \(method); PNG uses 8 (deflate)"
+        }
+        guard windowBits <= 15 else {
+            return "starts with a zlib header for a window of 2^\(windowBits) bytes; deflate allows at most 2^15"
+        }
+        guard header[1] & 0x20 == 0 else {
+            return "starts with a zlib header asking for a preset dictionary, which PNG does not allow"
+        }
+        return nil
     }
 
     /// The bit depths each colour type allows (PNG specification, table 11.1).

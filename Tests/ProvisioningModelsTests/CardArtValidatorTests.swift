@@ -707,3 +707,60 @@ struct CardArtPNGEndTests {
         #expect(error.message == "PNG's IEND chunk at byte \(png.count - iend.count) holds 3 bytes of data; it must be empty")
     }
 }
+
+// MARK: - PNG chunks and image data
+
+@Suite("Card art: PNG chunks and the start of the image data")
+struct CardArtPNGChunkTests {
+    private static let header = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969)
+    private static let iend = TestPNG.chunk("IEND", [])
+    /// The zlib stream of the default 1-bit greyscale image.
+    private static let stream = Array(TestPNG.idat(width: 1536, height: 969).dropFirst(8).dropLast(4))
+
+    @Test(arguments: ["CgBI", "ABCD", "IDAt", "IHDr"])
+    func refusesAnUnknownCriticalChunk(_ type: String) throws {
+        let bytes = Self.header + TestPNG.chunk(type, [0, 0, 0, 0]) + TestPNG.chunk("IDAT", Self.stream) + Self.iend
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.hasPrefix("PNG has an unknown critical chunk \(type) at byte 33; the only critical chunks are IHDR, PLTE, IDAT and IEND"))
+    }
+
+    @Test func acceptsUnknownAncillaryChunks() throws {
+        let bytes = Self.header + TestPNG.chunk("abCd", [1, 2, 3]) + TestPNG.chunk("IDAT", Self.stream) + TestPNG.chunk("zzZz", []) + Self.iend
+        #expect(acceptance(of: Data(bytes))?.format == .png)
+    }
+
+    @Test func refusesIDATChunksThatAreNotConsecutive() throws {
+        let half = Self.stream.count / 2
+        let split = Self.header + TestPNG.chunk("IDAT", Array(Self.stream[..<half])) + TestPNG.chunk("tEXt", Array("Title\0Card".utf8))
+        let bytes = split + TestPNG.chunk("IDAT", Array(Self.stream[half...])) + Self.iend
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message == "PNG has an IDAT chunk at byte \(split.count) after other chunks followed its image data; IDAT chunks must be consecutive")
+    }
+
+    @Test func acceptsImageDataSplitAcrossConsecutiveIDATChunksEvenInsideTheZlibHeader() throws {
+        let bytes = Self.header + TestPNG.chunk("IDAT", []) + TestPNG.chunk("IDAT", [Self.stream[0]])
+            + TestPNG.chunk("IDAT", Array(Self.stream.dropFirst())) + Self.iend
+        #expect(acceptance(of: Data(bytes))?.format == .png)
+    }
+
+    @Test(arguments: [
+        ([UInt8(0x78), 0x02], "starts with 78 02, which fails the zlib header check"),
+        ([0x79, 0x18], "starts with a zlib header for compression method 9; PNG uses 8 (deflate)"),
+        ([0x88, 0x1C], "starts with a zlib header for a window of 2^16 bytes; deflate allows at most 2^15"),
+        ([0x78, 0x20], "starts with a zlib header asking for a preset dictionary, which PNG does not allow"),
+    ])
+    func refusesImageDataWithoutAValidZlibHeader(_ zlibHeader: [UInt8], _ problem: String) throws {
+        let bytes = Self.header + TestPNG.chunk("IDAT", zlibHeader + Self.stream.dropFirst(2)) + Self.iend
+        let error = try #require(refusal(of: Data(bytes)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message == "PNG's image data (IDAT at byte 33) \(problem); the file is damaged")
+    }
+
+    @Test func refusesImageDataTooShortForAZlibHeader() throws {
+        let error = try #require(refusal(of: Data(Self.header + TestPNG.chunk("IDAT", [0x78]) + Self.iend)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message.contains("holds 1 byte, too few for a zlib stream"))
+    }
+}
