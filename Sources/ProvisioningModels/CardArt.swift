@@ -104,6 +104,8 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pngWrongSize = Code(rawValue: "png_wrong_size")
         /// The PDF has no `%%EOF` marker near its end, so it was most likely cut off.
         public static let pdfTruncated = Code(rawValue: "pdf_truncated")
+        /// The PDF is encrypted: its trailer (or a cross-reference stream) has `/Encrypt`, even with an empty password.
+        public static let pdfEncrypted = Code(rawValue: "pdf_encrypted")
         /// No page could be read from the PDF (for example its pages are inside compressed object streams).
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
         /// The first page was found but its `/MediaBox` could not be read.

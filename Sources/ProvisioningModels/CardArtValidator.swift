@@ -10,7 +10,7 @@ import Foundation
 ///   and `IEND`, with correct CRCs; whose `IDAT` chunks are consecutive and start with a valid zlib
 ///   header (the compressed image data itself is not decoded); and which has one `PLTE` before its
 ///   image data when it is indexed-colour and none when it is greyscale;
-/// - a single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
+/// - an unencrypted single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
 ///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
 ///
@@ -398,6 +398,12 @@ private enum CardArtPDFReader {
             return .failure(CardArtError(code: .pdfTruncated, message: "PDF has no %%EOF marker at its end; the file looks cut off"))
         }
         let document = PDFDocumentScan(bytes: bytes)
+        if let place = document.encryptedIn {
+            return .failure(CardArtError(
+                code: .pdfEncrypted,
+                message: "PDF is encrypted (\(place) has /Encrypt); save the card art without a password, permissions or other security"
+            ))
+        }
 
         let page: [String: PDFValue]
         switch document.firstPage() {
@@ -566,6 +572,8 @@ private struct PDFDocumentScan {
 
     private(set) var objects: [Int: Record] = [:]
     private(set) var rootReference: Int?
+    /// Where the file declares its encryption (`its trailer`, `its cross-reference stream`), if it does.
+    private(set) var encryptedIn: String?
     /// The file has object streams or cross-reference streams, so some objects may be invisible to the scan.
     private(set) var hasCompressedObjects = false
 
@@ -591,6 +599,7 @@ private struct PDFDocumentScan {
                         let type = value.typeName
                         if type == "ObjStm" || type == "XRef" { hasCompressedObjects = true }
                         if type == "XRef", case .reference(let root)? = dictionary["Root"] { rootReference = root }
+                        if type == "XRef", dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
                     }
                 }
                 previous = nil
@@ -600,10 +609,9 @@ private struct PDFDocumentScan {
             case .keyword("stream"):
                 lexer.skipStreamData(declaredLength: streamDictionary?["Length"]?.integer)
             case .keyword("trailer"):
-                if let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0),
-                    case .reference(let root)? = trailer["Root"]
-                {
-                    rootReference = root
+                if let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0) {
+                    if case .reference(let root)? = trailer["Root"] { rootReference = root }
+                    if trailer["Encrypt"] != nil { encryptedIn = "its trailer" }
                 }
             default:
                 break

@@ -126,7 +126,7 @@ struct CardArtLimitsTests {
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
             .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
-            .pdfTruncated, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+            .pdfTruncated, .pdfEncrypted, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
         for code in codes {
@@ -762,5 +762,40 @@ struct CardArtPNGChunkTests {
         let error = try #require(refusal(of: Data(Self.header + TestPNG.chunk("IDAT", [0x78]) + Self.iend)))
         #expect(error.code == .pngCorrupt)
         #expect(error.message.contains("holds 1 byte, too few for a zlib stream"))
+    }
+}
+
+// MARK: - PDF encryption
+
+@Suite("Card art: encrypted PDFs")
+struct CardArtPDFEncryptionTests {
+    private static let bodies = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>",
+        TestPDF.stream(TestPDF.artwork),
+        "<< /Filter /Standard /V 2 /R 3 /Length 128 /O (owner-hash) /U (user-hash) /P -3904 >>",
+    ]
+
+    @Test func refusesAPDFWhoseTrailerHasEncrypt() throws {
+        let file = TestPDF.build(Self.bodies, trailerEntries: " /Encrypt 5 0 R /ID [<0123456789ABCDEF> <0123456789ABCDEF>]")
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfEncrypted)
+        #expect(error.message == "PDF is encrypted (its trailer has /Encrypt); save the card art without a password, permissions or other security")
+        #expect(CardArtError.Code.pdfEncrypted.rawValue == "pdf_encrypted")
+    }
+
+    @Test func refusesAPDFWhoseCrossReferenceStreamHasEncrypt() throws {
+        var data = TestPDF.withObjectStream().data
+        let entry = try #require(data.range(of: Data("/Root 1 0 R /Length".utf8)))
+        data.replaceSubrange(entry, with: Data("/Root 1 0 R /Encrypt << /Filter /Standard /V 1 /R 2 >> /Length".utf8))
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfEncrypted)
+        #expect(error.message.hasPrefix("PDF is encrypted (its cross-reference stream has /Encrypt)"))
+    }
+
+    @Test func acceptsTheSameFileWithoutEncrypt() throws {
+        let info = try #require(acceptance(of: TestPDF.build(Self.bodies).data))
+        #expect(info.dimensions == .points(width: 1536, height: 969))
     }
 }

@@ -185,8 +185,8 @@ public enum TestPDF {
         return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
     }
 
-    /// Object `i + 1` has body `bodies[i]`; the trailer's `/Root` is object `root`.
-    public static func build(_ bodies: [String], root: Int = 1, version: String = "1.4", padding: Int = 0) -> File {
+    /// Object `i + 1` has body `bodies[i]`; the trailer's `/Root` is object `root`, followed by `trailerEntries`.
+    public static func build(_ bodies: [String], root: Int = 1, version: String = "1.4", padding: Int = 0, trailerEntries: String = "") -> File {
         var out = header(version: version, padding: padding)
         var offsets: [Int] = []
         for (index, body) in bodies.enumerated() {
@@ -196,7 +196,7 @@ public enum TestPDF {
         let xrefOffset = out.count
         var tail = "xref\n0 \(bodies.count + 1)\n0000000000 65535 f \n"
         for offset in offsets { tail += "\(offset10(offset)) 00000 n \n" }
-        tail += "trailer\n<< /Size \(bodies.count + 1) /Root \(root) 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        tail += "trailer\n<< /Size \(bodies.count + 1) /Root \(root) 0 R\(trailerEntries) >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
         out += Array(tail.utf8)
         return File(bytes: out, xrefOffset: xrefOffset)
     }
