@@ -102,10 +102,13 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pngTrailingData = Code(rawValue: "png_trailing_data")
         /// The PNG is not exactly 1536 × 969 pixels.
         public static let pngWrongSize = Code(rawValue: "png_wrong_size")
-        /// The PDF has no `%%EOF` marker near its end, so it was most likely cut off.
+        /// The PDF has no `%%EOF` marker near its end, or none after its last `startxref`, so it was most likely cut off.
         public static let pdfTruncated = Code(rawValue: "pdf_truncated")
         /// The PDF is encrypted: its trailer (or a cross-reference stream) has `/Encrypt`, even with an empty password.
         public static let pdfEncrypted = Code(rawValue: "pdf_encrypted")
+        /// Something other than white space and comments follows the byte offset after the PDF's last
+        /// `startxref` (or the offset is missing): a reader going by the cross-reference table would not read it.
+        public static let pdfDataAfterStartXRef = Code(rawValue: "pdf_data_after_startxref")
         /// No page could be read from the PDF (for example its pages are inside compressed object streams).
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
         /// The first page was found but its `/MediaBox` could not be read.

@@ -14,6 +14,11 @@ import Foundation
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
 ///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
 ///
+/// A PDF is also refused when anything but white space and comments follows the offset after its
+/// last `startxref` (objects there would be read here but not by a reader following the
+/// cross-reference table; a PDF without `startxref` is read in file order, as a reader rebuilding
+/// a damaged table would).
+///
 /// The format is always detected from the bytes; a declared content type is only cross-checked.
 /// Validation is bounded: it never reads outside the data, works in time linear in its size,
 /// refuses anything of ``maximumSize`` bytes or more before parsing it, and never traps on hostile input.
@@ -404,6 +409,21 @@ private enum CardArtPDFReader {
                 message: "PDF is encrypted (\(place) has /Encrypt); save the card art without a password, permissions or other security"
             ))
         }
+        switch document.endOfFile {
+        case .noStartXRef:
+            break
+        case .expectingOffset:
+            return .failure(CardArtError(code: .pdfDataAfterStartXRef, message: "PDF's last startxref is not followed by the byte offset of its cross-reference section"))
+        case .dataAfterOffset(let position):
+            return .failure(CardArtError(
+                code: .pdfDataAfterStartXRef,
+                message: "PDF has data at byte \(position) after its last startxref and offset; only white space and comments (%%EOF) may follow them"
+            ))
+        case .offset(let end):
+            guard CardArtByteSearch.firstIndex(of: endOfFileMarker, in: bytes[end...]) != nil else {
+                return .failure(CardArtError(code: .pdfTruncated, message: "PDF has no %%EOF marker after its last startxref; the file looks cut off"))
+            }
+        }
 
         let page: [String: PDFValue]
         switch document.firstPage() {
@@ -570,7 +590,18 @@ private struct PDFDocumentScan {
         case unreadable(String)
     }
 
+    /// What follows the last top-level `startxref`: its byte offset, then only white space and comments.
+    enum EndOfFile {
+        case noStartXRef
+        case expectingOffset
+        /// The offset was read and the last token ended at `end`.
+        case offset(end: Int)
+        /// A token other than the offset begins at `at`.
+        case dataAfterOffset(at: Int)
+    }
+
     private(set) var objects: [Int: Record] = [:]
+    private(set) var endOfFile = EndOfFile.noStartXRef
     private(set) var rootReference: Int?
     /// Where the file declares its encryption (`its trailer`, `its cross-reference stream`), if it does.
     private(set) var encryptedIn: String?
@@ -587,6 +618,19 @@ private struct PDFDocumentScan {
         var streamDictionary: [String: PDFValue]?
         var order = 0
         while let token = lexer.next() {
+            switch endOfFile {
+            case .expectingOffset:
+                if case .integer(let offset) = token, offset >= 0 {
+                    endOfFile = .offset(end: lexer.position)
+                } else {
+                    endOfFile = .dataAfterOffset(at: lexer.tokenStart)
+                }
+            case .offset:
+                endOfFile = .dataAfterOffset(at: lexer.tokenStart)
+            case .noStartXRef, .dataAfterOffset:
+                break
+            }
+            if token == .keyword("startxref") { endOfFile = .expectingOffset }
             var nextStreamDictionary: [String: PDFValue]?
             switch token {
             case .keyword("obj"):
@@ -848,6 +892,8 @@ private struct PDFLexer {
 
     let bytes: [UInt8]
     var position = 0
+    /// Where the token `next()` returned last begins (after the white space and comments before it).
+    private(set) var tokenStart = 0
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
@@ -870,6 +916,7 @@ private struct PDFLexer {
     /// The next token, or `nil` at the end of the data. Always advances while data remains.
     mutating func next() -> Token? {
         skipWhitespaceAndComments()
+        tokenStart = position
         guard position < bytes.count else { return nil }
         switch bytes[position] {
         case UInt8(ascii: "<"):

@@ -126,7 +126,7 @@ struct CardArtLimitsTests {
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
             .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
-            .pdfTruncated, .pdfEncrypted, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
         for code in codes {
@@ -797,5 +797,64 @@ struct CardArtPDFEncryptionTests {
     @Test func acceptsTheSameFileWithoutEncrypt() throws {
         let info = try #require(acceptance(of: TestPDF.build(Self.bodies).data))
         #expect(info.dimensions == .points(width: 1536, height: 969))
+    }
+}
+
+// MARK: - PDF end of file
+
+@Suite("Card art: what follows a PDF's last startxref")
+struct CardArtPDFEndOfFileTests {
+    /// `file` with `text` inserted just before its final `%%EOF`.
+    private static func inserting(_ text: String, beforeEndOf file: TestPDF.File) throws -> Data {
+        var data = file.data
+        let marker = try #require(data.range(of: Data("%%EOF".utf8), options: .backwards))
+        data.insert(contentsOf: Data(text.utf8), at: marker.lowerBound)
+        return data
+    }
+
+    private static let landscapePage = "3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>\nendobj\n"
+
+    @Test func refusesAnObjectBetweenTheLastStartxrefAndEOF() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let data = try Self.inserting(Self.landscapePage, beforeEndOf: portrait)
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        let at = portrait.bytes.count - "%%EOF\n".utf8.count
+        #expect(error.message == "PDF has data at byte \(at) after its last startxref and offset; only white space and comments (%%EOF) may follow them")
+        #expect(CardArtError.Code.pdfDataAfterStartXRef.rawValue == "pdf_data_after_startxref")
+    }
+
+    @Test func refusesAnObjectAfterTheFinalEOF() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let error = try #require(refusal(of: portrait.data + Data(Self.landscapePage.utf8)))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        #expect(error.message.hasPrefix("PDF has data at byte \(portrait.bytes.count) after its last startxref"))
+    }
+
+    @Test func refusesAStartxrefWithoutAnOffset() throws {
+        let text = String(decoding: TestPDF.onePage().bytes, as: UTF8.self)
+        let withoutOffset = try #require(text.range(of: "startxref\n", options: .backwards)).upperBound
+        let data = Data((String(text[..<withoutOffset]) + "%%EOF\n").utf8)
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        #expect(error.message == "PDF's last startxref is not followed by the byte offset of its cross-reference section")
+    }
+
+    @Test func refusesAStartxrefAfterTheLastEOF() throws {
+        let file = TestPDF.onePage()
+        let error = try #require(refusal(of: file.data + Data("startxref\n\(file.xrefOffset)\n".utf8)))
+        #expect(error.code == .pdfTruncated)
+        #expect(error.message == "PDF has no %%EOF marker after its last startxref; the file looks cut off")
+    }
+
+    @Test func acceptsWhiteSpaceAndCommentsAroundTheFinalEOF() throws {
+        let data = try Self.inserting("% written by a tool\r\n\t ", beforeEndOf: TestPDF.onePage()) + Data("\n\0\0% trailing comment\n".utf8)
+        #expect(acceptance(of: data)?.format == .pdf)
+    }
+
+    @Test func stillAcceptsAnIncrementalUpdateAfterAnEarlierEOF() throws {
+        let updated = TestPDF.updatingPage(of: TestPDF.onePage(page: "/MediaBox [0 0 612 792]"), mediaBox: "[0 0 1536 969]")
+        #expect(String(decoding: updated.bytes, as: UTF8.self).components(separatedBy: "%%EOF").count == 3)
+        #expect(acceptance(of: updated.data)?.dimensions == .points(width: 1536, height: 969))
     }
 }
