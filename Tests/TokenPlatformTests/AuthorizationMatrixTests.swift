@@ -31,7 +31,7 @@ struct AuthorizationMatrixTests {
             .unknownKeyIdJWT: platform.jwt("alice", key: SigningKey(id: "not-\(key.id)", privateKey: .init())),
             .noKeyIdJWT: try token(header: #"{"alg":"ES256","typ":"JWT"}"#, payload: claims, signature: es256),
             .algNoneJWT: try token(header: #"{"alg":"none","kid":"\#(key.id)","typ":"JWT"}"#, payload: claims),
-            .hs256WithThePublicKeyJWT: try token(header: #"{"alg":"HS256","kid":"\#(key.id)","typ":"JWT"}"#, payload: claims) {
+            .hs256WithThePublicKeyJWT: token(header: #"{"alg":"HS256","kid":"\#(key.id)","typ":"JWT"}"#, payload: claims) {
                 Data(HMAC<SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: key.privateKey.publicKey.x963Representation)))
             },
             .notYetValidJWT: try token(header: header, payload: #"{"sub":"alice","nbf":\#(now + 3600),"exp":\#(now + 7200)}"#, signature: es256),
