@@ -39,7 +39,8 @@ public enum CardArtFormat: String, Sendable, Codable, Hashable, CaseIterable {
 public enum CardArtDimensions: Sendable, Hashable, Codable {
     /// A PNG's pixel size, read from its `IHDR` header.
     case pixels(width: Int, height: Int)
-    /// A PDF page's visible box (the crop box, else the media box) in PDF points; a vector page may be any size.
+    /// A PDF page's visible box (the crop box, else the media box) in PDF points; a vector page may be any
+    /// size from 3 to 14,400 points a side.
     case points(width: Double, height: Double)
 }
 
@@ -117,6 +118,8 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pdfInvalidPageBox = Code(rawValue: "pdf_invalid_page_box")
         /// The PDF has more than one page; card art is a single page.
         public static let pdfMultiplePages = Code(rawValue: "pdf_multiple_pages")
+        /// A side of the page box or of the `/MediaBox` is under 3 or over 14,400 points, the page sizes ISO 32000-1 allows.
+        public static let pdfPageSizeOutOfRange = Code(rawValue: "pdf_page_size_out_of_range")
         /// The page carries a `/Rotate` other than 0, so how it is displayed depends on the viewer.
         public static let pdfRotated = Code(rawValue: "pdf_rotated")
         /// The page is portrait or square; card art must be landscape.

@@ -12,7 +12,8 @@ import Foundation
 ///   image data when it is indexed-colour and none when it is greyscale;
 /// - an unencrypted single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
 ///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
-///   aspect ratio within ``aspectRatioTolerance``, at any size in points, and with no page rotation.
+///   aspect ratio within ``aspectRatioTolerance``, with sides (and the `/MediaBox`'s) between
+///   ``minimumPageSide`` and ``maximumPageSide`` points (`/UserUnit` is not read), and with no page rotation.
 ///
 /// A PDF is also refused when anything but white space and comments follows the offset after its
 /// last `startxref` (objects there would be read here but not by a reader following the
@@ -33,6 +34,10 @@ public struct CardArtValidator: Sendable {
     public static let requiredWidth = 1536
     /// The exact pixel height Apple requires of a PNG, and the height term of the PDF aspect ratio.
     public static let requiredHeight = 969
+    /// The shortest side a PDF page box may have, in points (ISO 32000-1, Annex C: 3 units).
+    public static let minimumPageSide = 3.0
+    /// The longest side a PDF page box may have, in points (ISO 32000-1, Annex C: 14,400 units, 200 inches).
+    public static let maximumPageSide = 14_400.0
     /// How far a PDF page's width ÷ height may differ from 1536 ÷ 969, relative: 0.005 is 0.5%.
     public static let aspectRatioTolerance = 0.005
 
@@ -454,7 +459,8 @@ private enum CardArtPDFReader {
 
         let width = box.width
         let height = box.height
-        let size = "\(CardArtFormatting.decimal(width, fractionDigits: 2))×\(CardArtFormatting.decimal(height, fractionDigits: 2)) points"
+        let size = box.sizeDescription
+        if let error = sizeRangeError(box, name: "PDF page") { return .failure(error) }
         guard width > height else {
             let shape = width == height ? "square" : "portrait"
             return .failure(CardArtError(
@@ -473,6 +479,18 @@ private enum CardArtPDFReader {
         return .success((width, height))
     }
 
+    /// A refusal when a side of `box` is outside the page sizes ISO 32000-1 allows (Annex C: 3 to 14,400 units).
+    ///
+    /// `/UserUnit` is not read, so the limits apply to the box's numbers as written.
+    private static func sizeRangeError(_ box: PDFRectangle, name: String) -> CardArtError? {
+        let sides = CardArtValidator.minimumPageSide...CardArtValidator.maximumPageSide
+        guard !sides.contains(box.width) || !sides.contains(box.height) else { return nil }
+        return CardArtError(
+            code: .pdfPageSizeOutOfRange,
+            message: "\(name) is \(box.sizeDescription); page sides must be between \(CardArtFormatting.decimal(sides.lowerBound, fractionDigits: 0)) and \(CardArtFormatting.grouped(Int(sides.upperBound))) points (ISO 32000-1, Annex C)"
+        )
+    }
+
     /// The visible page box: the crop box clipped to the media box, else the media box.
     private static func pageBox(of page: [String: PDFValue], in document: PDFDocumentScan) -> Result<PDFRectangle, CardArtError> {
         let media: PDFRectangle
@@ -485,6 +503,7 @@ private enum CardArtPDFReader {
             guard let rectangle = document.rectangle(value) else {
                 return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /MediaBox is not four finite numbers enclosing an area"))
             }
+            if let error = sizeRangeError(rectangle, name: "PDF page's /MediaBox") { return .failure(error) }
             media = rectangle
         }
         switch document.inheritedAttribute("CropBox", of: page) {
@@ -513,6 +532,11 @@ private struct PDFRectangle {
 
     var width: Double { maxX - minX }
     var height: Double { maxY - minY }
+
+    /// `1536×969 points`, with at most two decimals.
+    var sizeDescription: String {
+        "\(CardArtFormatting.decimal(width, fractionDigits: 2))×\(CardArtFormatting.decimal(height, fractionDigits: 2)) points"
+    }
 
     /// The overlap of two rectangles, or `nil` when they do not overlap in a non-empty area.
     func intersection(_ other: PDFRectangle) -> PDFRectangle? {

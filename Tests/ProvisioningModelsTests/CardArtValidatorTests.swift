@@ -126,7 +126,7 @@ struct CardArtLimitsTests {
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
             .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
-            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
         for code in codes {
@@ -856,5 +856,40 @@ struct CardArtPDFEndOfFileTests {
         let updated = TestPDF.updatingPage(of: TestPDF.onePage(page: "/MediaBox [0 0 612 792]"), mediaBox: "[0 0 1536 969]")
         #expect(String(decoding: updated.bytes, as: UTF8.self).components(separatedBy: "%%EOF").count == 3)
         #expect(acceptance(of: updated.data)?.dimensions == .points(width: 1536, height: 969))
+    }
+}
+
+// MARK: - PDF page size
+
+@Suite("Card art: PDF page size limits")
+struct CardArtPDFPageSizeTests {
+    @Test(arguments: [
+        ("[0 0 1536000 969000]", "PDF page's /MediaBox is 1536000×969000 points"),
+        ("[0 0 0.1536 0.0969]", "PDF page's /MediaBox is 0.15×0.1 points"),
+        ("[0 0 14400.5 9084.7]", "PDF page's /MediaBox is 14400.5×9084.7 points"),
+        ("[0 0 4.6 2.9]", "PDF page's /MediaBox is 4.6×2.9 points"),
+    ])
+    func refusesPagesOutsideThreeTo14400Points(_ box: String, _ described: String) throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox \(box)").data))
+        #expect(error.code == .pdfPageSizeOutOfRange)
+        #expect(error.message == "\(described); page sides must be between 3 and 14,400 points (ISO 32000-1, Annex C)")
+        #expect(CardArtError.Code.pdfPageSizeOutOfRange.rawValue == "pdf_page_size_out_of_range")
+    }
+
+    @Test(arguments: ["[0 0 14400 9084.375]", "[0 0 4.7554 3]"])
+    func acceptsPagesAtTheLimits(_ box: String) throws {
+        #expect(acceptance(of: TestPDF.onePage(page: "/MediaBox \(box)").data)?.format == .pdf)
+    }
+
+    @Test func refusesAHugeMediaBoxEvenWithACropBoxOfTheRightSize() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 20000 20000] /CropBox [0 0 1536 969]").data))
+        #expect(error.code == .pdfPageSizeOutOfRange)
+        #expect(error.message.hasPrefix("PDF page's /MediaBox is 20000×20000 points"))
+    }
+
+    @Test func refusesATinyCropBox() throws {
+        let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /CropBox [0 0 1.536 0.969]").data))
+        #expect(error.code == .pdfPageSizeOutOfRange)
+        #expect(error.message.hasPrefix("PDF page is 1.54×0.97 points"))
     }
 }
