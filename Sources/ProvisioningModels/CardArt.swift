@@ -112,6 +112,10 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pdfDataAfterStartXRef = Code(rawValue: "pdf_data_after_startxref")
         /// No page could be read from the PDF (for example its pages are inside compressed object streams).
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
+        /// The PDF carries active content card art has no use for: in its catalog an `/OpenAction` that is an
+        /// action (a destination is accepted), `/AA`, `/AcroForm`, or `/JavaScript` or `/EmbeddedFiles` in
+        /// `/Names`; `/AA` on its page; or a `/Launch` or `/JavaScript` action in any object read.
+        public static let pdfActiveContent = Code(rawValue: "pdf_active_content")
         /// The first page was found but its `/MediaBox` could not be read.
         public static let pdfNoPageBox = Code(rawValue: "pdf_no_page_box")
         /// The page's `/MediaBox` or `/CropBox` is not four finite numbers enclosing a non-empty area.

@@ -15,7 +15,8 @@ import Foundation
 ///   aspect ratio within ``aspectRatioTolerance``, with sides (and the `/MediaBox`'s) between
 ///   ``minimumPageSide`` and ``maximumPageSide`` points (`/UserUnit` is not read), and with no page rotation.
 ///
-/// A PDF is also refused when anything but white space and comments follows the offset after its
+/// A PDF is also refused when it carries active content (see ``CardArtError/Code/pdfActiveContent``),
+/// and when anything but white space and comments follows the offset after its
 /// last `startxref` (objects there would be read here but not by a reader following the
 /// cross-reference table; a PDF without `startxref` is read in file order, as a reader rebuilding
 /// a damaged table would).
@@ -443,6 +444,12 @@ private enum CardArtPDFReader {
             }
             page = first
         }
+        if let found = document.activeContent(page: page) {
+            return .failure(CardArtError(
+                code: .pdfActiveContent,
+                message: "PDF has active content: \(found); card art must not carry actions, scripts, forms or attached files"
+            ))
+        }
 
         let box: PDFRectangle
         switch pageBox(of: page, in: document) {
@@ -800,6 +807,48 @@ private struct PDFDocumentScan {
             return walkPageTree(from: pages)
         }
         return scanForPages()
+    }
+
+    /// The first active content found, described for a message, or `nil`. Checked, in this order:
+    /// in the catalog, an `/OpenAction` that is an action (a dictionary; a destination array is
+    /// fine), `/AA`, `/AcroForm`, and `/JavaScript` or `/EmbeddedFiles` in its `/Names`; `/AA` on
+    /// the page; then a `/Launch` or `/JavaScript` action (a dictionary whose `/S` names one) anywhere
+    /// in the objects read, reporting the lowest object number.
+    func activeContent(page: [String: PDFValue]) -> String? {
+        if let catalog = catalog() {
+            if resolve(catalog["OpenAction"])?.dictionary != nil { return "its catalog has an /OpenAction action, run when the file opens" }
+            if catalog["AA"] != nil { return "its catalog has /AA, actions run on document events" }
+            if catalog["AcroForm"] != nil { return "its catalog has /AcroForm, an interactive form" }
+            if let names = resolve(catalog["Names"])?.dictionary {
+                if names["JavaScript"] != nil { return "its catalog's /Names has /JavaScript, document scripts" }
+                if names["EmbeddedFiles"] != nil { return "its catalog's /Names has /EmbeddedFiles, attached files" }
+            }
+        }
+        if page["AA"] != nil { return "its page has /AA, actions run on page events" }
+        var first: (number: Int, action: String)?
+        for (number, record) in objects where number < first?.number ?? Int.max {
+            if let action = Self.action(in: record.value) { first = (number, action) }
+        }
+        return first.map { "object \($0.number) holds a /\($0.action) action" }
+    }
+
+    /// `Launch` or `JavaScript` if `value` is, or contains, a dictionary whose `/S` names that action type.
+    private static func action(in value: PDFValue) -> String? {
+        switch value {
+        case .dictionary(let dictionary):
+            if case .name(let type)? = dictionary["S"], type == "Launch" || type == "JavaScript" { return type }
+            for item in dictionary.values {
+                if let found = action(in: item) { return found }
+            }
+            return nil
+        case .array(let items):
+            for item in items {
+                if let found = action(in: item) { return found }
+            }
+            return nil
+        default:
+            return nil
+        }
     }
 
     private func catalog() -> [String: PDFValue]? {

@@ -126,7 +126,7 @@ struct CardArtLimitsTests {
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
             .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
-            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfActiveContent, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
         for code in codes {
@@ -891,5 +891,55 @@ struct CardArtPDFPageSizeTests {
         let error = try #require(refusal(of: TestPDF.onePage(page: "/MediaBox [0 0 1536 969] /CropBox [0 0 1.536 0.969]").data))
         #expect(error.code == .pdfPageSizeOutOfRange)
         #expect(error.message.hasPrefix("PDF page is 1.54×0.97 points"))
+    }
+}
+
+// MARK: - PDF active content
+
+@Suite("Card art: PDF active content")
+struct CardArtPDFActiveContentTests {
+    private static func file(catalog: String = "", page: String = "", extra: [String] = []) -> TestPDF.File {
+        TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R \(catalog) >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R \(page) >>",
+            TestPDF.stream(TestPDF.artwork),
+        ] + extra)
+    }
+
+    @Test(arguments: [
+        ("/OpenAction << /S /JavaScript /JS (app.alert(1)) >>", "its catalog has an /OpenAction action, run when the file opens"),
+        ("/OpenAction 5 0 R", "its catalog has an /OpenAction action, run when the file opens"),
+        ("/AA << /WC << /S /URI /URI (https://example.com) >> >>", "its catalog has /AA, actions run on document events"),
+        ("/AcroForm << /Fields [] >>", "its catalog has /AcroForm, an interactive form"),
+        ("/Names << /JavaScript << /Names [] >> >>", "its catalog's /Names has /JavaScript, document scripts"),
+        ("/Names 6 0 R", "its catalog's /Names has /EmbeddedFiles, attached files"),
+    ])
+    func refusesActiveContentInTheCatalog(_ entry: String, _ found: String) throws {
+        let extra = ["<< /S /URI /URI (https://example.com) >>", "<< /EmbeddedFiles << /Names [(a.exe) 7 0 R] >> >>", "<< /Type /Filespec /F (a.exe) >>"]
+        let error = try #require(refusal(of: Self.file(catalog: entry, extra: extra).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message == "PDF has active content: \(found); card art must not carry actions, scripts, forms or attached files")
+    }
+
+    @Test func refusesAdditionalActionsOnThePage() throws {
+        let error = try #require(refusal(of: Self.file(page: "/AA << /O << /S /URI /URI (https://example.com) >> >>").data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("its page has /AA, actions run on page events"))
+    }
+
+    @Test(arguments: ["Launch", "JavaScript"])
+    func refusesLaunchAndJavaScriptActionsAnywhere(_ type: String) throws {
+        let annotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /\(type) /F (calc.exe) /JS (x) >> >>"
+        let error = try #require(refusal(of: Self.file(page: "/Annots [5 0 R]", extra: [annotation]).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /\(type) action"))
+        #expect(CardArtError.Code.pdfActiveContent.rawValue == "pdf_active_content")
+    }
+
+    @Test func acceptsAnOpenActionDestinationAndALinkToAWebPage() throws {
+        let link = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (https://example.com) >> >>"
+        let data = Self.file(catalog: "/OpenAction [3 0 R /Fit] /Names << /Dests 6 0 R >>", page: "/Annots [5 0 R]", extra: [link, "<< /Names [] >>"]).data
+        #expect(acceptance(of: data)?.dimensions == .points(width: 1536, height: 969))
     }
 }
