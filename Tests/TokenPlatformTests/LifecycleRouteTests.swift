@@ -350,6 +350,31 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func cardArtIsServedWithNoSniffingAndAPDFSandboxed() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let png = TestPNG.file(width: 1536, height: 969)
+            let pdf = TestPDF.onePage().data
+            #expect(try await api.send(.put, "/lifecycle/card-art/art-png", as: .issuer, raw: png, contentType: "image/png").status == .ok)
+            #expect(try await api.send(.put, "/lifecycle/card-art/art-pdf", as: .issuer, raw: pdf, contentType: "application/pdf").status == .ok)
+            for (card, artId, pan) in [("c1", "art-png", "4111111111111111"), ("c2", "art-pdf", "5555555555554444")] {
+                let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: artId)
+                #expect(try await api.send(.put, "/lifecycle/cards/\(card)", as: .issuer, json: body).status == .created)
+            }
+            let pngArt = try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice"))
+            #expect(pngArt.body == png)
+            #expect(pngArt.headers[.contentType] == "image/png")
+            #expect(pngArt.headers[.xContentTypeOptions] == "nosniff")
+            #expect(pngArt.headers[.contentSecurityPolicy] == nil)
+
+            let pdfArt = try await api.send(.get, "/issuer/push-provisioning/cards/c2/art", as: .cardholder("alice"))
+            #expect(pdfArt.body == pdf)
+            #expect(pdfArt.headers[.contentType] == "application/pdf")
+            #expect(pdfArt.headers[.xContentTypeOptions] == "nosniff")
+            #expect(pdfArt.headers[.contentSecurityPolicy] == "sandbox")
+        }
+    }
+
     @Test func cardArtIsValidatedStoredAndServedToTheOwner() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

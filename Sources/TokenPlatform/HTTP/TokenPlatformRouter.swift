@@ -59,7 +59,11 @@ public struct TokenPlatformRouter: Sendable {
         }
         on(.get, "/issuer/push-provisioning/cards/{externalCardId}/art", router) { _, context, caller in
             let art = try await provisioning.cardArt(userId: caller.userId, externalCardId: try context.parameters.require("externalCardId"))
-            return Response(status: .ok, headers: [.contentType: art.contentType, .cacheControl: "private, max-age=3600"], body: .init(byteBuffer: ByteBuffer(bytes: art.data)))
+            // The art as it was sent is served as what it is: no browser may sniff another type,
+            // and a browser opening a PDF runs none of its scripts, as from a unique origin.
+            var headers: HTTPFields = [.contentType: art.contentType, .cacheControl: "private, max-age=3600", .xContentTypeOptions: "nosniff"]
+            if CardArtFormat(mediaType: art.contentType) == .pdf { headers[.contentSecurityPolicy] = "sandbox" }
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: art.data)))
         }
 
         // Lifecycle API (issuer key).
