@@ -83,7 +83,7 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
 
         /// The file has no bytes.
         public static let empty = Code(rawValue: "empty")
-        /// The file is not under 4 MB (it is ``CardArtValidator/maximumSize`` bytes or more).
+        /// The file is not under 4 MB (it is ``CardArtValidator/maximumSize``, 4,000,000, bytes or more).
         public static let tooLarge = Code(rawValue: "too_large")
         /// The file is neither a PNG nor a PDF (judged by its first bytes, not by its name or declared type).
         public static let unknownFormat = Code(rawValue: "unknown_format")

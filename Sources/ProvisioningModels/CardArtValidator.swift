@@ -29,8 +29,9 @@ import Foundation
 ///
 /// Foundation only, so the same rules run in the server's card-art upload and in the iOS SDK.
 public struct CardArtValidator: Sendable {
-    /// The size limit in bytes: 4 MiB (4,194,304 bytes). Art must be strictly smaller ("under 4 MB").
-    public static let maximumSize = 4 * 1024 * 1024
+    /// The size limit in bytes: 4 MB (4,000,000 bytes). Art must be strictly smaller ("under 4 MB"),
+    /// so the largest file accepted has 3,999,999 bytes.
+    public static let maximumSize = 4_000_000
     /// The exact pixel width Apple requires of a PNG, and the width term of the PDF aspect ratio.
     public static let requiredWidth = 1536
     /// The exact pixel height Apple requires of a PNG, and the height term of the PDF aspect ratio.
@@ -1183,13 +1184,13 @@ private enum CardArtByteSearch {
 
 /// Locale-independent number formatting for messages.
 private enum CardArtFormatting {
-    /// Bytes as MiB with one decimal, e.g. `5.2`.
+    /// Bytes as MB (1,000,000 bytes, as in Apple's "4 MB") with one decimal, e.g. `5.5`.
     static func megabytes(_ bytes: Int) -> String {
-        let tenths = (Int64(bytes) * 10 + 524_288) / 1_048_576
+        let tenths = (Int64(bytes) * 10 + 500_000) / 1_000_000
         return "\(tenths / 10).\(tenths % 10)"
     }
 
-    /// `4194304` → `4,194,304`.
+    /// `4000000` → `4,000,000`.
     static func grouped(_ value: Int) -> String {
         let digits = Array(String(value.magnitude))
         var result = ""

@@ -107,7 +107,7 @@ public enum TMPServer {
 
     /// How much of a request's body the HTTP front holds, decided from its head: a card-art
     /// upload (`PUT /lifecycle/card-art/{artId}`) that carries the issuer key up to the art
-    /// limit (4 MiB), every other request up to the JSON limit (64 KiB). So no caller without
+    /// limit (4,000,001 bytes), every other request up to the JSON limit (64 KiB). So no caller without
     /// the issuer key makes the server hold more than 64 KiB for a request.
     public static func bodyLimit(issuerKey: APIKey) -> TMPHTTPServer.BodyLimit {
         { head in

@@ -30,8 +30,8 @@ struct CardArtLimitsTests {
         #expect(error.message.contains("empty"))
     }
 
-    @Test func sizeLimitIsStrictlyUnderFourMebibytes() throws {
-        #expect(CardArtValidator.maximumSize == 4_194_304)
+    @Test func sizeLimitIsStrictlyUnderFourMillionBytes() throws {
+        #expect(CardArtValidator.maximumSize == 4_000_000)
         let justUnder = TestPDF.onePage(exactSize: CardArtValidator.maximumSize - 1)
         try #require(justUnder.bytes.count == CardArtValidator.maximumSize - 1)
         let info = try #require(acceptance(of: justUnder.data))
@@ -41,7 +41,13 @@ struct CardArtLimitsTests {
         try #require(exactly.bytes.count == CardArtValidator.maximumSize)
         let error = try #require(refusal(of: exactly.data))
         #expect(error.code == .tooLarge)
-        #expect(error.message == "file is 4.0 MB (4,194,304 bytes); Apple requires under 4 MB (less than 4,194,304 bytes)")
+        #expect(error.message == "file is 4.0 MB (4,000,000 bytes); Apple requires under 4 MB (less than 4,000,000 bytes)")
+
+        // Between 4,000,000 bytes and 4 MiB: refused here, as Apple ("under 4 MB") would.
+        let mebibyte = TestPDF.onePage(exactSize: 4 * 1024 * 1024 - 1)
+        let betweenError = try #require(refusal(of: mebibyte.data))
+        #expect(betweenError.code == .tooLarge)
+        #expect(betweenError.message.hasPrefix("file is 4.2 MB (4,194,303 bytes)"))
     }
 
     @Test func tooLargeMessageNamesTheSize() throws {
@@ -49,7 +55,7 @@ struct CardArtLimitsTests {
         data.append(Data(count: 5_452_595 - data.count))
         let error = try #require(refusal(of: data))
         #expect(error.code == .tooLarge)
-        #expect(error.message.hasPrefix("file is 5.2 MB (5,452,595 bytes)"))
+        #expect(error.message.hasPrefix("file is 5.5 MB (5,452,595 bytes)"))
         #expect(error.message.contains("under 4 MB"))
     }
 

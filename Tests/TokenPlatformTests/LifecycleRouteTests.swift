@@ -350,6 +350,23 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func cardArtMustBeUnderFourMillionBytes() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let largest = try await api.send(.put, "/lifecycle/card-art/a1", as: .issuer, raw: TestPDF.onePage(exactSize: 3_999_999).data, contentType: "application/pdf")
+            #expect(largest.status == .ok, "\(largest.text)")
+            let limit = try await api.send(.put, "/lifecycle/card-art/a2", as: .issuer, raw: TestPDF.onePage(exactSize: 4_000_000).data, contentType: "application/pdf")
+            #expect(limit.status == .badRequest)
+            #expect(limit.error?.code == "invalid_card_art")
+            #expect(limit.error?.message.hasPrefix("too_large: file is 4.0 MB (4,000,000 bytes); Apple requires under 4 MB") == true)
+            let overBody = try await api.send(.put, "/lifecycle/card-art/a3", as: .issuer, raw: TestPDF.onePage(exactSize: 4_000_002).data, contentType: "application/pdf")
+            #expect(overBody.status == .contentTooLarge)
+            #expect(overBody.error?.code == "payload_too_large")
+            #expect(try await platform.store.cardArt(id: "a1") != nil)
+            #expect(try await platform.store.cardArt(id: "a2") == nil)
+        }
+    }
+
     @Test func cardArtIsServedWithNoSniffingAndAPDFSandboxed() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -41,8 +41,8 @@ public struct TMPHTTPServer: Service {
     public static let maximumBodySize = max(JSONCoding.maximumBodySize, CardArtValidator.maximumSize + 1)
     /// How long a connection may send nothing while none of its requests is being answered.
     public static let defaultIdleTimeout: Duration = .seconds(60)
-    /// How long a request may take to arrive whole, from its head to its end (4 MiB of card
-    /// art at 1 Mbit/s takes about 34 s).
+    /// How long a request may take to arrive whole, from its head to its end (4 MB of card
+    /// art at 1 Mbit/s takes about 32 s).
     public static let defaultRequestReadTimeout: Duration = .seconds(60)
 
     /// How much of a request's body to hold, from its head.
