@@ -37,11 +37,18 @@ def png(width: int, height: int) -> bytes:
             + chunk(b"IDAT", zlib.compress(row * height, 9)) + chunk(b"IEND", b""))
 
 
-def pdf(media_box: str) -> bytes:
-    content = b"0.05 0.2 0.45 rg 0 0 1536 969 re f"
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox " + media_box.encode() + b" /Resources << >> /Contents 4 0 R >>",
-               b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream"]
+def png_of_type(colour_type: int, bit_depth: int, width: int = 1536, height: int = 969) -> bytes:
+    """A valid PNG of any legal colour type and bit depth: horizontal bands, a palette for type 3."""
+    samples = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour_type]
+    row_bytes = (width * samples * bit_depth + 7) // 8
+    rows = b"".join(b"\x00" + bytes([(y // 97) * 17 % 256]) * row_bytes for y in range(height))
+    palette = chunk(b"PLTE", bytes(range(0, 48))) if colour_type == 3 else b""
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, 0))
+            + palette + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+
+
+def pdf_of(objects: list) -> bytes:
+    """Objects 1, 2, … with a correct cross-reference table; object 1 is the catalog."""
     out = b"%PDF-1.4\n"
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -54,10 +61,35 @@ def pdf(media_box: str) -> bytes:
     return out
 
 
+CONTENT = b"0.05 0.2 0.45 rg 0 0 1536 969 re f"
+CONTENT_STREAM = b"<< /Length %d >>\nstream\n" % len(CONTENT) + CONTENT + b"\nendstream"
+
+
+def pdf(media_box: str) -> bytes:
+    return pdf_of([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                   b"<< /Type /Page /Parent 2 0 R /MediaBox " + media_box.encode() + b" /Resources << >> /Contents 4 0 R >>",
+                   CONTENT_STREAM])
+
+
 put("card-art", "apple-size.png", png(1536, 969))
 put("card-art", "small.png", png(3, 2))
 put("card-art", "landscape.pdf", pdf("[0 0 1536 969]"))
 put("card-art", "portrait.pdf", pdf("[0 0 969 1536]"))
+for colour_type, bit_depth in [(0, 1), (0, 16), (2, 8), (3, 4), (4, 8), (6, 16)]:
+    put("card-art", f"type{colour_type}-depth{bit_depth}.png", png_of_type(colour_type, bit_depth))
+put("card-art", "two-level-tree.pdf", pdf_of([
+    b"<< /Type /Catalog /Pages 2 0 R >>",
+    b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+    b"<< /Type /Pages /Parent 2 0 R /Kids [4 0 R] /Count 1 >>",
+    b"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 5 0 R >>",
+    CONTENT_STREAM]))
+put("card-art", "inherited-box-and-rotate.pdf", pdf_of([
+    b"<< /Type /Catalog /Pages 2 0 R >>",
+    b"<< /Type /Pages /Kids [3 0 R] /Count 1 /MediaBox [0 0 3072 1938] /Rotate 0 >>",
+    b"<< /Type /Pages /Parent 2 0 R /Kids 5 0 R /Count 1 /CropBox [0 0 1536 969] >>",
+    b"<< /Type /Page /Parent 3 0 R /Resources << >> /Contents 6 0 R >>",
+    b"[4 0 R]",
+    CONTENT_STREAM]))
 
 for name, text in [("time", "2026-11-22T11:50:00.123Z"), ("time-offset", "2026-11-22t12:50:00.123456+01:00"), ("expiration", "12/29"),
                    ("pan", "4111111111111111"), ("identifier", "card-001"), ("message", "no card 4111111111111111 (order 1234567890)"),

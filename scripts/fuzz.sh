@@ -7,7 +7,10 @@
 #   flat-json  the request-body fast path (signed-cards, tokens/searches) must decline or agree
 #              exactly with JSONDecoder, and its base64 decoder with Foundation's
 #   card-art   Apple's card-art rules (PNG and PDF readers) on hostile files: no trap, accepted
-#              art described as Apple requires, a declared type never overriding the content
+#              art described as Apple requires (a 1536×969 PNG ending in an empty IEND; a PDF
+#              page landscape at 1536:969 within the tolerance, 3 to 14,400 points a side), a
+#              declared type never overriding the content; an input taking over 2 s or 512 MB
+#              fails, so work more than linear in the input (a page-tree bomb) is caught
 #   text       event times, expirations, card numbers and identifiers parse without trapping and
 #              read back what they write; card-number redaction leaves no card number behind
 #
@@ -46,9 +49,9 @@ mapfile -t MODULE_SOURCES < <(find Sources/ProvisioningModels -name '*.swift' | 
 status=0
 for target in "${TARGETS[@]}"; do
     case "$target" in
-        flat-json) harness=Fuzz/FlatJSONTarget.swift ;;
-        card-art) harness=Fuzz/CardArtTarget.swift ;;
-        text) harness=Fuzz/TextTarget.swift ;;
+        flat-json) harness=Fuzz/FlatJSONTarget.swift; bounds=() ;;
+        card-art) harness=Fuzz/CardArtTarget.swift; bounds=(-timeout=2 -rss_limit_mb=512) ;;
+        text) harness=Fuzz/TextTarget.swift; bounds=() ;;
     esac
     echo "fuzz: building $target"
     # ld.gold warns about sanitizer symbols it cannot export; the log is shown only on failure.
@@ -66,8 +69,9 @@ for target in "${TARGETS[@]}"; do
     echo "fuzz: running $target ($bound, seed $SEED)"
     # Leak detection is off: LeakSanitizer cannot follow Swift references stored with tag bits
     # (in `Data` held by the certificate memo, which keeps at most eight entries), and reports
-    # them as lost. Memory that really grows still fails the run (-rss_limit_mb, 2 GB).
-    if ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$OUT/$target" "${limit[@]}" -seed="$SEED" -max_len=65536 -print_final_stats=1 -detect_leaks=0 \
+    # them as lost. Memory that really grows still fails the run (-rss_limit_mb, 2 GB, and
+    # 512 MB for card-art, whose validator must stay linear in its input: "bounds" above).
+    if ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$OUT/$target" "${limit[@]}" "${bounds[@]}" -seed="$SEED" -max_len=65536 -print_final_stats=1 -detect_leaks=0 \
         -artifact_prefix="$OUT/artifacts/$target-" "${dictionary[@]}" "$OUT/corpus/$target" "$OUT/seeds/$target" >"$OUT/$target.log" 2>&1; then
         grep -E "^stat::number_of_executed_units|^stat::new_units_added|^stat::peak_rss_mb" "$OUT/$target.log" | sed "s/^/fuzz: $target: /" || true
         echo "fuzz: $target: corpus of $(ls "$OUT/corpus/$target" | wc -l) inputs, no failure"
