@@ -110,7 +110,9 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         /// Something other than white space and comments follows the byte offset after the PDF's last
         /// `startxref` (or the offset is missing): a reader going by the cross-reference table would not read it.
         public static let pdfDataAfterStartXRef = Code(rawValue: "pdf_data_after_startxref")
-        /// No page could be read from the PDF (for example its pages are inside compressed object streams).
+        /// No page could be read from the PDF: for example its pages are inside compressed object streams,
+        /// a `/Kids` entry of its page tree is not an indirect reference, two tree nodes share one `/Kids`
+        /// array, or the tree lists more entries than the file has objects (plus 1,024).
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
         /// The PDF carries active content card art has no use for: in its catalog an `/OpenAction` that is an
         /// action (a destination is accepted), `/AA`, `/AcroForm`, or `/JavaScript` or `/EmbeddedFiles` in

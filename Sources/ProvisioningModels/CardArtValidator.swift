@@ -10,16 +10,17 @@ import Foundation
 ///   and `IEND`, with correct CRCs; whose `IDAT` chunks are consecutive and start with a valid zlib
 ///   header (the compressed image data itself is not decoded); and which has one `PLTE` before its
 ///   image data when it is indexed-colour and none when it is greyscale;
-/// - an unencrypted single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`, else the
-///   `/MediaBox`, either possibly inherited from the page tree) is landscape with the 1536:969
-///   aspect ratio within ``aspectRatioTolerance``, with sides (and the `/MediaBox`'s) between
-///   ``minimumPageSide`` and ``maximumPageSide`` points (`/UserUnit` is not read), and with no page rotation.
+/// - an unencrypted single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`,
+///   else the `/MediaBox`, either possibly inherited from the page tree) is landscape with the
+///   1536:969 aspect ratio within ``aspectRatioTolerance``, whose sides (and the `/MediaBox`'s) are
+///   between ``minimumPageSide`` and ``maximumPageSide`` points (`/UserUnit` is not read), and
+///   which has no page rotation.
 ///
 /// A PDF is also refused when it carries active content (see ``CardArtError/Code/pdfActiveContent``),
-/// and when anything but white space and comments follows the offset after its
-/// last `startxref` (objects there would be read here but not by a reader following the
-/// cross-reference table; a PDF without `startxref` is read in file order, as a reader rebuilding
-/// a damaged table would).
+/// when anything but white space and comments follows the offset after its last `startxref`
+/// (objects there would be read here but not by a reader following the cross-reference table; a
+/// PDF without `startxref` is read in file order, as a reader rebuilding a damaged table would),
+/// and when its page tree is not a tree of indirect references (see ``CardArtError/Code/pdfNoPage``).
 ///
 /// The format is always detected from the bytes; a declared content type is only cross-checked.
 /// Validation is bounded: it never reads outside the data, works in time linear in its size,
