@@ -72,8 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let configuration = resolved
         var logger = Logger(label: "pushprov") { ServerLogHandler(label: $0) }
-        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
-        for notice in configuration.notices { print(notice) }
+        let (level, levelNotice) = ServerLogHandler.level(fromEnvironment: ProcessInfo.processInfo.environment["LOG_LEVEL"])
+        logger.logLevel = level
+        for notice in configuration.notices + [levelNotice].compactMap({ $0 }) { print(notice) }
         fflush(nil)
         let environment: PlatformEnvironment
         do {

@@ -55,6 +55,22 @@ struct EmbeddedSecretsTests {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))
     }
 
+    @Test(arguments: [
+        ["PUSHPROV_ISSUER_API_KEY": "has a space"],
+        ["PUSHPROV_TSP_API_KEY": "ünïcode"],
+        ["PUSHPROV_ISSUER_API_KEY": "same-key-for-both", "PUSHPROV_TSP_API_KEY": "same-key-for-both"],
+    ])
+    func aBadAPIKeyFromTheEnvironmentIsRefusedBeforeTheEmbeddedRunMakesAnyFile(environment: [String: String]) throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.appendingPathComponent("data").path
+        // Refused before the keys and secrets files exist: the start that makes them is the
+        // one that prints the generated keys, and it must not be lost to a refusal.
+        #expect(throws: ConfigurationError.self) { try settings.resolve(environment: environment) }
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))
+    }
+
     @Test func startUpNamesWhereEachAPIKeyComesFromAndPrintsOnlyTheGeneratedOnes() throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }

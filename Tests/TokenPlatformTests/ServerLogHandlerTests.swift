@@ -83,4 +83,14 @@ struct ServerLogHandlerTests {
         logger.notice("card sealed", metadata: ["name": "ünïcode ✓"])
         #expect(lines.current.first?.hasSuffix(" notice pushprov: name=ünïcode ✓ card sealed\n") == true)
     }
+
+    @Test func logLevelIsReadInAnyCaseAndAnUnknownOneIsSaid() {
+        #expect(ServerLogHandler.level(fromEnvironment: "INFO") == (.info, nil))
+        #expect(ServerLogHandler.level(fromEnvironment: "warning") == (.warning, nil))
+        #expect(ServerLogHandler.level(fromEnvironment: nil) == (.notice, nil))
+        #expect(ServerLogHandler.level(fromEnvironment: "") == (.notice, nil))
+        let unknown = ServerLogHandler.level(fromEnvironment: "verbose")
+        #expect(unknown.0 == .notice)
+        #expect(unknown.notice == #"LOG_LEVEL "verbose" is not a level (trace, debug, info, notice, warning, error, critical); logging at notice"#)
+    }
 }

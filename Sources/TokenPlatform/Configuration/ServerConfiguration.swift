@@ -200,6 +200,12 @@ public struct ServerSettings: Sendable {
         // Everything that can be refused is checked before the first file is made, so a refusal
         // never costs the one start-up that prints the generated secrets.
         let extraCardholderKeys = try env("PUSHPROV_JWKS").map { try Self.loadJWKS($0).keys } ?? []
+        for name in ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY"] {
+            if let key = env(name) { try Self.checkAPIKey(key, minimumLength: 1, source: name) }
+        }
+        if let issuer = env("PUSHPROV_ISSUER_API_KEY"), let tsp = env("PUSHPROV_TSP_API_KEY") {
+            try Self.checkAPIKeys(issuer: issuer, tsp: tsp, minimumLength: 1, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
+        }
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
@@ -342,18 +348,22 @@ public struct ServerSettings: Sendable {
     /// `Bearer` credential cannot hold), are too short, or are the same for the issuer and the
     /// token service (which would give the token service the Lifecycle API).
     static func checkAPIKeys(issuer: String, tsp: String, minimumLength: Int, source issuerSource: String, _ tspSource: String) throws(ConfigurationError) {
-        for (key, source) in [(issuer, issuerSource), (tsp, tspSource)] {
-            // token68: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-            let body = key.utf8.reversed().drop(while: { $0 == UInt8(ascii: "=") })
-            guard !body.isEmpty, body.allSatisfy({ Self.token68.contains($0) }) else {
-                throw ConfigurationError("\(source) must be letters, digits and - . _ ~ + / (then = padding), with no spaces")
-            }
-            guard key.utf8.count >= minimumLength else {
-                throw ConfigurationError("\(source) must be at least \(minimumLength) characters in production (got \(key.utf8.count)); `openssl rand -base64 32` makes one")
-            }
-        }
+        try checkAPIKey(issuer, minimumLength: minimumLength, source: issuerSource)
+        try checkAPIKey(tsp, minimumLength: minimumLength, source: tspSource)
         guard issuer.utf8.count != tsp.utf8.count || !issuer.utf8.elementsEqual(tsp.utf8) else {
             throw ConfigurationError("\(issuerSource) and \(tspSource) must differ: with one key the token service could call the Lifecycle API")
+        }
+    }
+
+    /// Refuses one API key that cannot be presented as configured or is too short.
+    static func checkAPIKey(_ key: String, minimumLength: Int, source: String) throws(ConfigurationError) {
+        // token68: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+        let body = key.utf8.reversed().drop(while: { $0 == UInt8(ascii: "=") })
+        guard !body.isEmpty, body.allSatisfy({ Self.token68.contains($0) }) else {
+            throw ConfigurationError("\(source) must be letters, digits and - . _ ~ + / (then = padding), with no spaces")
+        }
+        guard key.utf8.count >= minimumLength else {
+            throw ConfigurationError("\(source) must be at least \(minimumLength) characters in production (got \(key.utf8.count)); `openssl rand -base64 32` makes one")
         }
     }
 

@@ -31,6 +31,15 @@ public struct ServerLogHandler: LogHandler {
     }
     private static let lock = NIOLock()
 
+    /// The level `LOG_LEVEL`'s `text` names, in any case (`INFO`, `info`), and a notice when it
+    /// names none: then `notice`, the default.
+    public static func level(fromEnvironment text: String?) -> (Logger.Level, notice: String?) {
+        guard let text, !text.isEmpty else { return (.notice, nil) }
+        if let level = Logger.Level(rawValue: text.lowercased()) { return (level, nil) }
+        let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+        return (.notice, "LOG_LEVEL \(text.debugDescription) is not a level (\(names)); logging at notice")
+    }
+
     /// The logger's label.
     public let label: String
     /// The least severe level written.
