@@ -19,6 +19,11 @@ struct ExecutorConfigurationTests {
         #expect(try Self.resolve(flag: "event-loops", environment: ["PUSHPROV_EXECUTOR": "swift"]).executor == .eventLoops)
     }
 
+    @Test func theStartUpLineWritesAnIPv6AddressInBrackets() throws {
+        #expect(try Self.resolve(flag: nil, environment: ["PUSHPROV_HOST": "::1", "PUSHPROV_PORT": "8443"]).startupLine.hasPrefix("pushprov serve: listening on http://[::1]:8443 · "))
+        #expect(try Self.resolve(flag: nil, environment: ["PUSHPROV_PORT": "8443"]).startupLine.hasPrefix("pushprov serve: listening on http://127.0.0.1:8443 · "))
+    }
+
     @Test func theStartUpLineSaysWhichOneRuns() throws {
         #expect(try Self.resolve(flag: "swift", environment: [:]).startupLine.hasSuffix(" · executor swift"))
         #expect(try Self.resolve(flag: nil, environment: [:]).startupLine.hasSuffix(" · executor event-loops"))

@@ -52,7 +52,9 @@ public struct ServerConfiguration: Sendable {
 
     /// The line start-up prints.
     public var startupLine: String {
-        "pushprov serve: listening on http://\(host):\(port) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue) · connections ≤ \(maximumConnections) · executor \(executor.rawValue)"
+        // An IPv6 address is written in brackets in a URL (RFC 3986, 3.2.2).
+        let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        return "pushprov serve: listening on http://\(authority) · database \(database) · mode \(production ? "production" : "embedded") · activation \(activationPolicy.rawValue) · connections ≤ \(maximumConnections) · executor \(executor.rawValue)"
     }
 }
 
