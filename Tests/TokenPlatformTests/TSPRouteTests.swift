@@ -94,15 +94,28 @@ struct TSPRouteTests {
             try await api.putCard("c1", user: "alice")
             let data = try await activationData(api)
             platform.advance(595)
+            let decidedAt = platform.clock.current
             let first = try await decide(api, activationData: data, request: "r-1")
             #expect(first.decision == expected)
             // The answer was lost; the token service asks again once the data has expired.
             platform.advance(10)
             let retry = try await decide(api, activationData: data, request: "r-1")
             #expect(retry.decision == first.decision && retry.reason == first.reason && retry.panUniqueReference == first.panUniqueReference)
+            // Answered from the record, not recorded again (a newer copy would become the
+            // newest decision a later token's authorization path is taken from).
+            let pur = try #require(first.panUniqueReference)
+            #expect(try await platform.store.latestTokenizationDecision(panUniqueReference: pur, deviceType: .phone)?.decidedAt == decidedAt)
             // Nothing else rides on it: another request id, or the same one for another device.
             #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_expired")
             #expect(try await decide(api, activationData: data, device: .watch, request: "r-1").reason == "activation_data_expired")
+            // Not for a card given to another user since (the check valid data gets), and only
+            // within the retry window after the data expired.
+            try await api.putCard("c1", user: "bob")
+            #expect(try await decide(api, activationData: data, request: "r-1").reason == "activation_data_owner_changed")
+            try await api.putCard("c1", user: "alice")
+            #expect(try await decide(api, activationData: data, request: "r-1").decision == expected)
+            platform.advance(TSPService.retryWindowAfterExpiry)
+            #expect(try await decide(api, activationData: data, request: "r-1").reason == "activation_data_expired")
             // Still a decline for a card blocked since.
             _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
             #expect(try await decide(api, activationData: data, request: "r-1").reason == "card_blocked")
@@ -130,13 +143,14 @@ struct TSPRouteTests {
             let invented = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data([1]), deviceType: .phone, now: now).token
             #expect(try await decide(api, activationData: invented).reason == "activation_data_unknown")
             // A real seal's id with another nonce, or another lifetime, than it was issued with.
-            let realToken = try await activationData(api)
+            let realNonce = Data("the real nonce".utf8)
+            let realToken = String(decoding: try await api.signCard("c1", user: "alice", nonce: realNonce).decode(SignedCardResponse.self).activationData.data, as: UTF8.self)
             let real = ActivationDataVerifier(keys: [platform.activationKey.id: platform.activationKey.privateKey.publicKey])
                 .verify(realToken, panUniqueReference: card.panUniqueReference, now: now).claims
             let id = try #require(real?.id)
             let otherNonce = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data("another nonce".utf8), deviceType: .phone, now: now, id: id).token
             #expect(try await decide(api, activationData: otherNonce).reason == "activation_data_unknown")
-            let reissued = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: Data("nonce".utf8), deviceType: .phone, now: now.addingTimeInterval(5), id: id).token
+            let reissued = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: realNonce, deviceType: .phone, now: now.addingTimeInterval(5), id: id).token
             #expect(try await decide(api, activationData: reissued).reason == "activation_data_unknown")
             // Nothing was used up: the real data still works.
             #expect(try await decide(api, activationData: realToken).reason == "activation_data_valid")

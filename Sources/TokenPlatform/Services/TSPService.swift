@@ -18,6 +18,11 @@ public struct TSPService: Sendable {
         let now = environment.now()
         let decided = try await decision(for: request, now: now)
         var response = decided.0
+        if decided.answeredBefore {
+            // A retry after the activation data expired: the recorded answer, recorded once.
+            environment.logger.info("tokenization decision", metadata: ["request": "\(request.requestId)", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
+            return response
+        }
         func record(_ response: TokenizationDecisionResponse) -> TokenizationDecisionRecord {
             TokenizationDecisionRecord(requestId: request.requestId, panUniqueReference: response.panUniqueReference, deviceType: request.deviceType, decision: response.decision, reason: response.reason, decidedAt: now)
         }
@@ -37,14 +42,20 @@ public struct TSPService: Sendable {
         return response
     }
 
-    /// The decision for `request`, and the activation data it uses up when it is recorded.
-    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> (TokenizationDecisionResponse, consuming: String?) {
+    /// How long after its activation data expired a request that used it up may still be
+    /// retried for its recorded answer (15 minutes): a token service retries within minutes.
+    public static let retryWindowAfterExpiry: TimeInterval = 900
+
+    /// The decision for `request`; the activation data it uses up when it is recorded; and
+    /// whether it is the answer recorded before for this request (a retry after the data
+    /// expired), which is not recorded again.
+    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> (TokenizationDecisionResponse, consuming: String?, answeredBefore: Bool) {
         let hash = environment.vault.lookupHash(request.primaryAccountNumber)
         guard let card = try await environment.store.card(panLookupHash: hash) else {
-            return (TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown"), nil)
+            return (TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown"), nil, false)
         }
-        func declined(_ reason: String) -> (TokenizationDecisionResponse, consuming: String?) {
-            (TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason), nil)
+        func declined(_ reason: String) -> (TokenizationDecisionResponse, consuming: String?, answeredBefore: Bool) {
+            (TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason), nil, false)
         }
         switch card.status {
         case .active: break
@@ -55,19 +66,25 @@ public struct TSPService: Sendable {
         if request.expiration != card.expiration { return declined("expiration_mismatch") }
         guard let activationData = request.activationData else {
             // No proof that the issuer app started this: the owner must activate it in the app.
-            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"), nil)
+            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"), nil, false)
         }
-        let verdict = environment.activationVerifier.verify(activationData, panUniqueReference: card.panUniqueReference, now: now)
-        guard let claims = verdict.claims else {
-            // A retry of a request that used this data up while it was valid, sent again after
-            // it expired (the first answer was lost on the way): the recorded answer again.
-            if verdict.refusal?.code == .expired,
-                let issued = environment.activationVerifier.claimsIgnoringTime(activationData, panUniqueReference: card.panUniqueReference),
-                let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: issued.id),
-                earlier.panUniqueReference == card.panUniqueReference, earlier.deviceType == request.deviceType
-            {
-                return (TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason), nil)
-            }
+        let verifier = environment.activationVerifier
+        let verdict = verifier.verify(activationData, panUniqueReference: card.panUniqueReference, now: now)
+        let claims: ActivationDataClaims
+        let expiredSince: Bool
+        if let valid = verdict.claims {
+            claims = valid
+            expiredSince = false
+        } else if verdict.refusal?.code == .expired,
+            let issued = verifier.claimsIgnoringTime(activationData, panUniqueReference: card.panUniqueReference),
+            now.timeIntervalSince1970 < TimeInterval(issued.exp) + Self.retryWindowAfterExpiry
+        {
+            // Perhaps the retry of a request that used this data up while it was valid, sent
+            // again after it expired (the first answer was lost on the way): checked as any
+            // data is below, then answered only from that request's record.
+            claims = issued
+            expiredSince = true
+        } else {
             return declined("activation_data_\(verdict.refusal?.code.rawValue ?? "invalid")")
         }
         // Data TMP issued is recorded with its attempt: the claims must be that attempt's, so
@@ -82,9 +99,15 @@ public struct TSPService: Sendable {
         guard attempt.userId.isSameIdentifier(as: card.userId) else {
             return declined("activation_data_owner_changed")
         }
+        if expiredSince {
+            guard let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: claims.id),
+                earlier.panUniqueReference == card.panUniqueReference, earlier.deviceType == request.deviceType
+            else { return declined("activation_data_expired") }
+            return (TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason), nil, true)
+        }
         switch environment.activationPolicy {
         case .immediate:
-            return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), claims.id)
+            return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), claims.id, false)
         case .inApp:
             // The cardholder already proved themselves for this card on their other device
             // (its token there is active): the new device's token is active at once.
@@ -92,9 +115,9 @@ public struct TSPService: Sendable {
             if tokens.contains(where: {
                 $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType && !$0.isOfAReplacedPAN(of: card)
             }) {
-                return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id)
+                return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id, false)
             }
-            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), claims.id)
+            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), claims.id, false)
         }
     }
 
