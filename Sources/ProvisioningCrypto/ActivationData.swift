@@ -222,8 +222,8 @@ public struct ActivationDataVerifier: Sendable {
         guard CompactJWS.isValidSignature(parts, key: key) else {
             return .refused(.init(.badSignature, "activation data signature does not verify with key \(keyID)"))
         }
-        guard let claims = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) else {
-            return .refused(.init(.malformed, "activation data claims are missing or of the wrong type"))
+        guard CompactJWS.claimsHaveUniqueMemberNames(parts), let claims = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) else {
+            return .refused(.init(.malformed, "activation data claims are missing, of the wrong type, or named twice"))
         }
         guard claims.exp > claims.iat, TimeInterval(claims.exp - claims.iat) <= ActivationDataIssuer.maximumLifetime else {
             return .refused(.init(.lifetimeTooLong, "activation data lifetime exceeds \(Int(ActivationDataIssuer.maximumLifetime)) seconds"))

@@ -65,10 +65,10 @@ public enum CompactJWS {
 
     /// Splits and decodes a compact JWS without verifying it.
     ///
-    /// The header and the payload must each be a JSON object whose member names are all
-    /// different: RFC 7515 (§4) and RFC 7519 (§4) let a reader refuse duplicates or take the
-    /// last, and `JSONDecoder` takes the first, so a token with two `sub` would mean one user
-    /// here and another to a reader taking the last. Such a token is refused.
+    /// The header must be a JSON object whose member names are all different: RFC 7515 (§4)
+    /// lets a reader refuse duplicates or take the last, and `JSONDecoder` takes the first. The
+    /// payload is held to the same rule by ``claimsHaveUniqueMemberNames(_:)`` once its
+    /// signature has verified (so an unsigned token costs no scan of it).
     public static func parse(_ token: String) throws(ParseError) -> Parts {
         guard token.utf8.count <= maximumLength else { throw .malformed }
         let segments = token.split(separator: ".", omittingEmptySubsequences: false)
@@ -76,7 +76,7 @@ public enum CompactJWS {
             let headerBytes = Data(base64URLEncoded: segments[0]),
             let payload = Data(base64URLEncoded: segments[1]),
             let signature = Data(base64URLEncoded: segments[2]),
-            hasUniqueMemberNames(headerBytes), hasUniqueMemberNames(payload),
+            hasUniqueMemberNames(headerBytes),
             let header = try? JSONDecoder().decode(Header.self, from: headerBytes)
         else { throw .malformed }
         guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
@@ -84,6 +84,14 @@ public enum CompactJWS {
         guard header.crit == nil else { throw .malformed }
         let signingInput = Data(token.utf8.prefix(segments[0].utf8.count + 1 + segments[1].utf8.count))
         return Parts(header: header, payload: payload, signingInput: signingInput, signature: signature)
+    }
+
+    /// Whether `parts`' payload is a JSON object whose member names are all different: a token
+    /// with two `sub` would mean one user here (`JSONDecoder` takes the first) and another to a
+    /// reader taking the last (RFC 7519, §4), so its verifiers refuse it. Call it after the
+    /// signature verified.
+    public static func claimsHaveUniqueMemberNames(_ parts: Parts) -> Bool {
+        hasUniqueMemberNames(parts.payload)
     }
 
     /// Whether `json` is a JSON object whose member names are all different, compared as a

@@ -68,13 +68,13 @@ struct ServerLogHandlerTests {
         let (logger, lines) = Self.logger()
         logger.warning(
             "token service command failed",
-            metadata: ["error": "upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}end", "path": "C:\\tmp\tx"]
+            metadata: ["error": "upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}\u{202E}end", "path": "C:\\tmp\tx"]
         )
         let line = try #require(lines.current.first)
         #expect(lines.current.count == 1)
         #expect(line.filter { $0 == "\n" }.count == 1 && line.hasSuffix("\n"))
-        #expect(!line.unicodeScalars.dropLast().contains { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0.value == 0x2028 })
-        #expect(line.contains(#"error=upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}end"#))
+        #expect(!line.unicodeScalars.dropLast().contains { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x202E })
+        #expect(line.contains(#"error=upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}\u{202E}end"#))
         #expect(line.contains(#"path=C:\\tmp\tx"#))
     }
 

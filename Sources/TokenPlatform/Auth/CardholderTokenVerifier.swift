@@ -95,6 +95,7 @@ public struct CardholderTokenVerifier: Sendable {
         guard let parts = try? CompactJWS.parse(token) else { return .failure(.malformed) }
         guard let kid = parts.header.kid, let key = keys[kid] else { return .failure(.unknownKey) }
         guard CompactJWS.isValidSignature(parts, key: key) else { return .failure(.badSignature) }
+        guard CompactJWS.claimsHaveUniqueMemberNames(parts) else { return .failure(.malformed) }
         if let type, parts.header.typ.map({ Self.mediaType($0) == Self.mediaType(type) }) != true { return .failure(.wrongType) }
         guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .failure(.malformed) }
         guard let exp = claims.exp else { return .failure(.missingExpiry) }

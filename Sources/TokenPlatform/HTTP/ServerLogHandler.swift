@@ -83,7 +83,7 @@ public struct ServerLogHandler: LogHandler {
     /// reads the log. A backslash is doubled, so an escape in the log always stands for the
     /// character it names.
     static func escapingControlCharacters(_ line: String) -> String {
-        guard line.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x5C }) || line.unicodeScalars.contains(where: isLineBreaking) else { return line }
+        guard line.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0x5C }) || line.unicodeScalars.contains(where: isInvisibleControl) else { return line }
         var escaped = ""
         escaped.reserveCapacity(line.utf8.count + 16)
         for scalar in line.unicodeScalars {
@@ -92,7 +92,7 @@ public struct ServerLogHandler: LogHandler {
             case "\r": escaped += "\\r"
             case "\t": escaped += "\\t"
             case "\\": escaped += "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || isLineBreaking(scalar):
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || isInvisibleControl(scalar):
                 escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
             default: escaped.unicodeScalars.append(scalar)
             }
@@ -100,9 +100,13 @@ public struct ServerLogHandler: LogHandler {
         return escaped
     }
 
-    /// C1 controls and the Unicode line and paragraph separators, which some log viewers also
-    /// take as the end of a line.
-    private static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
-        (0x80...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+    /// C1 controls, the Unicode line and paragraph separators (which some log viewers also take
+    /// as the end of a line), and the bidirectional-text controls (which make a viewer show a
+    /// line's parts in another order than they were written).
+    private static func isInvisibleControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x80...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x061C, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 }
