@@ -640,6 +640,11 @@ private struct PDFDocumentScan {
     private(set) var encryptedIn: String?
     /// The file has object streams or cross-reference streams, so some objects may be invisible to the scan.
     private(set) var hasCompressedObjects = false
+    /// Whether the file has object streams (objects compressed inside others), which this scan does not open.
+    private(set) var hasObjectStreams = false
+    /// The lowest number of an object whose value could not be parsed (nested deeper than the
+    /// parser follows, or malformed): what it holds cannot be checked.
+    private(set) var unreadableObject: Int?
 
     /// Nesting deeper than this (arrays in dictionaries in …) abandons the object instead of recursing further.
     private static let maximumDepth = 64
@@ -668,16 +673,22 @@ private struct PDFDocumentScan {
             switch token {
             case .keyword("obj"):
                 guard case .integer(let number)? = beforePrevious, case .integer? = previous, number >= 0 else { break }
-                if let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) {
-                    order += 1
-                    objects[number] = Record(value: value, order: order)
-                    if let dictionary = value.dictionary {
-                        nextStreamDictionary = dictionary
-                        let type = value.typeName
-                        if type == "ObjStm" || type == "XRef" { hasCompressedObjects = true }
-                        if type == "XRef", case .reference(let root)? = dictionary["Root"] { rootReference = root }
-                        if type == "XRef", dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
-                    }
+                guard let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) else {
+                    unreadableObject = min(unreadableObject ?? number, number)
+                    previous = nil
+                    beforePrevious = nil
+                    streamDictionary = nil
+                    continue
+                }
+                order += 1
+                objects[number] = Record(value: value, order: order)
+                if let dictionary = value.dictionary {
+                    nextStreamDictionary = dictionary
+                    let type = value.typeName
+                    if type == "ObjStm" || type == "XRef" { hasCompressedObjects = true }
+                    if type == "ObjStm" { hasObjectStreams = true }
+                    if type == "XRef", case .reference(let root)? = dictionary["Root"] { rootReference = root }
+                    if type == "XRef", dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
                 }
                 previous = nil
                 beforePrevious = nil
@@ -817,11 +828,31 @@ private struct PDFDocumentScan {
     /// the page; then a `/Launch` or `/JavaScript` action (a dictionary whose `/S` names one) anywhere
     /// in the objects read, reporting the lowest object number.
     func activeContent(page: [String: PDFValue]) -> String? {
+        // What this scan cannot read it cannot clear: objects in compressed object streams,
+        // and objects it could not parse, could hold any action.
+        if hasObjectStreams { return "it stores objects in compressed object streams, which this check cannot read for actions" }
+        if let unreadableObject { return "object \(unreadableObject) could not be read (nested too deeply or malformed), so it cannot be checked for actions" }
         if let catalog = catalog() {
-            if resolve(catalog["OpenAction"])?.dictionary != nil { return "its catalog has an /OpenAction action, run when the file opens" }
+            if let raw = catalog["OpenAction"] {
+                switch resolve(raw) {
+                case nil: return "its catalog's /OpenAction is an object this check cannot find"
+                case .dictionary(let action)?:
+                    // A go-to action only sets the page and view the file opens at.
+                    guard case .name("GoTo")? = action["S"], action["Next"] == nil else {
+                        return "its catalog has an /OpenAction action, run when the file opens"
+                    }
+                default: break
+                }
+            }
             if catalog["AA"] != nil { return "its catalog has /AA, actions run on document events" }
-            if catalog["AcroForm"] != nil { return "its catalog has /AcroForm, an interactive form" }
-            if let names = resolve(catalog["Names"])?.dictionary {
+            if let raw = catalog["AcroForm"] {
+                // An empty form some editors leave behind is no form.
+                guard let form = resolve(raw)?.dictionary, form["XFA"] == nil, case .array(let fields)? = resolve(form["Fields"]), fields.isEmpty else {
+                    return "its catalog has /AcroForm, an interactive form"
+                }
+            }
+            if let raw = catalog["Names"] {
+                guard let names = resolve(raw)?.dictionary else { return "its catalog's /Names is an object this check cannot find" }
                 if names["JavaScript"] != nil { return "its catalog's /Names has /JavaScript, document scripts" }
                 if names["EmbeddedFiles"] != nil { return "its catalog's /Names has /EmbeddedFiles, attached files" }
             }

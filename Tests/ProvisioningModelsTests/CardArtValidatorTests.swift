@@ -478,7 +478,7 @@ struct CardArtPDFTests {
         #expect(bare.code == .pdfNoPage)
     }
 
-    @Test func survivesDeeplyNestedGarbageAndStillFindsThePage() throws {
+    @Test func survivesDeeplyNestedGarbageAndRefusesWhatItCannotRead() throws {
         let garbage = String(repeating: "[<<", count: 50_000) + " ) > ] >> }"
         let file = TestPDF.build([
             garbage,
@@ -487,8 +487,10 @@ struct CardArtPDFTests {
             "<< /Type /Page /Parent 3 0 R /MediaBox [0 0 1536 969] /Contents 5 0 R >>",
             TestPDF.stream(TestPDF.artwork),
         ], root: 2)
-        let info = try #require(acceptance(of: file.data))
-        #expect(info.dimensions == .points(width: 1536, height: 969))
+        // Found without a crash; refused because an object it could not read could hide an action.
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 1 could not be read"))
     }
 
     @Test func validatesANearlyFourMegabytePDFOfManySmallObjects() throws {
@@ -913,15 +915,29 @@ struct CardArtPDFActiveContentTests {
         ] + extra)
     }
 
+    @Test(arguments: ["/OpenAction << /S /GoTo /D [3 0 R /Fit] >>", "/OpenAction [3 0 R /Fit]", "/AcroForm << /Fields [] >>"])
+    func acceptsAnOpeningViewAndAnEmptyForm(_ entry: String) throws {
+        #expect(acceptance(of: Self.file(catalog: entry).data) != nil)
+    }
+
+    @Test func refusesObjectStreamsItCannotLookInto() throws {
+        let error = try #require(refusal(of: Self.file(extra: ["<< /Type /ObjStm /N 1 /First 4 /Length 0 >>"]).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("compressed object streams"))
+    }
+
     @Test(arguments: [
         ("/OpenAction << /S /JavaScript /JS (app.alert(1)) >>", "its catalog has an /OpenAction action, run when the file opens"),
         ("/OpenAction 5 0 R", "its catalog has an /OpenAction action, run when the file opens"),
         ("/AA << /WC << /S /URI /URI (https://example.com) >> >>", "its catalog has /AA, actions run on document events"),
-        ("/AcroForm << /Fields [] >>", "its catalog has /AcroForm, an interactive form"),
+        ("/AcroForm << /Fields [5 0 R] >>", "its catalog has /AcroForm, an interactive form"),
+        ("/OpenAction 9 0 R", "its catalog's /OpenAction is an object this check cannot find"),
+        ("/Names 9 0 R", "its catalog's /Names is an object this check cannot find"),
         ("/Names << /JavaScript << /Names [] >> >>", "its catalog's /Names has /JavaScript, document scripts"),
         ("/Names 6 0 R", "its catalog's /Names has /EmbeddedFiles, attached files"),
     ])
     func refusesActiveContentInTheCatalog(_ entry: String, _ found: String) throws {
+        // (Object 9 does not exist: in a real file it would sit in a compressed object stream.)
         let extra = ["<< /S /URI /URI (https://example.com) >>", "<< /EmbeddedFiles << /Names [(a.exe) 7 0 R] >> >>", "<< /Type /Filespec /F (a.exe) >>"]
         let error = try #require(refusal(of: Self.file(catalog: entry, extra: extra).data))
         #expect(error.code == .pdfActiveContent)
