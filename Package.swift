@@ -124,6 +124,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Fixtures shared by the test targets (card-art files built byte by byte).
@@ -232,7 +233,7 @@ let package = Package(
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", "ProvisioningCrypto", "TokenPlatform", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -84,16 +84,19 @@ public enum TMPServer {
     }
 
     /// The HTTP server: bind address from `configuration`, graceful shutdown on SIGINT/SIGTERM
-    /// when run with `runService()` (see ``TMPHTTPServer``).
+    /// when run with `runService()` (see ``TMPHTTPServer``). It authenticates with
+    /// `authenticator` (by default ``makeAuthenticator(configuration:)``); pass the one a
+    /// ``CardholderKeyReloader`` updates.
     public static func makeServer(
         configuration: ServerConfiguration,
         environment: PlatformEnvironment,
         metrics: PlatformMetrics = PlatformMetrics(),
+        authenticator: Authenticator? = nil,
         logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> TMPHTTPServer {
         TMPHTTPServer(
-            router: TokenPlatformRouter(environment: environment, authenticator: makeAuthenticator(configuration: configuration), metrics: metrics).build(),
+            router: TokenPlatformRouter(environment: environment, authenticator: authenticator ?? makeAuthenticator(configuration: configuration), metrics: metrics).build(),
             host: configuration.host,
             port: configuration.port,
             serverName: "pushprov",
@@ -117,6 +120,14 @@ public enum TMPServer {
             else { return JSONCoding.maximumBodySize }
             return TMPHTTPServer.maximumBodySize
         }
+    }
+
+    /// The watcher of the identity provider's JWKS file for `configuration`, updating
+    /// `authenticator` (nil when no file is configured or
+    /// ``ServerConfiguration/cardholderKeysReloadInterval`` is off): run it beside the server.
+    public static func makeCardholderKeyReloader(configuration: ServerConfiguration, authenticator: Authenticator, logger: Logger) -> CardholderKeyReloader? {
+        guard let path = configuration.cardholderKeysFile, let interval = configuration.cardholderKeysReloadInterval else { return nil }
+        return CardholderKeyReloader(path: path, interval: interval, developmentKey: configuration.developmentTokenKey?.publicJWK, authenticator: authenticator, logger: logger)
     }
 
     /// The token realignment for `configuration` (nil when ``ServerConfiguration/realignInterval``

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 import TokenPlatform
 
 /// `pushprov serve`: the TMP server.
@@ -31,6 +32,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
     @Option(name: .customLong("realign-interval"), help: ArgumentHelp("Seconds between two rounds that send again the token service commands a card's status still owes (PUSHPROV_REALIGN_INTERVAL; default 30, 0 turns it off, at most 3600).", valueName: "seconds")) var realignInterval: String?
+    @Option(name: .customLong("jwks-reload-interval"), help: ArgumentHelp("Seconds between two looks at the PUSHPROV_JWKS file; a changed, valid file's keys replace the ones in force (PUSHPROV_JWKS_RELOAD_INTERVAL; default 10, 0 reads it only at start, at most 3600).", valueName: "seconds")) var jwksReloadInterval: String?
     @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss cardholder JWTs must carry: the identity provider's (PUSHPROV_JWT_ISSUER; required with --production).", valueName: "issuer")) var jwtIssuer: String?
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?
@@ -51,6 +53,7 @@ struct ServeCommand: AsyncParsableCommand {
         settings.connectorTimeout = connectorTimeout
         settings.executor = executor
         settings.realignInterval = realignInterval
+        settings.cardholderKeysReloadInterval = jwksReloadInterval
         settings.cardholderIssuer = jwtIssuer
         settings.cardholderAudience = jwtAudience
         settings.cardholderType = jwtType
@@ -83,7 +86,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIError(error.message)
         }
         let metrics = PlatformMetrics()
-        let app = TMPServer.makeServer(configuration: configuration, environment: environment, metrics: metrics, logger: logger) { port in
+        let authenticator = TMPServer.makeAuthenticator(configuration: configuration)
+        let app = TMPServer.makeServer(configuration: configuration, environment: environment, metrics: metrics, authenticator: authenticator, logger: logger) { port in
             var running = configuration
             running.port = port
             print(running.startupLine)
@@ -92,7 +96,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         do {
             let realigner = TMPServer.makeRealigner(configuration: configuration, environment: environment, metrics: metrics)
-            try await app.runService(alongside: realigner.map { [$0] } ?? [])
+            let reloader = TMPServer.makeCardholderKeyReloader(configuration: configuration, authenticator: authenticator, logger: logger)
+            var services: [any Service] = []
+            if let realigner { services.append(realigner) }
+            if let reloader { services.append(reloader) }
+            try await app.runService(alongside: services)
         } catch {
             await environment.store.close()
             throw error

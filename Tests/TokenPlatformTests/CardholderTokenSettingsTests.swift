@@ -198,7 +198,9 @@ struct CardholderTokenSettingsTests {
     }
 
     @Test(arguments: [
-        ("short-key-0123456789", "PUSHPROV_ISSUER_API_KEY must be at least 32 characters in production (got 20); `openssl rand -base64 32` makes one"),
+        ("short-key-0123456789", "PUSHPROV_ISSUER_API_KEY must be at least 32 characters before any = padding in production (got 20); `openssl rand -base64 32` makes one"),
+        // 32 characters with the padding, 28 without: padding carries no secret.
+        ("short-key-0123456789abcdefgh====", "PUSHPROV_ISSUER_API_KEY must be at least 32 characters before any = padding in production (got 28); `openssl rand -base64 32` makes one"),
         ("issuer-key-0123456789abcdefghijklmnopqrstuv ", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
         ("issuer key 0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
         ("=issuer-key-0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),

@@ -1,5 +1,7 @@
 import Foundation
+import ProvisioningCrypto
 import Testing
+import TokenPlatform
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -170,6 +172,44 @@ struct ServeCommandTests {
         #expect(server.stop() == 0)
     }
 
+    @Test func aRotatedJWKSFileIsPutInForceWithoutARestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-jwks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("jwks.json").path
+        /// Written beside the file and renamed over it, as a deployment replaces it.
+        func publish(_ keys: [SigningKey]) throws {
+            let set = JSONWebKeySet(keys: keys.map(\.publicJWK))
+            try JSONEncoder().encode(set).write(to: URL(fileURLWithPath: path + ".new"))
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path + ".new")
+            #expect(rename(path + ".new", path) == 0)
+        }
+        let old = SigningKey.generate(), new = SigningKey.generate()
+        try publish([old])
+        let server = try Server(
+            arguments: ["--jwks-reload-interval", "1", "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov"],
+            environment: ["PUSHPROV_JWKS": path]
+        )
+        let port = try await server.port()
+        let cards = "http://127.0.0.1:\(port)/issuer/push-provisioning/cards"
+        func token(_ key: SigningKey) throws -> String {
+            try DevelopmentTokenIssuer(key: key, issuer: "https://id.example", audience: "pushprov").token(userId: "alice", lifetime: 600, now: Date())
+        }
+        #expect(try await Self.get(cards, bearer: try token(old)).0 == 200)
+        #expect(try await Self.get(cards, bearer: try token(new)).0 == 401)
+        try publish([new])
+        var status = 0
+        for _ in 0..<100 {
+            status = try await Self.get(cards, bearer: try token(new)).0
+            if status == 200 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(status == 200, "the new key was not put in force: \(server.text)")
+        #expect(try await Self.get(cards, bearer: try token(old)).0 == 401)
+        #expect(server.text.contains("cardholder keys reloaded"), "\(server.text)")
+        #expect(server.stop() == 0)
+    }
+
     @Test func productionRefusesToStartWithoutExplicitSecrets() async throws {
         let result = try await CLI.run(["serve", "--production", "--port", "0", "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-prod-\(UUID().uuidString)").path])
         #expect(result.status != 0)
@@ -206,6 +246,7 @@ struct ServeCommandTests {
     @Test(arguments: [
         ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds from 0.1 to 300 (got 0)"),
         ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be 0 (off) or a number of seconds from 1 to 3600 (got 7200)"),
+        ("--jwks-reload-interval", "0.5", "PUSHPROV_JWKS_RELOAD_INTERVAL", "JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to 3600 (got 0.5)"),
     ])
     func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) async throws {
         let fromFlag = try await CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])

@@ -30,6 +30,11 @@ public struct ServerConfiguration: Sendable {
     public var cardholderKeys: JSONWebKeySet
     /// The embedded run's cardholder signing key (nil in production).
     public var developmentTokenKey: SigningKey?
+    /// The identity provider's JWKS file (`PUSHPROV_JWKS`), if one is configured.
+    public var cardholderKeysFile: String? = nil
+    /// How often ``cardholderKeysFile`` is looked at for new keys (``CardholderKeyReloader``;
+    /// default 10 s); nil: read once at start.
+    public var cardholderKeysReloadInterval: Duration? = CardholderKeyReloader.defaultInterval
     /// The `iss` every cardholder JWT must carry (always set in production; nil: not checked).
     public var cardholderIssuer: String? = nil
     /// The `aud` every cardholder JWT must name (always set in production; nil: not checked).
@@ -101,6 +106,9 @@ public struct ServerSettings: Sendable {
     /// `--realign-interval` / `PUSHPROV_REALIGN_INTERVAL`: seconds between two rounds of
     /// token realignment, as text; `0` turns it off.
     public var realignInterval: String?
+    /// `--jwks-reload-interval` / `PUSHPROV_JWKS_RELOAD_INTERVAL`: seconds between two looks at
+    /// the JWKS file for new keys, as text; `0` reads it only at start.
+    public var cardholderKeysReloadInterval: String?
     /// `--max-connections` / `PUSHPROV_MAX_CONNECTIONS`: the most client connections held open
     /// at once, as text (checked when resolving).
     public var maximumConnections: String?
@@ -137,6 +145,7 @@ public struct ServerSettings: Sendable {
         }
         let connectorTimeout = try resolveConnectorTimeout(environment: environment)
         let realignInterval = try resolveRealignInterval(environment: environment)
+        let keysReloadInterval = try resolveCardholderKeysReloadInterval(environment: environment)
         let maximumConnections = try resolveMaximumConnections(environment: environment)
         let executorText = executor ?? env("PUSHPROV_EXECUTOR") ?? ServerExecutor.eventLoops.rawValue
         guard let executor = ServerExecutor(rawValue: executorText) else {
@@ -194,6 +203,7 @@ public struct ServerSettings: Sendable {
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
                 keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
+                cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval,
                 cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy,
                 connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: []
             )
@@ -201,7 +211,7 @@ public struct ServerSettings: Sendable {
 
         // Everything that can be refused is checked before the first file is made, so a refusal
         // never costs the one start-up that prints the generated secrets.
-        let extraCardholderKeys = try env("PUSHPROV_JWKS").map { try Self.loadJWKS($0).keys } ?? []
+        let extraCardholderKeys = try env("PUSHPROV_JWKS").map { try Self.loadJWKS($0) }
         for name in ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY"] {
             if let key = env(name) { try Self.checkAPIKey(key, minimumLength: 1, source: name) }
         }
@@ -243,9 +253,9 @@ public struct ServerSettings: Sendable {
             notices.append("\(keysFromFile.map(\.0).joined(separator: " and ")): from \(secretsPath)")
         }
         let devKey = secrets.value.cardholderDevelopmentKey
-        let cardholderKeys = JSONWebKeySet(keys: [devKey.publicJWK] + extraCardholderKeys)
+        let cardholderKeys = Self.cardholderKeySet(development: devKey.publicJWK, file: extraCardholderKeys)
         // The embedded run is for development; said plainly when it is set up like more.
-        if !extraCardholderKeys.isEmpty, cardholderIssuer == nil || cardholderAudience == nil {
+        if extraCardholderKeys != nil, cardholderIssuer == nil || cardholderAudience == nil {
             let unchecked = [cardholderIssuer == nil ? "iss" : nil, cardholderAudience == nil ? "aud" : nil].compactMap { $0 }.joined(separator: " or ")
             notices.append("warning: the identity provider's tokens (PUSHPROV_JWKS) are accepted without checking their \(unchecked), so a token it issued for another application signs in here too; set --jwt-issuer and --jwt-audience (--production requires them)")
         }
@@ -255,7 +265,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
+            developmentTokenKey: devKey, cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
         )
     }
 
@@ -317,6 +327,23 @@ public struct ServerSettings: Sendable {
         return seconds == 0 ? nil : .seconds(seconds)
     }
 
+    /// The longest `--jwks-reload-interval` / `PUSHPROV_JWKS_RELOAD_INTERVAL` accepted, in seconds.
+    public static let maximumCardholderKeysReloadIntervalSeconds = 3_600.0
+
+    /// Resolves only the JWKS reload interval: `--jwks-reload-interval` or
+    /// `PUSHPROV_JWKS_RELOAD_INTERVAL`: 0 (read only at start, nil) or seconds from 1 to
+    /// ``maximumCardholderKeysReloadIntervalSeconds`` (decimals allowed), default 10.
+    public func resolveCardholderKeysReloadInterval(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
+        guard let text = cardholderKeysReloadInterval ?? environment["PUSHPROV_JWKS_RELOAD_INTERVAL"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            return CardholderKeyReloader.defaultInterval
+        }
+        let maximum = Self.maximumCardholderKeysReloadIntervalSeconds
+        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds == 0 || (seconds >= 1 && seconds <= maximum) else {
+            throw ConfigurationError("JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
+        }
+        return seconds == 0 ? nil : .seconds(seconds)
+    }
+
     /// Resolves only the connection limit: `--max-connections` or `PUSHPROV_MAX_CONNECTIONS`, a
     /// whole number in ``ConnectionLimit/range`` that leaves ``ConnectionLimit/reservedFiles``
     /// of the process's open-file limit; by default ``ConnectionLimit/defaultLimit(openFileLimit:)``.
@@ -364,13 +391,21 @@ public struct ServerSettings: Sendable {
         guard !body.isEmpty, body.allSatisfy({ Self.token68.contains($0) }) else {
             throw ConfigurationError("\(source) must be letters, digits and - . _ ~ + / (then = padding), with no spaces")
         }
-        guard key.utf8.count >= minimumLength else {
-            throw ConfigurationError("\(source) must be at least \(minimumLength) characters in production (got \(key.utf8.count)); `openssl rand -base64 32` makes one")
+        // `=` padding carries no secret: a key is judged on the characters before it.
+        guard body.count >= minimumLength else {
+            throw ConfigurationError("\(source) must be at least \(minimumLength) characters before any = padding in production (got \(body.count)); `openssl rand -base64 32` makes one")
         }
     }
 
     /// The bytes of RFC 7235's token68 (an HTTP credential) before its `=` padding.
     private static let token68 = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".utf8)
+
+    /// The cardholder JWT keys in force: the embedded run's development key (nil in
+    /// production) and the identity provider's, from its JWKS file (nil if none); a key of the
+    /// file with the development key's id takes its place.
+    static func cardholderKeySet(development: JSONWebKey?, file: JSONWebKeySet?) -> JSONWebKeySet {
+        JSONWebKeySet(keys: (development.map { [$0] } ?? []) + (file?.keys ?? []))
+    }
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
         // Whoever can write this file can sign in as any cardholder. Judged on the file itself,

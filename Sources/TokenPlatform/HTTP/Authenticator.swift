@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import Hummingbird
@@ -15,25 +16,26 @@ public enum Caller: Sendable, Hashable {
 
 /// Checks the `Authorization: Bearer …` credential a route requires.
 public struct Authenticator: Sendable {
-    /// Verifies cardholder JWTs. Fixed for the authenticator's life: the tokens it has verified
-    /// are remembered (see `verified`), and a copy with other keys, issuer or audience must not
-    /// inherit them.
-    public let cardholderTokens: CardholderTokenVerifier
+    /// Verifies cardholder JWTs: the one in force now. Its keys change only through
+    /// ``replaceCardholderKeys(_:)`` (the identity provider's JWKS file reloaded), which also
+    /// forgets every token verified before; its issuer, audience and type are fixed.
+    public var cardholderTokens: CardholderTokenVerifier { verified.verifier }
     /// The issuer back office's key.
     public var issuerKey: APIKey
     /// The token service provider's key.
     public var tspKey: APIKey
     /// The current time.
     public var now: @Sendable () -> Date
-    /// Tokens whose signature already verified, so a reused token costs a lookup, not an ECDSA verification.
-    private let verified = VerifiedTokenCache(capacity: 4096)
+    /// The verifier in force and the tokens whose signature it already verified, so a reused
+    /// token costs a lookup, not an ECDSA verification. Shared by copies of this authenticator.
+    private let verified: VerifiedTokenCache
     /// At most one `credential refused` line a second for each kind of refusal, counting the
     /// ones held back: a caller sending bad credentials at request rate does not flood the log.
     private let refusals = KeyedWarningThrottle(interval: .seconds(1))
 
     /// Creates an authenticator.
     public init(cardholderTokens: CardholderTokenVerifier, issuerKey: APIKey, tspKey: APIKey, now: @escaping @Sendable () -> Date = { Date() }) {
-        self.cardholderTokens = cardholderTokens
+        self.verified = VerifiedTokenCache(verifier: cardholderTokens, capacity: 4096)
         self.issuerKey = issuerKey
         self.tspKey = tspKey
         self.now = now
@@ -77,13 +79,11 @@ public struct Authenticator: Sendable {
                 // A compact JWS is ASCII. Refused before the cache, whose String keys compare by
                 // Unicode equivalence: a "K" changed to KELVIN SIGN would find the real token.
                 claims = .failure(.malformed)
-            } else if let cached = verified[credential] {
-                claims = .success(cached)
             } else {
-                claims = cardholderTokens.verify(credential)
-                if case .success(let valid) = claims { verified[credential] = valid }
+                claims = verified.claims(for: credential)
             }
-            switch claims.flatMap({ cardholderTokens.check($0, now: now()) }) {
+            // The time checks depend only on the clock skew, which no key change touches.
+            switch claims.flatMap({ verified.check($0, now: now()) }) {
             case .success(let userId): return .cardholder(userId: userId)
             case .failure(let refusal):
                 logRefusal(logger, expected: "cardholder", reason: refusal.rawValue)
@@ -108,6 +108,13 @@ public struct Authenticator: Sendable {
 }
 
 extension Authenticator {
+    /// Puts `keys` in force for cardholder JWTs, in this authenticator and every copy of it, and
+    /// forgets the tokens verified so far: a token signed with a key no longer listed is
+    /// refused from the next request on, even if it was accepted before.
+    public func replaceCardholderKeys(_ keys: [String: P256.Signing.PublicKey]) {
+        verified.replaceKeys(keys)
+    }
+
     private func logRefusal(_ logger: Logger, expected: String, reason: String) {
         guard let held = refusals.admit("\(expected) \(reason)") else { return }
         var metadata: Logger.Metadata = ["expected": "\(expected)", "reason": "\(reason)"]
@@ -137,36 +144,73 @@ final class KeyedWarningThrottle: Sendable {
     }
 }
 
-/// A bounded map from a cardholder token's exact text to the claims its signature proved.
+/// The cardholder-token verifier in force, and a bounded map from a token's exact text to the
+/// claims its signature proved under that verifier's keys.
 ///
 /// Only tokens whose signature verified are stored, so a hit can only be the very same
 /// token; the time checks still run on every request. Eviction is first-in-first-out.
+/// Replacing the keys empties the map, and a verification that began under the keys before
+/// does not store its result (each change of keys starts a new generation).
 final class VerifiedTokenCache: @unchecked Sendable {
-    // @unchecked: `entries` and `order` are only touched while holding `lock`.
+    // @unchecked: every stored property but `capacity` and `skew` is only touched while holding `lock`.
     private let lock = NSLock()
     private let capacity: Int
+    private var current: CardholderTokenVerifier
+    private var generation: UInt64 = 0
     private var entries: [String: CardholderTokenVerifier.VerifiedClaims] = [:]
     private var order: [String] = []
     private var head = 0
+    /// The time rules, which a key change leaves as they are.
+    private let timeRules: CardholderTokenVerifier
 
-    init(capacity: Int) {
+    init(verifier: CardholderTokenVerifier, capacity: Int) {
+        self.current = verifier
+        self.timeRules = verifier
         self.capacity = max(1, capacity)
     }
 
-    subscript(token: String) -> CardholderTokenVerifier.VerifiedClaims? {
-        get { lock.withLock { entries[token] } }
-        set {
-            guard let newValue else { return }
+    /// The verifier in force.
+    var verifier: CardholderTokenVerifier { lock.withLock { current } }
+
+    /// The claims `token` proves: remembered, or verified now (and remembered if valid).
+    func claims(for token: String) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal> {
+        let (verifier, generation, cached) = lock.withLock { (current, self.generation, entries[token]) }
+        if let cached { return .success(cached) }
+        let result = verifier.verify(token)
+        if case .success(let claims) = result {
             lock.withLock {
-                if entries.updateValue(newValue, forKey: token) != nil { return }
-                if order.count < capacity {
-                    order.append(token)
-                } else {
-                    entries[order[head]] = nil
-                    order[head] = token
-                    head = (head + 1) % capacity
-                }
+                // Keys replaced meanwhile: this result is of keys no longer in force.
+                guard self.generation == generation else { return }
+                store(claims, for: token)
             }
+        }
+        return result
+    }
+
+    /// ``CardholderTokenVerifier/check(_:now:)`` with the time rules in force.
+    func check(_ claims: CardholderTokenVerifier.VerifiedClaims, now: Date) -> Result<String, CardholderTokenVerifier.Refusal> {
+        timeRules.check(claims, now: now)
+    }
+
+    /// Puts `keys` in force and forgets every token verified so far.
+    func replaceKeys(_ keys: [String: P256.Signing.PublicKey]) {
+        lock.withLock {
+            current.keys = keys
+            generation &+= 1
+            entries.removeAll()
+            order.removeAll()
+            head = 0
+        }
+    }
+
+    private func store(_ claims: CardholderTokenVerifier.VerifiedClaims, for token: String) {
+        if entries.updateValue(claims, forKey: token) != nil { return }
+        if order.count < capacity {
+            order.append(token)
+        } else {
+            entries[order[head]] = nil
+            order[head] = token
+            head = (head + 1) % capacity
         }
     }
 }

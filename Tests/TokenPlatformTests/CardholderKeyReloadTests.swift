@@ -1,0 +1,191 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import ProvisioningCrypto
+import SDKTestSupport
+import TMPTestSupport
+import Testing
+import TokenPlatform
+
+/// The identity provider's JWKS file reloaded while the server runs: a rotation needs no
+/// restart, a withdrawn key stops signing anyone in, and a broken file changes nothing.
+@Suite("Cardholder key reload")
+struct CardholderKeyReloadTests {
+    /// A JWKS file (mode 0600) in a fresh directory, and a way to rewrite it.
+    final class JWKSFile: Sendable {
+        let directory: URL
+        let path: String
+
+        init() throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-jwks-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            path = directory.appendingPathComponent("jwks.json").path
+        }
+
+        deinit { try? FileManager.default.removeItem(at: directory) }
+
+        /// Replaces the file, as a deployment does: written beside it, then renamed over it.
+        func write(_ keys: [SigningKey]) throws {
+            let entries = try keys.map { String(decoding: try JSONEncoder().encode(JSONWebKey(publicKey: $0.privateKey.publicKey, keyID: $0.id)), as: UTF8.self) }
+            try write(text: #"{"keys":[\#(entries.joined(separator: ","))]}"#)
+        }
+
+        func write(text: String, mode: Int = 0o600) throws {
+            let staging = path + ".new"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: staging))
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: staging)
+            guard rename(staging, path) == 0 else { throw TestFailure("rename failed: \(errno)") }
+        }
+    }
+
+    static let now = Date()
+
+    static func token(_ key: SigningKey, user: String = "alice") throws -> String {
+        try DevelopmentTokenIssuer(key: key).token(userId: user, lifetime: 600, now: now)
+    }
+
+    static func authenticator(_ keys: [SigningKey]) -> Authenticator {
+        let verifier = CardholderTokenVerifier(keys: Dictionary(uniqueKeysWithValues: keys.map { ($0.id, $0.privateKey.publicKey) }))
+        return Authenticator(cardholderTokens: verifier, issuerKey: APIKey("issuer"), tspKey: APIKey("tsp"), now: { now })
+    }
+
+    /// The status of `GET /issuer/push-provisioning/cards` with `token`, through the router.
+    static func status(_ token: String, authenticator: Authenticator) async throws -> HTTPResponse.Status {
+        let platform = try await TestPlatform()
+        let router = TokenPlatformRouter(environment: platform.environment, authenticator: authenticator).build()
+        return try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/issuer/push-provisioning/cards", method: .get, headers: [.authorization: "Bearer \(token)"]) { $0.status }
+        }
+    }
+
+    @Test func aRotationIsPutInForceAndAWithdrawnKeyStopsSigningInEvenATokenAcceptedBefore() async throws {
+        let file = try JWKSFile()
+        let old = SigningKey.generate(), new = SigningKey.generate()
+        try file.write([old])
+        let authenticator = Self.authenticator([old])
+        let lines = Locked<[String]>([])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: lines))
+        let oldToken = try Self.token(old), newToken = try Self.token(new)
+        // Accepted once, so remembered by the authenticator's cache of verified tokens.
+        #expect(try await Self.status(oldToken, authenticator: authenticator) == .ok)
+        #expect(try await Self.status(newToken, authenticator: authenticator) == .unauthorized)
+        // The first look finds the keys already in force: nothing to do, nothing logged.
+        #expect(reloader.checkOnce() == .unchanged)
+        #expect(lines.current.isEmpty)
+
+        // The identity provider publishes its new key beside the old one.
+        try file.write([old, new])
+        #expect(reloader.checkOnce() == .reloaded(added: [new.id], removed: []))
+        #expect(try await Self.status(newToken, authenticator: authenticator) == .ok)
+        #expect(try await Self.status(oldToken, authenticator: authenticator) == .ok)
+        #expect(reloader.checkOnce() == .unchanged)
+
+        // It withdraws the old one: a token it signed is refused, though accepted a moment ago.
+        try file.write([new])
+        #expect(reloader.checkOnce() == .reloaded(added: [], removed: [old.id]))
+        #expect(try await Self.status(oldToken, authenticator: authenticator) == .unauthorized)
+        #expect(try await Self.status(newToken, authenticator: authenticator) == .ok)
+        #expect(authenticator.cardholderTokens.keys.keys.sorted() == [new.id])
+        let notices = lines.current.filter { $0.contains("cardholder keys reloaded") }
+        #expect(notices.count == 2)
+        #expect(notices.last?.contains("\"removed\": \(old.id)") == true, "\(notices)")
+    }
+
+    @Test(arguments: [
+        ("{\"keys\":[", 0o600, "is not a JSON Web Key Set"),
+        ("{\"keys\":[]}", 0o600, "holds no EC P-256 signing key"),
+        ("$KEY", 0o666, "can be written by group or others"),
+    ])
+    func aFileThatCannotBeUsedKeepsTheKeysInForceAndIsLoggedOnce(text: String, mode: Int, reason: String) async throws {
+        let file = try JWKSFile()
+        let key = SigningKey.generate()
+        try file.write([key])
+        let valid = try String(contentsOfFile: file.path, encoding: .utf8)
+        let authenticator = Self.authenticator([key])
+        let lines = Locked<[String]>([])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: lines))
+        #expect(reloader.checkOnce() == .unchanged)
+
+        try file.write(text: text.replacingOccurrences(of: "$KEY", with: valid), mode: mode)
+        guard case .refused(let message) = reloader.checkOnce() else {
+            Issue.record("a file that cannot be used was not refused")
+            return
+        }
+        #expect(message.contains(reason), "\(message)")
+        #expect(try await Self.status(try Self.token(key), authenticator: authenticator) == .ok)
+        // Looked at again unchanged: not logged again.
+        #expect(reloader.checkOnce() == .unchanged)
+        let errors = lines.current.filter { $0.hasPrefix("error cardholder keys not reloaded") }
+        #expect(errors.count == 1, "\(lines.current)")
+        #expect(errors.first?.contains(key.id) == true, "the keys in force are named: \(errors)")
+
+        // Fixed: read again.
+        let next = SigningKey.generate()
+        try file.write([next])
+        #expect(reloader.checkOnce() == .reloaded(added: [next.id], removed: [key.id]))
+    }
+
+    @Test func aFileRemovedKeepsTheKeysInForceUntilItIsBack() async throws {
+        let file = try JWKSFile()
+        let key = SigningKey.generate()
+        try file.write([key])
+        let authenticator = Self.authenticator([key])
+        let lines = Locked<[String]>([])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: lines))
+        #expect(reloader.checkOnce() == .unchanged)
+        try FileManager.default.removeItem(atPath: file.path)
+        guard case .refused(let message) = reloader.checkOnce() else {
+            Issue.record("a missing file was not refused")
+            return
+        }
+        #expect(message.contains("cannot be read"))
+        #expect(reloader.checkOnce() == .unchanged)
+        #expect(try await Self.status(try Self.token(key), authenticator: authenticator) == .ok)
+        try file.write([key])
+        #expect(reloader.checkOnce() == .unchanged)
+        #expect(lines.current.count == 1, "\(lines.current)")
+    }
+
+    @Test func theEmbeddedRunKeepsItsDevelopmentKeyBesideTheFilesKeys() async throws {
+        let file = try JWKSFile()
+        let development = SigningKey.generate(), provider = SigningKey.generate(), rotated = SigningKey.generate()
+        try file.write([provider])
+        let authenticator = Self.authenticator([development, provider])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: development.publicJWK, authenticator: authenticator, logger: TestTMP.logger("reload", into: Locked([])))
+        #expect(reloader.checkOnce() == .unchanged)
+        try file.write([rotated])
+        #expect(reloader.checkOnce() == .reloaded(added: [rotated.id], removed: [provider.id]))
+        #expect(try await Self.status(try Self.token(development), authenticator: authenticator) == .ok)
+        #expect(try await Self.status(try Self.token(rotated), authenticator: authenticator) == .ok)
+        #expect(try await Self.status(try Self.token(provider), authenticator: authenticator) == .unauthorized)
+    }
+
+    @Test func aKeyReplacedUnderTheSameIdIsAChange() throws {
+        let file = try JWKSFile()
+        let first = SigningKey.generate()
+        let second = SigningKey(id: first.id, privateKey: P256.Signing.PrivateKey())
+        try file.write([first])
+        let authenticator = Self.authenticator([first])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: Locked([])))
+        try file.write([second])
+        #expect(reloader.checkOnce() == .reloaded(added: [first.id], removed: [first.id]))
+        #expect(authenticator.cardholderTokens.verify(try Self.token(first)) == .failure(.badSignature))
+        #expect(authenticator.cardholderTokens.verify(try Self.token(second)).map(\.subject) == .success("alice"))
+    }
+
+    @Test func theReloadIntervalIsResolvedWithClearErrors() throws {
+        var settings = ServerSettings()
+        #expect(try settings.resolveCardholderKeysReloadInterval(environment: [:]) == .seconds(10))
+        #expect(try settings.resolveCardholderKeysReloadInterval(environment: ["PUSHPROV_JWKS_RELOAD_INTERVAL": "0"]) == nil)
+        #expect(try settings.resolveCardholderKeysReloadInterval(environment: ["PUSHPROV_JWKS_RELOAD_INTERVAL": "2.5"]) == .milliseconds(2500))
+        settings.cardholderKeysReloadInterval = "60"  // the flag wins
+        #expect(try settings.resolveCardholderKeysReloadInterval(environment: ["PUSHPROV_JWKS_RELOAD_INTERVAL": "0"]) == .seconds(60))
+        for bad in ["0.5", "3601", "soon", "-1"] {
+            settings.cardholderKeysReloadInterval = bad
+            let error = #expect(throws: ConfigurationError.self) { try settings.resolveCardholderKeysReloadInterval(environment: [:]) }
+            #expect(error?.message == "JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to 3600 (got \(bad))")
+        }
+    }
+}
