@@ -26,6 +26,48 @@ struct EmbeddedSecretsTests {
         #expect(second.value.issuerAPIKey == first.value.issuerAPIKey && second.value.cardholderDevelopmentKey.id == first.value.cardholderDevelopmentKey.id)
     }
 
+    @Test(arguments: [0o777, 0o1777, 0o773])
+    func aDataDirectoryEveryUserCanWriteIsRefusedBeforeAnythingIsMadeInIt(mode: Int) throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: directory.path)
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.path
+        let error = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: [:]) }
+        #expect(error?.message == "data directory \(directory.path) can be written by every user (mode \(String(mode, radix: 8))): anyone could put their own keys.json or secrets.json there for this server to read; choose another --data-dir, or chmod o-w \(directory.path)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    @Test func aDataDirectoryItsGroupCanWriteOrAnotherUserOwnsIsSaid() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = ServerSettings()
+        settings.dataDirectory = directory.path
+        func warnings() throws -> [String] {
+            try settings.resolve(environment: [:]).notices.filter { $0.hasPrefix("warning: data directory") }
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+        #expect(try warnings().isEmpty)
+        try FileManager.default.setAttributes([.posixPermissions: 0o770], ofItemAtPath: directory.path)
+        #expect(try warnings() == ["warning: data directory \(directory.path) can be written by its group (mode 770): the group's members can replace the keys and the database in it; chmod g-w \(directory.path)"])
+        // Only a process run by root can give the directory away.
+        if geteuid() == 0 {
+            try FileManager.default.setAttributes([.posixPermissions: 0o700, .ownerAccountID: 54_321], ofItemAtPath: directory.path)
+            #expect(try warnings() == ["warning: data directory \(directory.path) belongs to user id 54321, not to this process's user (0), who can replace the keys and the database in it"])
+        }
+    }
+
+    @Test func aDataDirectoryThatIsAFileIsOneClearError() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("plain")
+        try Data().write(to: file)
+        var settings = ServerSettings()
+        settings.dataDirectory = file.path
+        let error = #expect(throws: (any Error).self) { try settings.resolve(environment: [:]) }
+        #expect(error != nil)
+    }
+
     @Test func startersRacingOnAFreshDirectoryAllReadTheSameCompleteFile() async throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }

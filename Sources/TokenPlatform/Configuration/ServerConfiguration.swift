@@ -219,6 +219,7 @@ public struct ServerSettings: Sendable {
             try Self.checkAPIKeys(issuer: issuer, tsp: tsp, minimumLength: 1, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
         }
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try Self.checkDataDirectory(dataDirectory, notices: &notices)
         let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
         do {
@@ -399,6 +400,30 @@ public struct ServerSettings: Sendable {
 
     /// The bytes of RFC 7235's token68 (an HTTP credential) before its `=` padding.
     private static let token68 = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".utf8)
+
+    /// Refuses a data directory every user can write, and warns of one its group can write or
+    /// another user owns: the embedded run reads its PAN vault keys and the key that signs
+    /// development tokens (for any user) from there, and whoever can write the directory can
+    /// put files of their own in their place (even with the sticky bit: before the first run).
+    static func checkDataDirectory(_ path: String, notices: inout [String]) throws(ConfigurationError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw ConfigurationError("data directory \(path) cannot be read (\(String(cString: strerror(errno))))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw ConfigurationError("data directory \(path) is not a directory")
+        }
+        let mode = String(Int(info.st_mode) & 0o7777, radix: 8)
+        if Int(info.st_mode) & 0o002 != 0 {
+            throw ConfigurationError("data directory \(path) can be written by every user (mode \(mode)): anyone could put their own keys.json or secrets.json there for this server to read; choose another --data-dir, or chmod o-w \(path)")
+        }
+        if Int(info.st_mode) & 0o020 != 0 {
+            notices.append("warning: data directory \(path) can be written by its group (mode \(mode)): the group's members can replace the keys and the database in it; chmod g-w \(path)")
+        }
+        if info.st_uid != geteuid() {
+            notices.append("warning: data directory \(path) belongs to user id \(info.st_uid), not to this process's user (\(geteuid())), who can replace the keys and the database in it")
+        }
+    }
 
     /// The cardholder JWT keys in force: the embedded run's development key (nil in
     /// production) and the identity provider's, from its JWKS file (nil if none); a key of the
