@@ -22,21 +22,15 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return Self.response(for: TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than this endpoint accepts"))
         } catch let error as HTTPError where error.status == .notFound {
             let allowed = RouteTable.allowedMethods(for: request.uri.path)
-            // Echoed decoded, so that a card number sent percent-encoded (`4111%201111…`) is
-            // recognised and redacted like one sent plain.
-            // Decoded until it stops changing (at most three times): `%2520` is a space too.
-            var path = request.uri.path
-            for _ in 0..<3 {
-                let decoded = Self.leniently(decoding: path)
-                if decoded == path { break }
-                path = decoded
-            }
+            // The path is not echoed: a card number written into it in some spelling no
+            // redaction foresees (`4111+1111…`, `4111/1111…`, full-width digits) would go back
+            // in the body, for clients and proxies that log error bodies. The caller knows it.
             if !allowed.isEmpty {
-                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on \(path); use \(allowed.map(\.rawValue).joined(separator: ", "))"))
+                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on this path; use \(allowed.map(\.rawValue).joined(separator: ", "))"))
                 response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
                 return response
             }
-            return Self.response(for: TMPError(.notFound, "not_found", "no route \(request.method.rawValue) \(path)"))
+            return Self.response(for: TMPError(.notFound, "not_found", "no route for \(request.method.rawValue) on this path"))
         } catch let error as HTTPError {
             return Self.response(for: TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed"), status: error.status)
         } catch let error where DatabaseUnavailable.isUnavailable(error) {
@@ -51,34 +45,6 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
             return Self.response(for: TMPError(.internal, "internal_error", "the server failed to process the request"))
         }
-    }
-
-    /// `path` with every well-formed `%XX` escape decoded and anything else kept as it is
-    /// (a malformed escape must not keep the rest from being decoded, and redacted); bytes that
-    /// are not UTF-8 become U+FFFD.
-    static func leniently(decoding path: String) -> String {
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        let bytes = Array(path.utf8)
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(bytes.count)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
-                decoded.append(high << 4 | low)
-                index += 3
-            } else {
-                decoded.append(bytes[index])
-                index += 1
-            }
-        }
-        return String(decoding: decoded, as: UTF8.self)
     }
 
     static func status(for kind: TMPError.Kind) -> HTTPResponse.Status {
@@ -96,7 +62,7 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     static func response(for error: TMPError, status: HTTPResponse.Status? = nil) -> Response {
-        // Messages may echo a caller's id or path: a card number sent there is not sent back.
+        // Messages may echo a caller's id: a card number sent there is not sent back.
         let body = (try? JSONEncoder().encode(ErrorEnvelope(code: error.code, message: Redaction.cardNumbers(in: error.message)))) ?? Data()
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if error.kind == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }

@@ -14,6 +14,17 @@ enum InputRules {
         }
     }
 
+    /// The id of something a caller creates here (a card, its art): ``identifier(_:field:)``,
+    /// and not one that holds a card number (what ``Redaction/cardNumbers(in:)`` hides: 12 to 19
+    /// digits passing the Luhn check, alone or in groups joined by `.`, `_` or `-`). Ids are
+    /// stored, logged and returned in clear; a card number used as one would be too.
+    static func newIdentifier(_ value: String, field: String) throws(TMPError) {
+        try identifier(value, field: field)
+        guard Redaction.cardNumbers(in: value) == value else {
+            throw .badRequest("invalid_field", "\(field) must not hold a card number (12 to 19 digits that pass the Luhn check): ids are stored, logged and returned in clear; use an id of your own")
+        }
+    }
+
     static func userId(_ value: String, field: String = "userId") throws(TMPError) {
         guard !value.isEmpty, value.utf8.count <= maximumUserIdLength, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) bytes of UTF-8 without control characters")

@@ -48,12 +48,16 @@ public struct LifecycleService: Sendable {
 
     /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
     public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
-        try InputRules.identifier(externalCardId, field: "externalCardId")
+        try InputRules.newIdentifier(externalCardId, field: "externalCardId")
+        // Its own number among other digits too (`04111…`), which does not pass for a card number.
+        if String(decoding: externalCardId.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self).contains(request.primaryAccountNumber.digits) {
+            throw TMPError.badRequest("invalid_field", "externalCardId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own")
+        }
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
         if let artId = request.artId {
-            try InputRules.identifier(artId, field: "artId")
+            try InputRules.newIdentifier(artId, field: "artId")
             guard try await environment.store.cardArt(id: artId) != nil else {
                 throw TMPError.badRequest("unknown_art", "artId \(artId) is not uploaded; PUT /lifecycle/card-art/\(artId) first")
             }
@@ -333,7 +337,7 @@ public struct LifecycleService: Sendable {
 
     /// `PUT card-art/{id}`: validates against Apple's rules and stores.
     public func putCardArt(artId: String, data: Data, contentType: String?) async throws -> CardArtInfo {
-        try InputRules.identifier(artId, field: "artId")
+        try InputRules.newIdentifier(artId, field: "artId")
         let info: CardArtInfo
         switch CardArtValidator.validate(data, declaredContentType: contentType) {
         case .success(let valid): info = valid
@@ -389,7 +393,7 @@ public struct LifecycleService: Sendable {
         do {
             try await call(token)
         } catch {
-            environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(error)"])
+            environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)

@@ -55,7 +55,7 @@ public struct PushProvisioningService: Sendable {
         switch await environment.chainValidator.validate(request.certificates.map(\.data)) {
         case .accepted(let accepted): chain = accepted
         case .refused(let refusal):
-            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(card.externalCardId)", "reason": "\(refusal.code.rawValue)"])
+            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "reason": "\(refusal.code.rawValue)"])
             throw TMPError.badRequest("certificate_chain_refused", "\(refusal.code.rawValue): \(refusal.message)")
         }
         let pan = try environment.vault.decrypt(EncryptedPAN(serialized: card.encryptedPAN).orThrow(), cardID: card.externalCardId)
@@ -85,7 +85,7 @@ public struct PushProvisioningService: Sendable {
                 expiresAt: activation.claims.expiresAt
             )
         )
-        environment.logger.info("sealed card", metadata: ["card": "\(card.externalCardId)", "device": "\(request.deviceType.rawValue)"])
+        environment.logger.info("sealed card", metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "device": "\(request.deviceType.rawValue)"])
         return SignedCardResponse(activationData: Data(activation.token.utf8), ephemeralPublicKey: sealed.ephemeralPublicKey, encryptedData: sealed.encryptedData)
     }
 
@@ -119,7 +119,7 @@ public struct PushProvisioningService: Sendable {
         do {
             try await environment.tokenService.activate(token)
         } catch {
-            environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(error)"])
+            environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return answer(.failed, "the token service could not be reached; try again later")
         }
         let audit = AuditEntry(at: environment.now(), actor: "user:\(userId)", action: "token.activate", subject: "token:\(token.tokenUniqueReference)", detail: "in-app activation")

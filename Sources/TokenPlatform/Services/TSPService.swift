@@ -20,7 +20,7 @@ public struct TSPService: Sendable {
         var response = decided.0
         if decided.answeredBefore {
             // A retry after the activation data expired: the recorded answer, recorded once.
-            environment.logger.info("tokenization decision", metadata: ["request": "\(request.requestId)", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
+            environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.cardNumbers(in: request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
             return response
         }
         func record(_ response: TokenizationDecisionResponse) -> TokenizationDecisionRecord {
@@ -38,7 +38,7 @@ public struct TSPService: Sendable {
             response = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
             try await environment.store.recordTokenizationDecision(record(response))
         }
-        environment.logger.info("tokenization decision", metadata: ["request": "\(request.requestId)", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
+        environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.cardNumbers(in: request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
         return response
     }
 

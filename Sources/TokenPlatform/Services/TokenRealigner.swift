@@ -88,7 +88,7 @@ public struct TokenRealigner: Service {
         do {
             outcomes = try await lifecycle.realignTokens(atOddsSince: cutoff, limit: roundLimit)
         } catch {
-            environment.logger.error("token realignment could not read the store", metadata: ["error": "\(error)"])
+            environment.logger.error("token realignment could not read the store", metadata: ["error": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))"])
             return []
         }
         var failed = 0

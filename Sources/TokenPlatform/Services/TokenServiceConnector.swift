@@ -6,6 +6,10 @@
 /// (``PlatformEnvironment/connectorTimeout``) and cancels a command that exceeds it: an
 /// implementation stops waiting for the network when its task is cancelled.
 ///
+/// TMP logs a failed command's error as text (`"\(error)"`), with anything in it that looks like
+/// a card number hidden (``Redaction/cardNumbers(in:)``); still, an implementation should put
+/// no card data or personal data in its errors.
+///
 /// A command for the state the token already has is done, not an error: TMP sends a command
 /// again when it could not confirm it (``TokenRealigner``), possibly from two instances at once.
 public protocol TokenServiceConnector: Sendable {

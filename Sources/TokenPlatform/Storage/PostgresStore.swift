@@ -43,6 +43,11 @@ public struct PostgresStore: TMPStore {
         logger: Logger
     ) async throws -> PostgresStore {
         let startup = schema.map { [("search_path", $0)] } ?? []
+        // postgres-nio writes the rows it reads (their first and last bytes: card ids, user ids,
+        // names) into its trace lines: the store's logger stops at `info` whatever the server's
+        // level, so LOG_LEVEL=trace puts no stored data in the log.
+        var logger = logger
+        if logger.logLevel < .info { logger.logLevel = .info }
         var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
         probe.options.additionalStartupParameters = startup
         do {
