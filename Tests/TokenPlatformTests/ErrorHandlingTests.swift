@@ -132,6 +132,21 @@ struct ErrorHandlingTests {
         }
     }
 
+    @Test func aNewCardOrArtIdStartingWithADotIsRefused() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            for id in ["..", ".", ".hidden"] {
+                let reply = try await putCardRaw(api, Self.goodCard, id: id)
+                #expect(reply.status == .badRequest && reply.error?.message == "externalCardId must not start with '.': `..` in a URL path names the parent, and a name starting with '.' is a hidden file", "\(id): \(reply.text)")
+                #expect(try await platform.store.card(externalCardId: id) == nil)
+                let art = try await api.send(.put, "/lifecycle/card-art/\(id)x", as: .issuer, raw: Data([0x89, 0x50]), contentType: "image/png")
+                #expect(art.status == .badRequest && art.error?.message.hasPrefix("artId must not start with '.'") == true, "\(art.text)")
+            }
+            // A dot elsewhere is fine.
+            #expect(try await putCardRaw(api, Self.goodCard, id: "card.v2").status == .created)
+        }
+    }
+
     @Test func aNonJSONContentTypeIs415() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

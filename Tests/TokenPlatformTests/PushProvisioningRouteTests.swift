@@ -101,6 +101,25 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func aSearchReferenceNotOfTheIdentifierFormIsAbsentAndTheOthersAnswered() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-A1")
+            // As Wallet could hand them to the app: empty, too long, with ':' '+' '/' '='.
+            let odd = ["", String(repeating: "A", count: 65), "DNITHE:123", "DNITHE+1/2="]
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), json: TokenSearchRequest(tokenUniqueReferences: ["TOK-A1"] + odd))
+            #expect(reply.status == .ok, "\(reply.text)")
+            #expect(try reply.decode([TokenSearchResult].self).map(\.tokenUniqueReference) == ["TOK-A1"])
+            let onlyOdd = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), json: TokenSearchRequest(tokenUniqueReferences: odd))
+            #expect(onlyOdd.status == .ok)
+            #expect(try onlyOdd.decode([TokenSearchResult].self).isEmpty)
+            // Not a list of strings is still refused, naming the field.
+            let numbers = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), raw: Data(#"{"walletType":"APPLE_PAY","tokenUniqueReferences":[1,2]}"#.utf8))
+            #expect(numbers.status == .badRequest && numbers.error?.message.contains("tokenUniqueReferences") == true, "\(numbers.text)")
+        }
+    }
+
     @Test func searchRefusesMoreThanAHundredReferences() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

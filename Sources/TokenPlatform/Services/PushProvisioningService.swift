@@ -20,10 +20,11 @@ public struct PushProvisioningService: Sendable {
         guard request.tokenUniqueReferences.count <= TokenSearchRequest.maximumReferences else {
             throw TMPError.badRequest("too_many_references", "tokenUniqueReferences holds \(request.tokenUniqueReferences.count) references; at most \(TokenSearchRequest.maximumReferences) are accepted per search")
         }
-        for (index, reference) in request.tokenUniqueReferences.enumerated() {
-            try InputRules.identifier(reference, field: "tokenUniqueReferences[\(index)]")
-        }
-        let references = Array(Set(request.tokenUniqueReferences))
+        // The app passes on every identifier Wallet gives it; one of another shape than TMP's ids
+        // names no token TMP has (token events take only that shape), so it is absent from the
+        // answer like any unknown reference, and the others are still answered.
+        let references = Array(Set(request.tokenUniqueReferences.filter(CardIdentifier.isValid)))
+        guard !references.isEmpty else { return [] }
         return try await environment.store.tokens(references: references, ownedBy: userId).map(\.searchResult)
     }
 
