@@ -65,6 +65,24 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func aStoredCardNumberTheVaultCannotReadIsA500LoggedWithItsCard() async throws {
+        let first = try await TestPlatform()
+        try await first.run { api in try await api.putCard("a1", user: "alice") }
+        // The same database served with other vault keys (a key file lost and made again).
+        var secrets = first.secrets
+        secrets.vaultKeys = PANVaultKeys.generate()
+        let second = try TestPlatform(store: first.store, secrets: secrets)
+        try await second.run { api in
+            let reply = try await api.signCard("a1", user: "alice")
+            #expect(reply.status == .internalServerError && reply.error?.code == "internal_error")
+        }
+        let lines = second.logs.current.filter { $0.contains("a stored card number cannot be decrypted") }
+        #expect(lines.count == 1, "\(second.logs.current)")
+        #expect(lines.first?.hasPrefix("error ") == true && lines.first?.contains("a1") == true, "\(lines)")
+        let trail = try await first.store.auditEntries(subject: "card:a1").map(\.action)
+        #expect(trail.contains("card.create") && !trail.contains("card.seal"), "\(trail)")
+    }
+
     @Test func anotherUsersCardAnswersExactlyLikeAMissingOne() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -59,7 +59,18 @@ public struct PushProvisioningService: Sendable {
             environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "reason": "\(refusal.code.rawValue)"])
             throw TMPError.badRequest("certificate_chain_refused", "\(refusal.code.rawValue): \(refusal.message)")
         }
-        let pan = try environment.vault.decrypt(EncryptedPAN(serialized: card.encryptedPAN).orThrow(), cardID: card.externalCardId)
+        let pan: PrimaryAccountNumber
+        do {
+            pan = try environment.vault.decrypt(EncryptedPAN(serialized: card.encryptedPAN).orThrow(), cardID: card.externalCardId)
+        } catch {
+            // A 500 to the caller; the operator needs to know which card, and that it is the vault.
+            let keyID = EncryptedPAN(serialized: card.encryptedPAN)?.keyID ?? "unreadable"
+            environment.logger.error(
+                "a stored card number cannot be decrypted: the card cannot be provisioned",
+                metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "vault key": "\(keyID)", "error": "\(type(of: error))"]
+            )
+            throw error
+        }
         let payload = try PassDataPayload(
             primaryAccountNumber: pan,
             expiration: card.expiration,
