@@ -383,12 +383,15 @@ struct LifecycleRouteTests {
             #expect(pngArt.headers[.contentType] == "image/png")
             #expect(pngArt.headers[.xContentTypeOptions] == "nosniff")
             #expect(pngArt.headers[.contentSecurityPolicy] == nil)
+            // Each user's own card's art: no shared cache may keep it.
+            #expect(pngArt.headers[.cacheControl] == "private, max-age=3600")
 
             let pdfArt = try await api.send(.get, "/issuer/push-provisioning/cards/c2/art", as: .cardholder("alice"))
             #expect(pdfArt.body == pdf)
             #expect(pdfArt.headers[.contentType] == "application/pdf")
             #expect(pdfArt.headers[.xContentTypeOptions] == "nosniff")
             #expect(pdfArt.headers[.contentSecurityPolicy] == "sandbox")
+            #expect(pdfArt.headers[.cacheControl] == "private, max-age=3600")
         }
     }
 

@@ -49,6 +49,68 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    @Test func signedCardsRefusesAnEmptyOrOversizedNonceOrSignatureNamingTheField() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice")
+            let limit = PassDataPayload.maximumNonceBytes
+            #expect(limit == 1024)
+            func send(nonce: Data, signature: Data) async throws -> APIClient.Reply {
+                let request = SignedCardRequest(externalCardId: "card-1", deviceType: .phone, certificates: platform.pki.walletCertificates, nonce: nonce, nonceSignature: signature)
+                return try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), json: request)
+            }
+            let fine = Data(repeating: 7, count: 16)
+            for field in ["nonce", "nonceSignature"] {
+                // Sizes are of the decoded bytes, not of the base64 text.
+                for bad in [Data(), Data(repeating: 0xA5, count: limit + 1)] {
+                    let reply = try await field == "nonce" ? send(nonce: bad, signature: fine) : send(nonce: fine, signature: bad)
+                    #expect(reply.status == .badRequest, "\(field) of \(bad.count) bytes: \(reply.text)")
+                    #expect(reply.error?.code == "invalid_field", "\(field) of \(bad.count) bytes")
+                    // "nonce" is a prefix of "nonceSignature": the field name is followed by a space.
+                    #expect(reply.error?.message.hasPrefix("\(field) must ") == true, "\(field) of \(bad.count) bytes: \(reply.error?.message ?? reply.text)")
+                }
+            }
+            let largest = Data(repeating: 0x5A, count: limit)
+            let accepted = try await send(nonce: largest, signature: largest)
+            #expect(accepted.status == .ok, "\(accepted.text)")
+            let sealed = try accepted.decode(SignedCardResponse.self)
+            let plaintext = try ECCV2.open(SealedPassData(encryptedData: sealed.encryptedData.data, ephemeralPublicKey: sealed.ephemeralPublicKey.data), with: platform.pki.leafPrivateKey)
+            let payload = try PassDataPayload(jsonData: plaintext)
+            #expect(payload.nonce == largest && payload.nonceSignature == largest)
+        }
+    }
+
+    @Test func signedCardsRecordsTheAttemptForTheDeviceUserCardNonceAndLeaf() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice")
+            let nonce = Data([9, 8, 7, 6, 5, 4, 3, 2, 1])
+            let reply = try await api.signCard("card-1", user: "alice", device: .watch, nonce: nonce)
+            #expect(reply.status == .ok)
+            let response = try reply.decode(SignedCardResponse.self)
+            let card = try #require(try await platform.store.card(externalCardId: "card-1"))
+            let verdict = ActivationDataVerifier(keySet: platform.environment.activationKeySet)
+                .verify(String(decoding: response.activationData.data, as: UTF8.self), panUniqueReference: card.panUniqueReference, nonce: nonce, now: platform.clock.current)
+            let claims = try #require(verdict.claims)
+            let attempt = try #require(try await platform.store.provisioningAttempt(activationDataId: claims.id))
+            #expect(attempt.activationDataId == claims.id)
+            #expect(attempt.deviceType == .watch)
+            #expect(attempt.userId == "alice")
+            #expect(attempt.externalCardId == "card-1")
+            // base64url SHA-256 of the nonce, computed here rather than by the code under test.
+            let nonceHash = Data(SHA256.hash(data: nonce)).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(attempt.nonceHash == nonceHash)
+            #expect(attempt.nonceHash == ActivationDataVerifier.nonceHash(nonce))
+            // Lowercase hex SHA-256 of the leaf's DER, the first certificate the request sent.
+            let leaf = platform.pki.walletCertificates[0]
+            #expect(attempt.leafFingerprint == SHA256.hash(data: leaf).map { String(format: "%02x", $0) }.joined())
+            #expect(attempt.createdAt == platform.clock.current)
+            #expect(attempt.expiresAt == platform.clock.current.addingTimeInterval(ActivationDataIssuer.maximumLifetime))
+            #expect(attempt.expiresAt == claims.expiresAt)
+        }
+    }
+
     @Test func signedCardsRefusesBlockedClosedAndExpiredCards() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
@@ -234,6 +296,28 @@ struct PushProvisioningRouteTests {
             let blocked = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
             #expect(blocked.issuerMobileAppAuthResponse == .declined)
             #expect(blocked.comment.contains("blocked"))
+        }
+    }
+
+    @Test func activationOfADeactivatedTokenIsDeclinedWithoutAskingTheTokenService() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            let deactivated = try await api.send(.post, "/lifecycle/tokens/TOK-1/deactivate", as: .issuer)
+            #expect(deactivated.status == .ok, "\(deactivated.text)")
+            #expect(try await api.tokenStatus("TOK-1") == .deactivated)
+            let before = platform.connector.commands.current
+            #expect(before == ["deactivate TOK-1"])
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
+            #expect(reply.status == .ok)
+            let answer = try reply.decode(TokenActivationResponse.self)
+            #expect(answer.issuerMobileAppAuthResponse == .declined)
+            #expect(answer.comment == "the token is deactivated")
+            #expect(answer.tokenUniqueReference == "TOK-1")
+            // No command at all went to the token service for the activation.
+            #expect(platform.connector.commands.current == before)
+            #expect(try await api.tokenStatus("TOK-1") == .deactivated)
         }
     }
 

@@ -71,13 +71,20 @@ public struct PushProvisioningService: Sendable {
             )
             throw error
         }
-        let payload = try PassDataPayload(
-            primaryAccountNumber: pan,
-            expiration: card.expiration,
-            name: card.cardholderName,
-            nonce: request.nonce.data,
-            nonceSignature: request.nonceSignature.data
-        )
+        let payload: PassDataPayload
+        do {
+            payload = try PassDataPayload(
+                primaryAccountNumber: pan,
+                expiration: card.expiration,
+                name: card.cardholderName,
+                nonce: request.nonce.data,
+                nonceSignature: request.nonceSignature.data
+            )
+        } catch let error as ValidationError where error.field == "nonce" || error.field == "nonceSignature" {
+            // Behind the size check above: the caller's values, so the caller's error (400), never
+            // a 500. The card's own fields were validated when the issuer stored it.
+            throw TMPError.badRequest("invalid_field", "\(error.field) \(error.message)")
+        }
         let sealed = try ECCV2.seal(payload.jsonData(), for: chain.leafPublicKey)
         let activation = try environment.activationIssuer.issue(
             panUniqueReference: card.panUniqueReference,
