@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import SDKTestSupport
 import Testing
-import TokenPlatform
+@testable import TokenPlatform
 
 @Suite("Server log handler")
 struct ServerLogHandlerTests {
@@ -92,5 +92,15 @@ struct ServerLogHandlerTests {
         let unknown = ServerLogHandler.level(fromEnvironment: "verbose")
         #expect(unknown.0 == .notice)
         #expect(unknown.notice == #"LOG_LEVEL "verbose" is not a level (trace, debug, info, notice, warning, error, critical); logging at notice"#)
+    }
+
+    @Test func theTimestampIsTheCurrentSecondFormattedOnceASecond() {
+        let base = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09-21T14:13:20Z
+        #expect(ServerLogHandler.timestamp(now: base) == "2026-09-21T14:13:20Z")
+        #expect(ServerLogHandler.timestamp(now: base.addingTimeInterval(0.999)) == "2026-09-21T14:13:20Z")
+        #expect(ServerLogHandler.timestamp(now: base.addingTimeInterval(1)) == "2026-09-21T14:13:21Z")
+        // Back in time (another thread's older clock reading) is formatted too, not the cached second.
+        #expect(ServerLogHandler.timestamp(now: base.addingTimeInterval(-1.5)) == "2026-09-21T14:13:18Z")
+        #expect(ServerLogHandler.timestamp(now: Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59Z")
     }
 }
