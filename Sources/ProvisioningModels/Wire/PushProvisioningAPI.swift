@@ -120,7 +120,7 @@ public struct TokenActivationRequest: Codable, Sendable, Hashable {
 }
 
 /// The issuer's answer to an in-app activation.
-public enum ActivationOutcome: String, Codable, Sendable, Hashable {
+public enum ActivationOutcome: String, Codable, Sendable, Hashable, CaseIterable {
     /// The token is active.
     case approved = "APPROVED"
     /// The issuer refuses (card or token state); see the comment.

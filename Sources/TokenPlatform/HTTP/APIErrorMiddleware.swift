@@ -6,9 +6,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import ProvisioningModels
 
-/// The one place errors become HTTP: every failure leaves as the JSON error envelope with
-/// the status its kind calls for; anything unexpected is a plain 500 whose details are logged
-/// by type only, never returned.
+/// The one place errors become HTTP: every failure leaves as the JSON error envelope
+/// ``APIFailure`` maps it to, with the status its kind calls for; anything unexpected is a
+/// plain 500 whose details are logged by type only, never returned.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Lets through one warning per interval while the database stays unavailable.
     var outageWarnings = WarningThrottle(interval: .seconds(10))
@@ -16,34 +16,24 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as TMPError {
-            return Self.response(for: error)
-        } catch is NIOTooManyBytesError {
-            return Self.response(for: TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than this endpoint accepts"))
-        } catch let error as HTTPError where error.status == .notFound {
-            let allowed = RouteTable.allowedMethods(for: request.uri.path)
-            // The path is not echoed: a card number written into it in some spelling no
-            // redaction foresees (`4111+1111…`, `4111/1111…`, full-width digits) would go back
-            // in the body, for clients and proxies that log error bodies. The caller knows it.
-            if !allowed.isEmpty {
-                var response = Self.response(for: TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on this path; use \(allowed.map(\.rawValue).joined(separator: ", "))"))
-                response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
-                return response
-            }
-            return Self.response(for: TMPError(.notFound, "not_found", "no route for \(request.method.rawValue) on this path"))
-        } catch let error as HTTPError {
-            return Self.response(for: TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed"), status: error.status)
-        } catch let error where DatabaseUnavailable.isUnavailable(error) {
-            if let refused = outageWarnings.admit() {
-                context.logger.warning(
-                    "database unavailable: requests are answered 503 until it is back",
-                    metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "refused since last warning": "\(refused)"]
-                )
-            }
-            return Self.response(for: TMPError(.unavailable, "database_unavailable", "the database is unavailable; try again shortly"))
         } catch {
-            context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
-            return Self.response(for: TMPError(.internal, "internal_error", "the server failed to process the request"))
+            let failure = APIFailure(error, request: request)
+            switch failure.cause {
+            case .answered:
+                break
+            case .databaseUnavailable:
+                if let refused = outageWarnings.admit() {
+                    context.logger.warning(
+                        "database unavailable: requests are answered 503 until it is back",
+                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "refused since last warning": "\(refused)"]
+                    )
+                }
+            case .unexpected:
+                context.logger.error("unhandled error", metadata: ["type": "\(type(of: error))"])
+            }
+            var response = Self.response(for: failure.error, status: failure.status)
+            if let allow = failure.allow { response.headers[.allow] = allow }
+            return response
         }
     }
 
@@ -67,6 +57,66 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if error.kind == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         return Response(status: status ?? Self.status(for: error.kind), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// How the API answers a failure: the one mapping from errors to the error envelope, used by
+/// ``APIErrorMiddleware`` to answer and by the outcome metrics to count each failure under the
+/// code the client sees.
+struct APIFailure {
+    /// Why the request failed, as far as the operator's log is concerned.
+    enum Cause {
+        /// A failure the answer explains (the caller's mistake, a state, a dependency the
+        /// answer names): nothing more to log here.
+        case answered
+        /// The database cannot serve now (``DatabaseUnavailable/isUnavailable(_:)``): worth a
+        /// throttled warning.
+        case databaseUnavailable
+        /// Anything else: a bug, logged by type as an error.
+        case unexpected
+    }
+
+    /// The error the envelope carries; its code is the one the client sees.
+    var error: TMPError
+    /// The status, when it is not the one `error.kind` calls for.
+    var status: HTTPResponse.Status?
+    /// The `Allow` header's value, for a method the path does not allow.
+    var allow: String?
+    /// Why the request failed.
+    var cause: Cause
+
+    /// The answer to `error`, thrown while serving `request`.
+    init(_ error: any Error, request: Request) {
+        status = nil
+        allow = nil
+        cause = .answered
+        switch error {
+        case let error as TMPError:
+            self.error = error
+        case is NIOTooManyBytesError:
+            self.error = TMPError(.payloadTooLarge, "payload_too_large", "the request body is larger than this endpoint accepts")
+        case let error as HTTPError where error.status == .notFound:
+            let allowed = RouteTable.allowedMethods(for: request.uri.path)
+            // The path is not echoed: a card number written into it in some spelling no
+            // redaction foresees (`4111+1111…`, `4111/1111…`, full-width digits) would go back
+            // in the body, for clients and proxies that log error bodies. The caller knows it.
+            if allowed.isEmpty {
+                self.error = TMPError(.notFound, "not_found", "no route for \(request.method.rawValue) on this path")
+            } else {
+                let methods = allowed.map(\.rawValue).joined(separator: ", ")
+                self.error = TMPError(.methodNotAllowed, "method_not_allowed", "\(request.method.rawValue) is not allowed on this path; use \(methods)")
+                allow = methods
+            }
+        case let error as HTTPError:
+            self.error = TMPError(.badRequest, "bad_request", error.body ?? "the request could not be processed")
+            status = error.status
+        case let error where DatabaseUnavailable.isUnavailable(error):
+            self.error = .databaseUnavailable
+            cause = .databaseUnavailable
+        default:
+            self.error = .internalError
+            cause = .unexpected
+        }
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOConcurrencyHelpers
 import Prometheus
+import ProvisioningModels
 
 /// The server's Prometheus metrics, in a registry of its own (no process-global bootstrap).
 ///
@@ -13,17 +14,36 @@ public final class PlatformMetrics: Sendable {
     /// Client connections open now (counted by the HTTP front's connection limit).
     private let openConnections: Gauge
 
-    /// Creates an empty set of metrics.
+    /// Creates the metrics, with the outcome series dashboards and alerts watch already
+    /// listed at zero (``preCreatedProvisioningOutcomes``, ``preCreatedActivationOutcomes``).
     public init() {
         openConnections = registry.makeGauge(descriptor: Self.connections)
+        for outcome in Self.preCreatedProvisioningOutcomes {
+            _ = outcomeCounter(Self.provisioning, route: "provisioning", outcome: outcome)
+        }
+        for outcome in Self.preCreatedActivationOutcomes {
+            _ = outcomeCounter(Self.activation, route: "activation", outcome: outcome)
+        }
     }
+
+    /// The failures any request can end in that are the server's, not the caller's.
+    private static let serverFailures = [TMPError.databaseUnavailable.code, TMPError.internalError.code]
+
+    /// The `signed-cards` outcomes listed from the start, before any request: `sealed`,
+    /// `database_unavailable` and `internal_error`. Other refusal codes appear once they occur.
+    static let preCreatedProvisioningOutcomes = ["sealed"] + serverFailures
+
+    /// The in-app activation outcomes listed from the start, before any request: every
+    /// ``ActivationOutcome``, `database_unavailable` and `internal_error`. Error codes of the
+    /// caller's mistakes appear once they occur.
+    static let preCreatedActivationOutcomes = ActivationOutcome.allCases.map(\.rawValue) + serverFailures
 
     private static var requests: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "requests", unitName: "total", helpText: "HTTP requests by method, route pattern and status.") }
     private static var duration: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "request_duration", unitName: "seconds", helpText: "HTTP request latency by method and route pattern.") }
-    private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the refusal code.") }
+    private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the error code answered.") }
     private static var realignment: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "realignments", unitName: "total", helpText: "Token service commands sent again for tokens at odds with their card's status, by result.") }
     private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
-    private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes.") }
+    private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes: APPROVED, DECLINED, FAILED, or the error code answered.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
     /// route patterns, status codes and outcome codes: a small, bounded set).
@@ -58,12 +78,14 @@ public final class PlatformMetrics: Sendable {
         }.record(duration)
     }
 
-    /// Counts a provisioning (`signed-cards`) outcome: `sealed`, or the refusal code.
+    /// Counts a provisioning (`signed-cards`) outcome: `sealed`, or the error envelope's code
+    /// (`unauthorized`, `card_not_found`, `database_unavailable`, `internal_error`, …).
     func recordProvisioning(outcome: String) {
         outcomeCounter(Self.provisioning, route: "provisioning", outcome: outcome).increment()
     }
 
-    /// Counts an in-app activation outcome: `APPROVED`, `DECLINED`, `FAILED`, or an error code.
+    /// Counts an in-app activation outcome: `APPROVED`, `DECLINED`, `FAILED`, or the error
+    /// envelope's code (`unauthorized`, `token_not_found`, `database_unavailable`, …).
     func recordActivation(outcome: String) {
         outcomeCounter(Self.activation, route: "activation", outcome: outcome).increment()
     }

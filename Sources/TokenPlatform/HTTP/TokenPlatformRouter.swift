@@ -37,22 +37,15 @@ public struct TokenPlatformRouter: Sendable {
             let body = try await JSONCoding.decode(TokenSearchRequest.self, from: request)
             return try JSONCoding.response(try await provisioning.searchTokens(userId: caller.userId, request: body))
         }
-        on(.post, "/issuer/push-provisioning/signed-cards", router) { request, _, caller in
-            do {
-                let body = try await JSONCoding.decode(SignedCardRequest.self, from: request)
-                let response = try await provisioning.signCard(userId: caller.userId, request: body)
-                metrics.recordProvisioning(outcome: "sealed")
-                return JSONCoding.response(json: response.jsonData())
-            } catch let error as TMPError {
-                metrics.recordProvisioning(outcome: error.code)
-                throw error
-            }
+        on(.post, "/issuer/push-provisioning/signed-cards", router, outcomes: metrics.recordProvisioning) { request, _, caller in
+            let body = try await JSONCoding.decode(SignedCardRequest.self, from: request)
+            let response = try await provisioning.signCard(userId: caller.userId, request: body)
+            return (JSONCoding.response(json: response.jsonData()), "sealed")
         }
-        on(.post, "/issuer/push-provisioning/tokens/activations", router) { request, _, caller in
+        on(.post, "/issuer/push-provisioning/tokens/activations", router, outcomes: metrics.recordActivation) { request, _, caller in
             let body = try await JSONCoding.decode(TokenActivationRequest.self, from: request)
             let response = try await provisioning.activateToken(userId: caller.userId, request: body)
-            metrics.recordActivation(outcome: response.issuerMobileAppAuthResponse.rawValue)
-            return try JSONCoding.response(response)
+            return (try JSONCoding.response(response), response.issuerMobileAppAuthResponse.rawValue)
         }
         on(.get, "/issuer/push-provisioning/cards", router) { _, _, caller in
             try JSONCoding.response(try await provisioning.cards(userId: caller.userId))
@@ -128,17 +121,44 @@ public struct TokenPlatformRouter: Sendable {
     }
 
     /// Registers one route of ``RouteTable`` behind its authentication requirement.
+    ///
+    /// With `failures`, a request that fails (authentication included) is counted there under
+    /// the code of the error envelope it is answered with (``APIFailure``): a fixed code, never
+    /// the caller's input.
     private func on(
         _ method: HTTPRequest.Method,
         _ path: String,
         _ router: Router<BasicRequestContext>,
+        failures: (@Sendable (_ code: String) -> Void)? = nil,
         _ handler: @escaping @Sendable (Request, BasicRequestContext, AuthenticatedCaller) async throws -> Response
     ) {
         let spec = RouteTable.spec(method, path)
         let authenticator = authenticator
         router.on(RouterPath(path), method: method) { request, context in
-            let caller = try authenticator.authenticate(request, as: spec.auth, logger: context.logger)
-            return try await handler(request, context, AuthenticatedCaller(caller: caller))
+            do {
+                let caller = try authenticator.authenticate(request, as: spec.auth, logger: context.logger)
+                return try await handler(request, context, AuthenticatedCaller(caller: caller))
+            } catch {
+                failures?(APIFailure(error, request: request).error.code)
+                throw error
+            }
+        }
+    }
+
+    /// Registers one route of ``RouteTable`` whose every request ends in exactly one outcome
+    /// counted by `record`: the one `handler` returns with its response, or the code of the
+    /// error envelope the request is answered with.
+    private func on(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        _ router: Router<BasicRequestContext>,
+        outcomes record: @escaping @Sendable (_ outcome: String) -> Void,
+        _ handler: @escaping @Sendable (Request, BasicRequestContext, AuthenticatedCaller) async throws -> (Response, outcome: String)
+    ) {
+        on(method, path, router, failures: record) { request, context, caller in
+            let (response, outcome) = try await handler(request, context, caller)
+            record(outcome)
+            return response
         }
     }
 }

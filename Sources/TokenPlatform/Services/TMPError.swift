@@ -44,4 +44,8 @@ public struct TMPError: Error, Sendable, Hashable, CustomStringConvertible {
     static func notFound(_ code: String, _ message: String) -> TMPError { TMPError(.notFound, code, message) }
     static func conflict(_ code: String, _ message: String) -> TMPError { TMPError(.conflict, code, message) }
     static let unauthorized = TMPError(.unauthorized, "unauthorized", "missing or invalid credentials")
+    /// The answer to a database that cannot serve now (503).
+    static let databaseUnavailable = TMPError(.unavailable, "database_unavailable", "the database is unavailable; try again shortly")
+    /// The answer to anything unexpected, without detail (500).
+    static let internalError = TMPError(.internal, "internal_error", "the server failed to process the request")
 }

@@ -1,0 +1,84 @@
+import Foundation
+import ProvisioningModels
+import SDKTestSupport
+import TokenPlatform
+
+/// A store that forwards every call to another one, but throws ``failure`` instead while it is
+/// set: a database that fails in a way a real one is hard to make fail on demand (a ping that
+/// does not answer, an error no driver would call an outage).
+struct FaultyStore: TMPStore {
+    /// The store the calls go to.
+    let base: any TMPStore
+    /// What every call throws while set.
+    let failure = Locked<(any Error)?>(nil)
+
+    private func check() throws {
+        if let error = failure.current { throw error }
+    }
+
+    @discardableResult
+    func migrate() async throws -> [String] { try check(); return try await base.migrate() }
+    func pendingMigrations() async throws -> [String] { try check(); return try await base.pendingMigrations() }
+    func close() async { await base.close() }
+    func ping() async throws { try check(); try await base.ping() }
+
+    func card(externalCardId: String) async throws -> CardRecord? { try check(); return try await base.card(externalCardId: externalCardId) }
+    func card(panLookupHash: String) async throws -> CardRecord? { try check(); return try await base.card(panLookupHash: panLookupHash) }
+    func card(panUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(panUniqueReference: panUniqueReference) }
+    func card(retiredPanUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(retiredPanUniqueReference: retiredPanUniqueReference) }
+    func cards(ownedBy userId: String) async throws -> [CardRecord] { try check(); return try await base.cards(ownedBy: userId) }
+    func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? { try check(); return try await base.putCard(card, audit: audit) }
+    func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
+        try check()
+        return try await base.setCardStatus(externalCardId: externalCardId, status: status, at: at, audit: audit)
+    }
+
+    func token(reference: String) async throws -> TokenRecord? { try check(); return try await base.token(reference: reference) }
+    func tokens(externalCardId: String) async throws -> [TokenRecord] { try check(); return try await base.tokens(externalCardId: externalCardId) }
+    func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] { try check(); return try await base.tokens(references: references, ownedBy: userId) }
+    func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
+        try check()
+        return try await base.updateToken(reference: reference, audit: audit, decide)
+    }
+    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+        try check()
+        return try await base.applyTokenEvent(eventId: eventId, event: event, tokenReference: tokenReference, audit: audit, decide)
+    }
+    func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] { try check(); return try await base.tokensAtOddsWithTheirCard(since: cutoff, limit: limit) }
+    func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
+        try check()
+        return try await base.claimTokensAtOddsWithTheirCard(since: cutoff, limit: limit, at: now)
+    }
+    func restartAtOddsClock(reference: String, at time: Date) async throws { try check(); try await base.restartAtOddsClock(reference: reference, at: time) }
+
+    func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws { try check(); try await base.recordProvisioningAttempt(attempt) }
+    func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? { try check(); return try await base.provisioningAttempt(activationDataId: activationDataId) }
+    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+        try check()
+        return try await base.recordTokenizationDecision(decision, consumingActivationData: id)
+    }
+    func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? { try check(); return try await base.tokenizationDecision(requestId: requestId) }
+    func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {
+        try check()
+        return try await base.tokenizationDecision(requestId: requestId, usingUp: activationDataId)
+    }
+    func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try check()
+        return try await base.latestTokenizationDecision(panUniqueReference: panUniqueReference, deviceType: deviceType)
+    }
+    func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
+        try check()
+        return try await base.latestTokenizingDecision(panUniqueReference: panUniqueReference, deviceType: deviceType)
+    }
+
+    func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws { try check(); try await base.putCardArt(art, audit: audit) }
+    func cardArt(id: String) async throws -> CardArtRecord? { try check(); return try await base.cardArt(id: id) }
+    func auditEntries(subject: String) async throws -> [AuditEntry] { try check(); return try await base.auditEntries(subject: subject) }
+    func anyCard() async throws -> CardRecord? { try check(); return try await base.anyCard() }
+    func recordAudit(_ entry: AuditEntry) async throws { try check(); try await base.recordAudit(entry) }
+    func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int { try check(); return try await base.historyCount(table, before: cutoff) }
+    func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
+        try check()
+        return try await base.deleteHistory(table, before: cutoff, limit: limit, after: position)
+    }
+}
