@@ -236,6 +236,25 @@ struct DatabaseOutageTests {
         #expect(throttle.admit(now: start + .seconds(11)) == nil)
         #expect(throttle.admit(now: start + .seconds(25)) == 1)
     }
+
+    @Test func aHealthCheckWhosePingFailsLogsOneWarningWithTheDriversReason() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(store: store, secrets: .init())
+        try await platform.run { api in
+            store.failure.withValue { $0 = DatabaseError(resultCode: .SQLITE_IOERR, message: "disk I/O error", sql: "SELECT 1 -- 4111111111111111", arguments: ["4111111111111111"], publicStatementArguments: true) }
+            for _ in 0..<3 {
+                let health = try await api.send(.get, "/health")
+                #expect(health.status == .serviceUnavailable)
+                #expect(try health.decode([String: String].self) == ["status": "unavailable", "database": "unreachable"])
+            }
+            store.failure.withValue { $0 = nil }
+            #expect(try await api.send(.get, "/health").status == .ok)
+        }
+        let warnings = platform.logs.current.filter { $0.hasPrefix("warning ") && $0.contains("health check") }
+        #expect(warnings.count == 1, "\(platform.logs.current)")
+        #expect(warnings.first?.contains("disk I/O error") == true, "\(warnings)")
+        #expect(!platform.logs.current.contains { $0.contains("SELECT") || $0.contains("4111111111111111") }, "\(platform.logs.current)")
+    }
 }
 
 /// Another connection holding a SQLite file's write lock, as another process would, until

@@ -98,11 +98,20 @@ public struct TokenPlatformRouter: Sendable {
         }
 
         // Operations.
-        on(.get, "/health", router) { _, _, _ in
+        // Probed every few seconds by each load balancer: one warning per interval while the
+        // database stays unreachable, with the driver's reason (never a statement).
+        let pingWarnings = WarningThrottle(interval: .seconds(10))
+        on(.get, "/health", router) { _, context, _ in
             do {
                 try await environment.store.ping()
                 return try JSONCoding.response(["status": "ok", "database": "ok"])
             } catch {
+                if let failed = pingWarnings.admit() {
+                    context.logger.warning(
+                        "health check: the database did not answer; /health answers 503",
+                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "failed since last warning": "\(failed)"]
+                    )
+                }
                 return try JSONCoding.response(["status": "unavailable", "database": "unreachable"], status: .serviceUnavailable)
             }
         }
