@@ -141,4 +141,20 @@ struct OutcomeMetricsTests {
             #expect(Self.outcomes(Self.activation, in: text) == ["APPROVED": 0, "DECLINED": 0, "FAILED": 0, "database_unavailable": 0, "internal_error": 0])
         }
     }
+
+    @Test func latencyBucketsReachTheLongestWaitsAndUnmatchedRequestsAreNotFound() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            #expect(try await api.send(.get, "/health").status == .ok)
+            #expect(try await api.send(.get, "/no-such-route").status == .notFound)
+            #expect(try await api.send(.delete, "/health").status == .methodNotAllowed)
+            let lines = try await api.send(.get, "/metrics").text.split(separator: "\n").map(String.init)
+            let health = lines.filter { $0.hasPrefix("pushprov_http_request_duration_seconds_bucket{") && $0.contains(#"method="GET""#) && $0.contains(#"route="/health""#) }
+            let bounds = health.compactMap { line in line.range(of: #"le=""#).map { line[$0.upperBound...].prefix { $0 != "\"" } } }.map(String.init)
+            #expect(bounds.suffix(5) == ["5.0", "10.0", "30.0", "60.0", "+Inf"], "\(bounds)")
+            #expect(lines.contains { $0.hasPrefix("pushprov_http_requests_total{") && $0.contains(#"method="GET""#) && $0.contains(#"route="NotFound""#) && $0.contains(#"status="404""#) })
+            #expect(lines.contains { $0.hasPrefix("pushprov_http_requests_total{") && $0.contains(#"method="DELETE""#) && $0.contains(#"route="NotFound""#) && $0.contains(#"status="405""#) })
+            #expect(!lines.contains { $0.contains("unmatched") || $0.contains("no-such-route") })
+        }
+    }
 }

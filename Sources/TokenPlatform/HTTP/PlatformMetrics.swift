@@ -38,6 +38,17 @@ public final class PlatformMetrics: Sendable {
     /// caller's mistakes appear once they occur.
     static let preCreatedActivationOutcomes = ActivationOutcome.allCases.map(\.rawValue) + serverFailures
 
+    /// The route label of a request no route matched (no such path, or a method the path does
+    /// not allow): Hummingbird's name for it.
+    static let unmatchedRoute = "NotFound"
+
+    /// The upper bounds of the request latency histogram's buckets: up to the token service's
+    /// default time limit (10 s) and the longest connection wait for the database (60 s).
+    static let durationBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
+
     private static var requests: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "requests", unitName: "total", helpText: "HTTP requests by method, route pattern and status.") }
     private static var duration: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "request_duration", unitName: "seconds", helpText: "HTTP request latency by method and route pattern.") }
     private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the error code answered.") }
@@ -71,7 +82,7 @@ public final class PlatformMetrics: Sendable {
             let histogram = registry.makeDurationHistogram(
                 descriptor: Self.duration,
                 labels: [("method", method), ("route", route)],
-                buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)]
+                buckets: Self.durationBuckets
             )
             histograms[histogramKey] = histogram
             return histogram
@@ -113,8 +124,9 @@ public final class PlatformMetrics: Sendable {
     public func render() -> String { registry.emitToString() }
 }
 
-/// Measures every request by route pattern and logs one line per request (method, route,
-/// status, duration — never headers or bodies).
+/// Measures every request by route pattern (``PlatformMetrics/unmatchedRoute`` for one no route
+/// matched) and logs one line per request (method, route, status, duration — never headers or
+/// bodies).
 struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: PlatformMetrics
 
@@ -122,7 +134,9 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         let elapsed = ContinuousClock.now - start
-        let route = context.endpointPath ?? "unmatched"
+        // Hummingbird itself sets `NotFound` for a request no route matched (a wrong method
+        // included); the fallback only keeps to that name.
+        let route = context.endpointPath ?? PlatformMetrics.unmatchedRoute
         metrics.recordRequest(method: request.method.rawValue, route: route, status: response.status.code, duration: elapsed)
         context.logger.info("request", metadata: ["method": "\(request.method.rawValue)", "route": "\(route)", "status": "\(response.status.code)", "ms": "\(elapsed.components.attoseconds / 1_000_000_000_000_000 + elapsed.components.seconds * 1000)"])
         return response
