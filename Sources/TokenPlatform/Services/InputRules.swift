@@ -15,20 +15,14 @@ enum InputRules {
     }
 
     /// The id of something a caller creates here (a card, its art): ``identifier(_:field:)``,
-    /// and not one that holds a card number (what ``Redaction/cardNumbers(in:)`` hides: 12 to 19
-    /// digits passing the Luhn check, alone or in groups joined by `.`, `_` or `-`). Ids are
-    /// stored, logged and returned in clear; a card number used as one would be too.
-    ///
-    /// Nor one that starts with `.`: `..` in the card list's art URL
+    /// and not one that starts with `.`: `..` in the card list's art URL
     /// (`/issuer/push-provisioning/cards/../art`) resolves to another path in every URL library
     /// and proxy, and the SDK keeps no file for a card whose id would make it a hidden one.
+    /// (``LifecycleService`` also refuses one that holds the number of a card TMP holds.)
     static func newIdentifier(_ value: String, field: String) throws(TMPError) {
         try identifier(value, field: field)
         guard !value.hasPrefix(".") else {
             throw .badRequest("invalid_field", "\(field) must not start with '.': `..` in a URL path names the parent, and a name starting with '.' is a hidden file")
-        }
-        guard Redaction.cardNumbers(in: value) == value else {
-            throw .badRequest("invalid_field", "\(field) must not hold a card number (12 to 19 digits that pass the Luhn check): ids are stored, logged and returned in clear; use an id of your own")
         }
     }
 

@@ -49,21 +49,21 @@ public struct LifecycleService: Sendable {
     /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
     public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
         try InputRules.newIdentifier(externalCardId, field: "externalCardId")
-        // Its own number among other digits too (`04111…`), which does not pass for a card number.
-        if String(decoding: externalCardId.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self).contains(request.primaryAccountNumber.digits) {
-            throw TMPError.badRequest("invalid_field", "externalCardId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own")
-        }
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
         if let artId = request.artId {
-            try InputRules.newIdentifier(artId, field: "artId")
+            try InputRules.identifier(artId, field: "artId")
             guard try await environment.store.cardArt(id: artId) != nil else {
                 throw TMPError.badRequest("unknown_art", "artId \(artId) is not uploaded; PUT /lifecycle/card-art/\(artId) first")
             }
         }
         let now = environment.now()
         let existing = try await environment.store.card(externalCardId: externalCardId)
+        if existing == nil {
+            // A card stored under such an id before the rule can still be replaced.
+            try await refuseCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
+        }
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
         let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
         if let existing, !samePAN {
@@ -335,9 +335,36 @@ public struct LifecycleService: Sendable {
         return after.resource
     }
 
+    /// Refuses `id` as the id of a new card or art when its digits, read in order and ignoring
+    /// everything else (`card-4111-1111-1111-1111`, `41111111_11111111`, `x4111…1111y`), hold
+    /// `own` (the card's own number) or the number of a card TMP holds: ids are stored, logged
+    /// and returned in clear. Only numbers TMP knows count, so a numeric id that merely passes
+    /// the Luhn check (one in ten does) is not refused. Every 12-to-19-digit stretch that passes
+    /// the check is looked up by its keyed hash, like a tokenization decision's PAN.
+    func refuseCardNumber(in id: String, field: String, own: PrimaryAccountNumber?) async throws {
+        let digits = String(decoding: id.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
+        guard digits.utf8.count >= PrimaryAccountNumber.minimumLength else { return }
+        let advice = "ids are stored, logged and returned in clear; use an id of your own"
+        if let own, digits.contains(own.digits) {
+            throw TMPError.badRequest("invalid_field", "\(field) must not hold the card's primaryAccountNumber: \(advice)")
+        }
+        let bytes = Array(digits.utf8)
+        var looked: Set<String> = []
+        for start in bytes.indices {
+            for length in PrimaryAccountNumber.minimumLength...PrimaryAccountNumber.maximumLength where start + length <= bytes.count {
+                let stretch = String(decoding: bytes[start..<(start + length)], as: UTF8.self)
+                guard let number = try? PrimaryAccountNumber(stretch), looked.insert(stretch).inserted else { continue }
+                if try await environment.store.card(panLookupHash: environment.vault.lookupHash(number)) != nil {
+                    throw TMPError.badRequest("invalid_field", "\(field) must not hold the number of a card this platform holds: \(advice)")
+                }
+            }
+        }
+    }
+
     /// `PUT card-art/{id}`: validates against Apple's rules and stores.
     public func putCardArt(artId: String, data: Data, contentType: String?) async throws -> CardArtInfo {
         try InputRules.newIdentifier(artId, field: "artId")
+        try await refuseCardNumber(in: artId, field: "artId", own: nil)
         let info: CardArtInfo
         switch CardArtValidator.validate(data, declaredContentType: contentType) {
         case .success(let valid): info = valid
