@@ -43,7 +43,8 @@ public final class DemoPlatform: Sendable {
         logger: Logger = Logger(label: "pushprov.demo") { _ in SwiftLogNoOpLogHandler() }
     ) async throws -> DemoPlatform {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Owner-only whatever the umask: the server refuses a data directory others can write.
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let pki = try SimulatedApplePKI()
         let anchor = directory.appendingPathComponent("simulated-apple-root.pem")
         try Data(try pki.rootPEM().utf8).write(to: anchor)

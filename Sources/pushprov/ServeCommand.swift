@@ -25,14 +25,14 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: "Address to bind (PUSHPROV_HOST; default 127.0.0.1).") var host: String?
     @Option(help: "Port to bind (PUSHPROV_PORT; default 8080).") var port: Int?
-    @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
+    @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov, made 0700); one every user can write is refused.") var dataDirectory: String?
     @OptionGroup var databaseOptions: DatabaseOptions
     @Flag(name: .customLong("no-migrate"), help: "Do not apply pending migrations on start; refuse to start while any are pending (run `pushprov migrate`).") var noMigrate = false
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
     @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
     @Option(name: .customLong("realign-interval"), help: ArgumentHelp("Seconds between two rounds that send again the token service commands a card's status still owes (PUSHPROV_REALIGN_INTERVAL; default 30, 0 turns it off, at most 3600).", valueName: "seconds")) var realignInterval: String?
-    @Option(name: .customLong("jwks-reload-interval"), help: ArgumentHelp("Seconds between two looks at the PUSHPROV_JWKS file; a changed, valid file's keys replace the ones in force (PUSHPROV_JWKS_RELOAD_INTERVAL; default 10, 0 reads it only at start, at most 3600).", valueName: "seconds")) var jwksReloadInterval: String?
+    @Option(name: .customLong("jwks-reload-interval"), help: ArgumentHelp("Seconds between two looks at the PUSHPROV_JWKS file; a changed, valid file's keys replace the ones in force (PUSHPROV_JWKS_RELOAD_INTERVAL; default 10; 0 reads it only at start; otherwise 1 to 3600, decimals allowed).", valueName: "seconds")) var jwksReloadInterval: String?
     @Option(help: ArgumentHelp("event-loops (default): Swift concurrency runs on SwiftNIO's event loops, no thread hop per request; swift: Swift's own pool (PUSHPROV_EXECUTOR).", valueName: "executor")) var executor: String?
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss cardholder JWTs must carry: the identity provider's (PUSHPROV_JWT_ISSUER; required with --production).", valueName: "issuer")) var jwtIssuer: String?
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?

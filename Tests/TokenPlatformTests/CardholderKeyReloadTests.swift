@@ -7,7 +7,7 @@ import ProvisioningCrypto
 import SDKTestSupport
 import TMPTestSupport
 import Testing
-import TokenPlatform
+@testable import TokenPlatform
 
 /// The identity provider's JWKS file reloaded while the server runs: a rotation needs no
 /// restart, a withdrawn key stops signing anyone in, and a broken file changes nothing.
@@ -173,6 +173,54 @@ struct CardholderKeyReloadTests {
         #expect(reloader.checkOnce() == .reloaded(added: [first.id], removed: [first.id]))
         #expect(authenticator.cardholderTokens.verify(try Self.token(first)) == .failure(.badSignature))
         #expect(authenticator.cardholderTokens.verify(try Self.token(second)).map(\.subject) == .success("alice"))
+    }
+
+    @Test func aVerificationBegunUnderKeysReplacedMeanwhileIsNotRemembered() throws {
+        let key = SigningKey.generate()
+        let cache = VerifiedTokenCache(verifier: CardholderTokenVerifier(keys: [key.id: key.privateKey.publicKey]), capacity: 8)
+        let token = try Self.token(key)
+        // The key is withdrawn while the token's signature is being checked under it.
+        let first = cache.claims(for: token, afterVerifying: { cache.replaceKeys([:]) })
+        #expect(first.map(\.subject) == .success("alice"), "it began under the keys of its time")
+        #expect(cache.claims(for: token) == .failure(.unknownKey), "the next request is checked under the keys in force")
+    }
+
+    @Test func aFileChangedJustBeforeALookIsReadAgainAtTheNextUntilItsTimesHaveSettled() throws {
+        let file = try JWKSFile()
+        let key = SigningKey.generate(), other = SigningKey.generate()
+        try file.write([key])
+        let authenticator = Self.authenticator([key])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: Locked([])))
+        let changed = Date(timeIntervalSince1970: FileIdentity(path: file.path).modifiedSeconds)
+        #expect(reloader.checkOnce(now: changed.addingTimeInterval(0.5)) == .unchanged)
+        // A rewrite within the file system's clock tick leaves the same size and times; here the
+        // keys in force are changed instead, which only a read of the file can notice.
+        authenticator.replaceCardholderKeys([other.id: other.privateKey.publicKey])
+        #expect(reloader.checkOnce(now: changed.addingTimeInterval(0.6)) == .reloaded(added: [key.id], removed: [other.id]), "read again: the file changed 0.5 s before the last look")
+        #expect(reloader.checkOnce(now: changed.addingTimeInterval(5)) == .unchanged)
+        // Settled: a look with nothing changed reads nothing.
+        authenticator.replaceCardholderKeys([other.id: other.privateKey.publicKey])
+        #expect(reloader.checkOnce(now: changed.addingTimeInterval(15)) == .unchanged)
+        #expect(authenticator.cardholderTokens.keys.keys.sorted() == [other.id])
+    }
+
+    @Test func aFileAnotherUserOwnsIsRefused() throws {
+        // Only a process run by root can give a file away.
+        guard geteuid() == 0 else { return }
+        let file = try JWKSFile()
+        let key = SigningKey.generate()
+        try file.write([key])
+        let authenticator = Self.authenticator([key])
+        let reloader = CardholderKeyReloader(path: file.path, developmentKey: nil, authenticator: authenticator, logger: TestTMP.logger("reload", into: Locked([])))
+        #expect(reloader.checkOnce() == .unchanged)
+        try file.write([SigningKey.generate()])
+        try FileManager.default.setAttributes([.ownerAccountID: 54_321], ofItemAtPath: file.path)
+        #expect(reloader.checkOnce() == .refused("JWKS file \(file.path) belongs to user id 54321, neither this process's user (0) nor root; whoever owns it can sign in as any cardholder: chown it"))
+        #expect(authenticator.cardholderTokens.keys.keys.sorted() == [key.id])
+        var settings = ServerSettings()
+        settings.dataDirectory = file.directory.appendingPathComponent("data").path
+        let error = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: ["PUSHPROV_JWKS": file.path]) }
+        #expect(error?.message.contains("belongs to user id 54321") == true)
     }
 
     @Test func theReloadIntervalIsResolvedWithClearErrors() throws {

@@ -64,8 +64,12 @@ struct EmbeddedSecretsTests {
         try Data().write(to: file)
         var settings = ServerSettings()
         settings.dataDirectory = file.path
-        let error = #expect(throws: (any Error).self) { try settings.resolve(environment: [:]) }
-        #expect(error != nil)
+        let error = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: [:]) }
+        #expect(error?.message == "data directory \(file.path) is not a directory")
+        // Nor can one be made inside a file.
+        settings.dataDirectory = file.appendingPathComponent("below").path
+        let below = #expect(throws: ConfigurationError.self) { try settings.resolve(environment: [:]) }
+        #expect(below?.message.hasPrefix("data directory \(file.path)/below cannot be made: ") == true, "\(below?.message ?? "")")
     }
 
     @Test func startersRacingOnAFreshDirectoryAllReadTheSameCompleteFile() async throws {

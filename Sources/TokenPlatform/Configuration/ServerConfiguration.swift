@@ -218,7 +218,15 @@ public struct ServerSettings: Sendable {
         if let issuer = env("PUSHPROV_ISSUER_API_KEY"), let tsp = env("PUSHPROV_TSP_API_KEY") {
             try Self.checkAPIKeys(issuer: issuer, tsp: tsp, minimumLength: 1, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
         }
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var existing = stat()
+        if stat(dataDirectory, &existing) == 0, existing.st_mode & S_IFMT != S_IFDIR {
+            throw ConfigurationError("data directory \(dataDirectory) is not a directory")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ConfigurationError("data directory \(dataDirectory) cannot be made: \(error.localizedDescription)")
+        }
         try Self.checkDataDirectory(dataDirectory, notices: &notices)
         let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
@@ -433,16 +441,55 @@ public struct ServerSettings: Sendable {
     }
 
     static func loadJWKS(_ path: String) throws -> JSONWebKeySet {
-        // Whoever can write this file can sign in as any cardholder. Judged on the file itself,
-        // through a symbolic link (a Kubernetes ConfigMap or Secret mount is one): the link's
-        // own mode says nothing.
+        try readJWKS(path).set
+    }
+
+    /// The largest JWKS file read (a set of a few hundred keys fits many times over).
+    static let maximumJWKSFileSize = 1 << 20
+
+    /// Reads and checks the JWKS file at `path`: its set of keys, and the identity of the file
+    /// read. The file is opened once, and its owner, mode and bytes all come from that open
+    /// file, so a file swapped in between the checks and the read is never read unchecked.
+    static func readJWKS(_ path: String) throws -> (set: JSONWebKeySet, identity: FileIdentity) {
+        // Judged on the file itself, through a symbolic link (a Kubernetes ConfigMap or Secret
+        // mount is one): the link's own mode says nothing.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw ConfigurationError("JWKS file \(path) cannot be read (\(String(cString: strerror(errno))))")
+        }
+        defer { close(descriptor) }
         var info = stat()
-        if stat(path, &info) == 0, Int(info.st_mode) & 0o022 != 0 {
+        guard fstat(descriptor, &info) == 0 else {
+            throw ConfigurationError("JWKS file \(path) cannot be read (\(String(cString: strerror(errno))))")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw ConfigurationError("JWKS file \(path) is not a regular file")
+        }
+        // Whoever can write this file can sign in as any cardholder.
+        if Int(info.st_mode) & 0o022 != 0 {
             let mode = Int(info.st_mode) & 0o7777
             throw ConfigurationError("JWKS file \(path) can be written by group or others (mode \(String(mode, radix: 8))); whoever can write it can sign in as any cardholder: chmod go-w \(path)")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("JWKS file \(path) cannot be read")
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw ConfigurationError("JWKS file \(path) belongs to user id \(info.st_uid), neither this process's user (\(geteuid())) nor root; whoever owns it can sign in as any cardholder: chown it")
+        }
+        guard Int(info.st_size) <= maximumJWKSFileSize else {
+            throw ConfigurationError("JWKS file \(path) is larger than \(maximumJWKSFileSize) bytes")
+        }
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while data.count <= maximumJWKSFileSize {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                data.append(contentsOf: chunk[..<count])
+            } else if count == 0 {
+                break
+            } else if errno != EINTR {
+                throw ConfigurationError("JWKS file \(path) cannot be read (\(String(cString: strerror(errno))))")
+            }
+        }
+        guard data.count <= maximumJWKSFileSize else {
+            throw ConfigurationError("JWKS file \(path) is larger than \(maximumJWKSFileSize) bytes")
         }
         guard let set = try? JSONDecoder().decode(JSONWebKeySet.self, from: data) else {
             throw ConfigurationError("JWKS file \(path) is not a JSON Web Key Set ({\"keys\":[…]})")
@@ -454,7 +501,7 @@ public struct ServerSettings: Sendable {
         guard repeated.isEmpty else {
             throw ConfigurationError("JWKS file \(path) has more than one P-256 key with kid \(repeated.joined(separator: ", ")); each key needs its own kid")
         }
-        return set
+        return (set, FileIdentity(info))
     }
 }
 

@@ -152,7 +152,8 @@ final class KeyedWarningThrottle: Sendable {
 /// Replacing the keys empties the map, and a verification that began under the keys before
 /// does not store its result (each change of keys starts a new generation).
 final class VerifiedTokenCache: @unchecked Sendable {
-    // @unchecked: every stored property but `capacity` and `skew` is only touched while holding `lock`.
+    // @unchecked: every stored property but the constants `capacity` and `timeRules` is only
+    // touched while holding `lock`.
     private let lock = NSLock()
     private let capacity: Int
     private var current: CardholderTokenVerifier
@@ -173,10 +174,13 @@ final class VerifiedTokenCache: @unchecked Sendable {
     var verifier: CardholderTokenVerifier { lock.withLock { current } }
 
     /// The claims `token` proves: remembered, or verified now (and remembered if valid).
-    func claims(for token: String) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal> {
+    /// `afterVerifying` runs between a verification and the storing of its result (tests: a
+    /// key change there).
+    func claims(for token: String, afterVerifying: () -> Void = {}) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal> {
         let (verifier, generation, cached) = lock.withLock { (current, self.generation, entries[token]) }
         if let cached { return .success(cached) }
         let result = verifier.verify(token)
+        afterVerifying()
         if case .success(let claims) = result {
             lock.withLock {
                 // Keys replaced meanwhile: this result is of keys no longer in force.
