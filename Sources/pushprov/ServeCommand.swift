@@ -74,7 +74,7 @@ struct ServeCommand: AsyncParsableCommand {
             resolved.executor = .swift
         }
         let configuration = resolved
-        var logger = Logger(label: "pushprov") { ServerLogHandler(label: $0) }
+        var logger = Logger(label: "pushprov") { ServerLogHandler(label: $0, metadataProvider: RequestLogContext.metadataProvider) }
         let (level, levelNotice) = ServerLogHandler.level(fromEnvironment: ProcessInfo.processInfo.environment["LOG_LEVEL"])
         logger.logLevel = level
         for notice in configuration.notices + [levelNotice].compactMap({ $0 }) { print(notice) }

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import Logging
 import SDKTestSupport
 import Testing
@@ -25,6 +26,16 @@ struct ServerLogHandlerTests {
         #expect(line.hasSuffix(" notice pushprov: a=1 b=event hb.request.id=r-1 card sealed\n"))
         let stamp = String(line.prefix { $0 != " " })
         #expect(try Date(stamp, strategy: .iso8601) <= Date())
+    }
+
+    @Test func aServiceLineLoggedWhileARequestIsServedCarriesItsId() {
+        let (logger, lines) = Self.logger(provider: RequestLogContext.metadataProvider)
+        let id = RequestID()
+        RequestLogContext.$requestID.withValue(id) { logger.notice("signed-cards refused certificate chain") }
+        logger.notice("token realignment runs")
+        #expect(lines.current.count == 2)
+        #expect(lines.current.first?.hasSuffix(" notice pushprov: hb.request.id=\(id) signed-cards refused certificate chain\n") == true, "\(lines.current)")
+        #expect(lines.current.last?.contains("hb.request.id") == false, "outside a request: no id")
     }
 
     @Test func belowTheLevelNothingIsWritten() {

@@ -131,11 +131,15 @@ struct RequestResponder: Sendable {
 
     func respond(to request: Request, channel: any Channel) async -> Response {
         var logger = self.logger
-        logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+        let id = RequestID()
+        logger[metadataKey: "hb.request.id"] = .stringConvertible(id)
         let context = BasicRequestContext(source: .init(channel: channel, logger: logger))
         var response: Response
         do {
-            response = try await responder.respond(to: request, context: context)
+            // The services' lines carry the id too (``RequestLogContext``).
+            response = try await RequestLogContext.$requestID.withValue(id) {
+                try await responder.respond(to: request, context: context)
+            }
         } catch {
             logger.debug("unhandled error", metadata: ["error.type": "\(type(of: error))"])
             response = Response(status: .internalServerError)
