@@ -74,20 +74,10 @@ public final class CardholderKeyReloader: Service, Sendable {
     /// the task is cancelled.
     public func run() async throws {
         logger.notice("cardholder keys are reloaded when their file changes", metadata: ["file": "\(path)", "interval": "\(interval.formattedSeconds)"])
-        while !Task.isCancelled, !Task.isShuttingDownGracefully {
-            do {
-                try await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
-            } catch {
-                return
-            }
-            guard !Task.isShuttingDownGracefully else { return }
+        await runPeriodically(every: interval) {
             // Off the event loops (`serve` runs Swift concurrency on them): a file on a slow
             // mount must not hold up requests.
-            do {
-                _ = try await NIOThreadPool.singleton.runIfActive { self.checkOnce() }
-            } catch {
-                return
-            }
+            (try? await NIOThreadPool.singleton.runIfActive { self.checkOnce() }) != nil
         }
     }
 

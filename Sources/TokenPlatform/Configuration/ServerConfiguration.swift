@@ -326,12 +326,19 @@ public struct ServerSettings: Sendable {
     /// `PUSHPROV_REALIGN_INTERVAL`: 0 (off, nil) or seconds from 1 to
     /// ``maximumRealignIntervalSeconds`` (decimals allowed), default 30.
     public func resolveRealignInterval(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
-        guard let text = realignInterval ?? environment["PUSHPROV_REALIGN_INTERVAL"].flatMap({ $0.isEmpty ? nil : $0 }) else {
-            return TokenRealigner.defaultInterval
-        }
-        let maximum = Self.maximumRealignIntervalSeconds
+        try Self.interval(
+            realignInterval ?? environment["PUSHPROV_REALIGN_INTERVAL"].flatMap { $0.isEmpty ? nil : $0 }, default: TokenRealigner.defaultInterval,
+            maximum: Self.maximumRealignIntervalSeconds, name: "realign interval", zero: "off"
+        )
+    }
+
+    /// An interval setting's `text` (the flag's, else the environment's; nil: not set,
+    /// `fallback`): 0 (nil: `zero` says what that means) or seconds from 1 to `maximum`,
+    /// decimals allowed; otherwise an error naming the setting (`name`).
+    private static func interval(_ text: String?, default fallback: Duration, maximum: Double, name: String, zero: String) throws(ConfigurationError) -> Duration? {
+        guard let text else { return fallback }
         guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds == 0 || (seconds >= 1 && seconds <= maximum) else {
-            throw ConfigurationError("realign interval must be 0 (off) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
+            throw ConfigurationError("\(name) must be 0 (\(zero)) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
         }
         return seconds == 0 ? nil : .seconds(seconds)
     }
@@ -343,14 +350,10 @@ public struct ServerSettings: Sendable {
     /// `PUSHPROV_JWKS_RELOAD_INTERVAL`: 0 (read only at start, nil) or seconds from 1 to
     /// ``maximumCardholderKeysReloadIntervalSeconds`` (decimals allowed), default 10.
     public func resolveCardholderKeysReloadInterval(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
-        guard let text = cardholderKeysReloadInterval ?? environment["PUSHPROV_JWKS_RELOAD_INTERVAL"].flatMap({ $0.isEmpty ? nil : $0 }) else {
-            return CardholderKeyReloader.defaultInterval
-        }
-        let maximum = Self.maximumCardholderKeysReloadIntervalSeconds
-        guard let seconds = Double(text.trimmingCharacters(in: .whitespaces)), seconds == 0 || (seconds >= 1 && seconds <= maximum) else {
-            throw ConfigurationError("JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to \(Int(maximum)) (got \(text))")
-        }
-        return seconds == 0 ? nil : .seconds(seconds)
+        try Self.interval(
+            cardholderKeysReloadInterval ?? environment["PUSHPROV_JWKS_RELOAD_INTERVAL"].flatMap { $0.isEmpty ? nil : $0 }, default: CardholderKeyReloader.defaultInterval,
+            maximum: Self.maximumCardholderKeysReloadIntervalSeconds, name: "JWKS reload interval", zero: "read only at start"
+        )
     }
 
     /// Resolves only the connection limit: `--max-connections` or `PUSHPROV_MAX_CONNECTIONS`, a

@@ -3,6 +3,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Hummingbird
 import Logging
+import ProvisioningModels
 
 /// Who is calling, once authenticated.
 public enum Caller: Sendable, Hashable {
@@ -152,22 +153,19 @@ final class KeyedWarningThrottle: Sendable {
 /// Replacing the keys empties the map, and a verification that began under the keys before
 /// does not store its result (each change of keys starts a new generation).
 final class VerifiedTokenCache: @unchecked Sendable {
-    // @unchecked: every stored property but the constants `capacity` and `timeRules` is only
-    // touched while holding `lock`.
+    // @unchecked: every stored property but the constant `timeRules` is only touched while
+    // holding `lock`.
     private let lock = NSLock()
-    private let capacity: Int
     private var current: CardholderTokenVerifier
     private var generation: UInt64 = 0
-    private var entries: [String: CardholderTokenVerifier.VerifiedClaims] = [:]
-    private var order: [String] = []
-    private var head = 0
+    private var entries: FirstInFirstOutMap<String, CardholderTokenVerifier.VerifiedClaims>
     /// The time rules, which a key change leaves as they are.
     private let timeRules: CardholderTokenVerifier
 
     init(verifier: CardholderTokenVerifier, capacity: Int) {
         self.current = verifier
         self.timeRules = verifier
-        self.capacity = max(1, capacity)
+        self.entries = FirstInFirstOutMap(capacity: max(1, capacity))
     }
 
     /// The verifier in force.
@@ -185,7 +183,7 @@ final class VerifiedTokenCache: @unchecked Sendable {
             lock.withLock {
                 // Keys replaced meanwhile: this result is of keys no longer in force.
                 guard self.generation == generation else { return }
-                store(claims, for: token)
+                entries.insert(claims, for: token)
             }
         }
         return result
@@ -202,19 +200,6 @@ final class VerifiedTokenCache: @unchecked Sendable {
             current.keys = keys
             generation &+= 1
             entries.removeAll()
-            order.removeAll()
-            head = 0
-        }
-    }
-
-    private func store(_ claims: CardholderTokenVerifier.VerifiedClaims, for token: String) {
-        if entries.updateValue(claims, forKey: token) != nil { return }
-        if order.count < capacity {
-            order.append(token)
-        } else {
-            entries[order[head]] = nil
-            order[head] = token
-            head = (head + 1) % capacity
         }
     }
 }

@@ -67,14 +67,9 @@ public struct TokenRealigner: Service {
     public func run() async throws {
         let logger = lifecycle.environment.logger
         logger.notice("token realignment runs", metadata: ["interval": "\(interval.formattedSeconds)", "grace": "\(grace.formattedSeconds)"])
-        while !Task.isCancelled, !Task.isShuttingDownGracefully {
-            do {
-                try await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
-            } catch {
-                return
-            }
-            guard !Task.isShuttingDownGracefully else { return }
-            _ = await realignOnce()
+        await runPeriodically(every: interval) {
+            await realignOnce()
+            return true
         }
     }
 
