@@ -27,7 +27,7 @@ struct FaultyStore: TMPStore {
     func card(panUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(panUniqueReference: panUniqueReference) }
     func card(retiredPanUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(retiredPanUniqueReference: retiredPanUniqueReference) }
     func cards(ownedBy userId: String) async throws -> [CardRecord] { try check(); return try await base.cards(ownedBy: userId) }
-    func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? { try check(); return try await base.putCard(card, audit: audit) }
+    func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? { try check(); return try await base.putCard(card, audit: audit) }
     func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         try check()
         return try await base.setCardStatus(externalCardId: externalCardId, status: status, at: at, audit: audit)

@@ -109,6 +109,17 @@ struct LifecycleRouteTests {
         }
     }
 
+    @Test func theAuditTrailSaysWhatEachPUTDidToTheStoredCard() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.putCard("c1", user: "alice")
+            try await api.putCard("c1", user: "alice", pan: "5555555555554444", network: .mastercard)
+            let trail = try await platform.store.auditEntries(subject: "card:c1").map { "\($0.action): \($0.detail)" }
+            #expect(trail == ["card.create: pan •••• 1111", "card.replace: pan •••• 1111", "card.replace: pan changed to •••• 4444"])
+        }
+    }
+
     @Test func blockSuspendsUnblockResumesOnlyWhatTheBlockSuspendedAndCloseDeactivates() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

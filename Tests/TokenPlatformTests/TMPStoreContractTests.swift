@@ -1,5 +1,6 @@
 import Foundation
 import ProvisioningModels
+import SDKTestSupport
 import TMPTestSupport
 import Testing
 import TokenPlatform
@@ -86,6 +87,25 @@ struct TMPStoreContractTests {
             #expect(try await store.cards(ownedBy: "alice") == [card])
             #expect(try await store.cards(ownedBy: "bob").isEmpty)
             #expect(try await store.card(externalCardId: "nope") == nil)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func aPutsAuditEntryIsMadeFromTheCardAsStoredBeforeIt(factory: StoreFactory) async throws {
+        // Two first PUTs of one card that raced: each read no card, so each would say
+        // "card.create". The store hands each audit the card it actually replaced.
+        try await factory.withTwoHandles { first, second in
+            let seen = Locked<[String?]>([])
+            let audit: @Sendable (CardRecord?) -> AuditEntry = { previous in
+                seen.withValue { $0.append(previous?.panLookupHash) }
+                return Self.audit("card:c1", previous == nil ? "card.create" : "card.replace")
+            }
+            #expect(try await first.putCard(try Self.card("c1", pur: "PUR-a", hash: "hash-a"), audit: audit) == nil)
+            let replaced = try await second.putCard(try Self.card("c1", pur: "PUR-b", hash: "hash-b"), audit: audit)
+            #expect(replaced?.panLookupHash == "hash-a")
+            #expect(seen.withValue { $0 } == [nil, "hash-a"])
+            #expect(try await first.auditEntries(subject: "card:c1").map(\.action) == ["card.create", "card.replace"])
+            #expect(try await first.card(externalCardId: "c1")?.panLookupHash == "hash-b")
         }
     }
 

@@ -121,13 +121,21 @@ public struct LifecycleService: Sendable {
             createdAt: existing?.createdAt ?? now,
             updatedAt: now
         )
-        var detail = samePAN || existing == nil ? "pan \(request.primaryAccountNumber.redacted)" : "pan changed to \(request.primaryAccountNumber.redacted)"
-        if let existing, !existing.userId.isSameIdentifier(as: request.userId) {
-            // The card's tokens follow it to the new owner (an issuer renumbering its users must
-            // not end every token); the trail says who had it.
-            detail += "; owner changed from \(existing.userId) to \(request.userId)"
+        // Made from the card as stored when the write holds it, not from `existing`: a PUT racing
+        // this one may have created the card or changed its PAN or owner since.
+        let (redactedPAN, newOwner) = (request.primaryAccountNumber.redacted, request.userId)
+        let audit: @Sendable (CardRecord?) -> AuditEntry = { previous in
+            guard let previous else {
+                return AuditEntry(at: now, actor: "issuer", action: "card.create", subject: "card:\(externalCardId)", detail: "pan \(redactedPAN)")
+            }
+            var detail = constantTimeEquals(previous.panLookupHash, lookupHash) ? "pan \(redactedPAN)" : "pan changed to \(redactedPAN)"
+            if !previous.userId.isSameIdentifier(as: newOwner) {
+                // The card's tokens follow it to the new owner (an issuer renumbering its users
+                // must not end every token); the trail says who had it.
+                detail += "; owner changed from \(previous.userId) to \(newOwner)"
+            }
+            return AuditEntry(at: now, actor: "issuer", action: "card.replace", subject: "card:\(externalCardId)", detail: detail)
         }
-        let audit = AuditEntry(at: now, actor: "issuer", action: existing == nil ? "card.create" : "card.replace", subject: "card:\(externalCardId)", detail: detail)
         var stored = card
         let previous: CardRecord?
         do {

@@ -110,7 +110,7 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE user_id = \(userId) ORDER BY external_card_id").map(CardRecord.init(postgres:))
     }
 
-    public func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? {
+    public func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? {
         try await transaction { connection in
             if let other = try await connection.all("SELECT external_card_id FROM card WHERE pan_lookup_hash = \(card.panLookupHash) AND external_card_id <> \(card.externalCardId)", logger: logger).first {
                 throw StoreError.duplicatePAN(existingCardId: try other.decode(String.self))
@@ -120,6 +120,7 @@ public struct PostgresStore: TMPStore {
             // a key space of its own) makes every PUT of the card wait for the one before it.
             _ = try await connection.all("SELECT pg_advisory_xact_lock(\(Self.cardPutLockSpace), hashtext(\(card.externalCardId)))", logger: logger)
             let previous = try await connection.all("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(card.externalCardId) FOR NO KEY UPDATE", logger: logger).first.map(CardRecord.init(postgres:))
+            let audit = audit(previous)
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
             let retired = try await connection.all(
                 "SELECT EXISTS (SELECT 1 FROM retired_pan_reference WHERE pan_unique_reference = \(card.panUniqueReference))", logger: logger

@@ -152,12 +152,13 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    public func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? {
+    public func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? {
         try await writer.write { db in
             if let other = try String.fetchOne(db, sql: "SELECT external_card_id FROM card WHERE pan_lookup_hash = ? AND external_card_id != ?", arguments: [card.panLookupHash, card.externalCardId]) {
                 throw StoreError.duplicatePAN(existingCardId: other)
             }
             let previous = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [card.externalCardId], CardRecord.init(row:))
+            let audit = audit(previous)
             // The PAN's reference as the stored card decides it (see TMPStore.putCard).
             let retired = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM retired_pan_reference WHERE pan_unique_reference = ?)", arguments: [card.panUniqueReference]) ?? false
             let put = try CardRecord.replacing(previous, with: card, referenceIsRetired: retired)

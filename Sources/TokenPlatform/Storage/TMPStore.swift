@@ -54,7 +54,11 @@ public protocol TMPStore: Sendable {
     /// carries the stored reference (the caller read the card before a concurrent replacement
     /// and took the PAN as unchanged), this fails with ``StoreError/concurrentChange`` and
     /// stores nothing.
-    func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord?
+    ///
+    /// `audit` makes the write's audit entry from the card as stored before it (nil: the card
+    /// is new), in the same transaction, so the trail says `card.create` once even when two
+    /// first `PUT`s of a card race, and names the PAN or owner change the write actually made.
+    func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord?
     /// Changes a card's status, deciding on the card as stored: a CLOSED card stays CLOSED.
     ///
     /// The card is read and written in one transaction that holds it, so a concurrent change
@@ -203,6 +207,14 @@ public enum HistoryTable: String, CaseIterable, Sendable, Hashable {
         case .tokenEventIds: "received_at"
         case .activationDataUses: "used_at"
         }
+    }
+}
+
+extension TMPStore {
+    /// ``putCard(_:audit:)`` with one audit entry whatever the card was before (tools and
+    /// tests; the Lifecycle API makes its entry from the stored card).
+    public func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? {
+        try await putCard(card, audit: { _ in audit })
     }
 }
 
