@@ -227,6 +227,30 @@ struct TokenRealignmentTests {
         #expect(platform.connector.commands.current == ["suspend T1"])
     }
 
+    @Test func aGracefulShutdownEndsARoundAfterTheBatchInFlight() async throws {
+        // Against a token service that takes its full time limit for each command, a round of
+        // hundreds of tokens would hold a stopping process for minutes.
+        let platform = try await TestPlatform(policy: .immediate)
+        let references = (0..<20).map { String(format: "T%02d", $0) }
+        try await Self.activeTokensOfABlockTheTokenServiceMissed(references, on: platform)
+        let gate = AsyncGate()
+        platform.connector.meanwhile.withValue { $0 = { _, _ in await gate.wait() } }
+        let realigner = TokenRealigner(environment: platform.environment, interval: .milliseconds(20), grace: .zero)
+        let group = ServiceGroup(configuration: .init(services: [realigner], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            await gate.waitForArrivals(8)
+            await group.triggerGracefulShutdown()
+            gate.open()
+            try await tasks.waitForAll()
+        }
+        #expect(platform.connector.commands.current.count == 8, "only the batch in flight was sent")
+        let suspended = try await platform.store.tokens(externalCardId: "c1").filter { $0.status == .suspended }
+        #expect(suspended.count == 8)
+        // The other twelve are still owed, for the next round.
+        #expect(try await platform.store.tokensAtOddsWithTheirCard(since: platform.clock.current, limit: 100).count == 12)
+    }
+
     @Test func theIntervalDefaultsToThirtySecondsZeroTurnsItOffAndBadValuesAreRefused() throws {
         var settings = ServerSettings()
         #expect(try settings.resolveRealignInterval(environment: [:]) == .seconds(30))

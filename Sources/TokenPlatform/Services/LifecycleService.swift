@@ -221,11 +221,17 @@ public struct LifecycleService: Sendable {
     /// tokens, and a long round (a slow token service, hundreds of tokens) never holds a claim
     /// on a token it has not reached yet, so the grace protects each batch and not only the
     /// start of the round. ``TokenRealigner`` calls this periodically.
-    public func realignTokens(atOddsSince cutoff: Date, limit: Int) async throws -> [StatusChange.TokenOutcome] {
+    ///
+    /// `continuing` is asked before each batch is claimed; once it answers false the round
+    /// ends after the batch in flight (the realigner's stops at a graceful shutdown, so that a
+    /// round against an unresponsive token service does not hold the process for minutes;
+    /// the tokens it did not reach are still at odds, and the next round, here or on another
+    /// instance, takes them).
+    public func realignTokens(atOddsSince cutoff: Date, limit: Int, while continuing: @Sendable () -> Bool = { true }) async throws -> [StatusChange.TokenOutcome] {
         let store = environment.store
         var outcomes: [StatusChange.TokenOutcome] = []
         var taken = 0
-        while taken < limit {
+        while taken < limit, continuing() {
             let batch = try await store.claimTokensAtOddsWithTheirCard(since: cutoff, limit: min(Self.maximumConcurrentCommands, limit - taken), at: environment.now())
             if batch.isEmpty { break }
             taken += batch.count

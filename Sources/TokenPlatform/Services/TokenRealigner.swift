@@ -75,13 +75,16 @@ public struct TokenRealigner: Service {
 
     /// One round: the tokens at odds with their card for longer than ``grace``, as of now.
     /// Returns what happened to each; a failure to read the store is logged and answers none.
+    /// Once the service group shuts down gracefully, the round claims no further batch and
+    /// ends when the commands in flight have been answered (each within the connector's time
+    /// limit).
     @discardableResult
     public func realignOnce() async -> [LifecycleService.StatusChange.TokenOutcome] {
         let environment = lifecycle.environment
         let cutoff = environment.now().addingTimeInterval(-grace.seconds)
         let outcomes: [LifecycleService.StatusChange.TokenOutcome]
         do {
-            outcomes = try await lifecycle.realignTokens(atOddsSince: cutoff, limit: roundLimit)
+            outcomes = try await lifecycle.realignTokens(atOddsSince: cutoff, limit: roundLimit, while: { !Task.isShuttingDownGracefully })
         } catch {
             environment.logger.error("token realignment could not read the store", metadata: ["error": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))"])
             return []
