@@ -77,6 +77,27 @@ struct DatabaseConfigurationTests {
         }
     }
 
+    @Test func aSymbolicLinkToAMissingDatabaseFileIsRefusedAndNothingIsCreated() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dblink-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("tmp.sqlite").path
+        let target = directory.appendingPathComponent("elsewhere.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: target)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let error = await #expect(throws: ConfigurationError.self) {
+            _ = try await DatabaseConfiguration(parsing: path).openMigratedStore(migrate: true, logger: logger)
+        }
+        #expect(error?.message.hasPrefix("the database path \(path) is a symbolic link to \(target), which does not exist") == true)
+        #expect(!FileManager.default.fileExists(atPath: target))
+
+        // Once the target exists (made 0600 by the operator), the link is followed.
+        #expect(FileManager.default.createFile(atPath: target, contents: nil, attributes: [.posixPermissions: 0o600]))
+        let opened = try await DatabaseConfiguration(parsing: path).openMigratedStore(migrate: true, logger: logger)
+        await opened.store.close()
+        #expect(try (FileManager.default.attributesOfItem(atPath: target)[.size] as? Int ?? 0) > 0)
+    }
+
     @Test func thePoolSizeComesFromFlagOrEnvironmentAndIsBounded() throws {
         var settings = ServerSettings()
         settings.database = "postgres://u@h/d"

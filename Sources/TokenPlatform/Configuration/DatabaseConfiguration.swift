@@ -115,6 +115,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                 let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
                 if descriptor >= 0 { close(descriptor) } else if errno != EEXIST {
                     throw ConfigurationError("cannot create the database file \(path): \(String(cString: strerror(errno)))")
+                } else if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path), !FileManager.default.fileExists(atPath: path) {
+                    // A link to a file that does not exist: SQLite would create the target
+                    // with the default mode (readable by others), out of reach of the 0600 above.
+                    throw ConfigurationError(
+                        "the database path \(path) is a symbolic link to \(target), which does not exist: create that file first (mode 0600, for example `install -m 600 /dev/null \(target)`), or name the file itself"
+                    )
                 }
             }
             return try SQLiteStore(path: path, busyTimeout: connectionWait)
