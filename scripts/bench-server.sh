@@ -20,8 +20,8 @@
 # BENCH_CONNECTIONS=N   wrk connections (default 16)
 # BENCH_SATURATION_CONNECTIONS=N
 #                       signed-cards is also run with N connections (default 64; 0 skips it):
-#                       at 16 the server idles while each batch of attempts is synced, so its
-#                       capacity shows only with more requests in flight
+#                       at 16 each commit of attempts serves fewer calls, so a call costs the
+#                       server more CPU; its capacity shows only with more requests in flight
 # BENCH_ROUNDS=N        repeats the signed-cards runs N times (default 1), each between two
 #                       crypto-only runs, and prints the median ratio: this machine drifts
 #                       by up to a fifth within minutes, so one round is one sample
