@@ -34,11 +34,18 @@ for variable in $(compgen -e | grep '^PUSHPROV_' || true); do unset "$variable";
 
 command -v python3 >/dev/null 2>&1 || { echo "api-conformance: python3 is required (apt install python3 python3-venv)" >&2; exit 1; }
 VENV=.build/api-conformance-venv
-if [ ! -x "$VENV/bin/schemathesis" ] || [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
-    echo "api-conformance: installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
+# Schemathesis and its dependencies at the versions pinned in requirements.txt (all of them:
+# a dependency released tomorrow must not change what CI runs); installed again when that
+# file changes (a copy in the environment records what it holds).
+REQUIREMENTS=scripts/api-conformance/requirements.txt
+grep -qx "schemathesis==$SCHEMATHESIS_VERSION" "$REQUIREMENTS" || { echo "api-conformance: $REQUIREMENTS does not pin schemathesis==$SCHEMATHESIS_VERSION" >&2; exit 1; }
+if [ ! -x "$VENV/bin/schemathesis" ] || ! cmp -s "$REQUIREMENTS" "$VENV/requirements.txt" \
+    || [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
+    echo "api-conformance: installing schemathesis $SCHEMATHESIS_VERSION and its pinned dependencies into $VENV"
     rm -rf "$VENV"
     python3 -m venv "$VENV" || { echo "api-conformance: python3 cannot make a virtual environment (apt install python3-venv)" >&2; exit 1; }
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+    cp "$REQUIREMENTS" "$VENV/requirements.txt"
 fi
 
 echo "api-conformance: building pushprov (debug)"
@@ -48,29 +55,56 @@ BIN="$(swift build --show-bin-path)/pushprov"
 DATA="$(mktemp -d /tmp/pushprov-conformance.XXXXXX)"
 LOG="$DATA/serve.log"
 cleanup() {
-    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true; fi
+    local status=$?
+    if [ -n "${SERVER_PID:-}" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        # At most 20 s for a graceful stop, then killed: a server stuck in its shutdown must
+        # not hang the script.
+        for _ in $(seq 1 200); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [ "$status" -ne 0 ] && [ -f "$LOG" ]; then
+        echo "api-conformance: the server's log (last 50 lines):" >&2
+        tail -50 "$LOG" >&2
+    fi
     rm -rf "$DATA"
 }
 trap cleanup EXIT
+# Requests of the set-up: a failure prints its answer, and a server that stops answering
+# fails the script instead of hanging it.
+seed_curl() { curl -sS --fail-with-body --max-time 30 "$@"; }
 
-"$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
+# LOG_LEVEL from the caller's environment would hide the error lines checked below.
+LOG_LEVEL=info "$BIN" serve --port 0 --data-dir "$DATA" >"$LOG" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 300); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+for _ in $(seq 1 300); do
+    grep -q "listening on" "$LOG" && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+done
 PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
 [ -n "$PORT" ] || { echo "api-conformance: server did not start" >&2; cat "$LOG" >&2; exit 1; }
 BASE="http://127.0.0.1:$PORT"
 grep "listening on" "$LOG"
 secret() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$DATA/secrets.json" "$1"; }
-export CONFORMANCE_ISSUER_KEY="$(secret issuerApiKey)" CONFORMANCE_TSP_KEY="$(secret tspApiKey)"
-export CONFORMANCE_JWT="$("$BIN" dev-token --user user-42 --data-dir "$DATA" --ttl 3600)"
+# Assigned, then checked, then exported: `export X="$(…)"` would go on with an empty value
+# if the command failed, and an empty credential only tests the 401 path.
+CONFORMANCE_ISSUER_KEY="$(secret issuerApiKey)"
+CONFORMANCE_TSP_KEY="$(secret tspApiKey)"
+CONFORMANCE_JWT="$("$BIN" dev-token --user user-42 --data-dir "$DATA" --ttl 3600)"
+for name in CONFORMANCE_ISSUER_KEY CONFORMANCE_TSP_KEY CONFORMANCE_JWT; do
+    [ -n "${!name}" ] || { echo "api-conformance: $name is empty" >&2; exit 1; }
+done
+export CONFORMANCE_ISSUER_KEY CONFORMANCE_TSP_KEY CONFORMANCE_JWT
 
 echo "api-conformance: seeding card-001 (user-42), art-debit-blue and token DAPLMC0000000000000000000000000001"
 python3 scripts/api-conformance/card-art.py "$DATA/art.png"
-curl -sf -X PUT "$BASE/lifecycle/card-art/art-debit-blue" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: image/png' --data-binary "@$DATA/art.png" >/dev/null
-PUR="$(curl -sf -X PUT "$BASE/lifecycle/cards/card-001" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: application/json' \
+seed_curl -X PUT "$BASE/lifecycle/card-art/art-debit-blue" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: image/png' --data-binary "@$DATA/art.png" >/dev/null
+PUR="$(seed_curl -X PUT "$BASE/lifecycle/cards/card-001" -H "authorization: Bearer $CONFORMANCE_ISSUER_KEY" -H 'content-type: application/json' \
     -d '{"userId":"user-42","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"JANE APPLESEED","network":"VISA","productTitle":"Everyday Debit","artId":"art-debit-blue"}' \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
-curl -sf -X POST "$BASE/tsp/token-events" -H "authorization: Bearer $CONFORMANCE_TSP_KEY" -H 'content-type: application/json' \
+seed_curl -X POST "$BASE/tsp/token-events" -H "authorization: Bearer $CONFORMANCE_TSP_KEY" -H 'content-type: application/json' \
     -d "{\"eventId\":\"seed-1\",\"tokenUniqueReference\":\"DAPLMC0000000000000000000000000001\",\"panUniqueReference\":\"$PUR\",\"event\":\"CREATED\",\"walletType\":\"APPLE_PAY\",\"deviceType\":\"PHONE\",\"tokenLast4\":\"4321\"}" >/dev/null
 
 # The seeded card's PAN reference is a keyed hash, new with every data directory: token events
@@ -82,6 +116,8 @@ echo "api-conformance: schemathesis, $EXAMPLES examples per operation, seed $SEE
 # One worker: with two threads, CPython 3.11's AST validation (Hypothesis parses lambdas to
 # describe them) can fail with "AST constructor recursion depth mismatch", its recursion
 # count being shared between threads — a tool error, not the server's, that failed a CI run.
+# Hypothesis keeps its example database in the working directory unless told otherwise.
+export HYPOTHESIS_STORAGE_DIRECTORY="$DATA/hypothesis"
 set +e
 "$VENV/bin/schemathesis" --config-file "$DATA/schemathesis.toml" run Sources/TokenPlatform/Resources/openapi.yaml \
     --url "$BASE" --max-examples "$EXAMPLES" --seed "$SEED" --generation-database none \

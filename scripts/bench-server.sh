@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --postgres) THROWAWAY_POSTGRES=true ;;
         --database) DATABASE="$2"; shift ;;
-        [0-9]*) DURATION="$1" ;;
+        [0-9]*) case "$1" in *[!0-9]*) echo "bench: the duration is a whole number of seconds (got $1)" >&2; exit 2 ;; esac; DURATION="$1" ;;
         *) echo "bench: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -52,8 +52,10 @@ for variable in $(compgen -e | grep '^PUSHPROV_' || true); do unset "$variable";
 
 if ! command -v wrk >/dev/null 2>&1; then
     echo "bench: installing wrk from apt"
-    if [ "$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi
+    if [ "$(id -u)" -eq 0 ]; then apt-get update -qq || echo "bench: apt-get update failed; trying the install anyway" >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; else sudo apt-get update -qq || echo "bench: apt-get update failed; trying the install anyway" >&2; sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; fi
+    command -v wrk >/dev/null 2>&1 || { echo "bench: wrk could not be installed" >&2; exit 1; }
 fi
+if [ -n "${BENCH_PERF:-}" ] && ! command -v perf >/dev/null 2>&1; then echo "bench: BENCH_PERF needs perf (apt install linux-perf)" >&2; exit 1; fi
 python3 -c 'import sqlite3' || { echo "bench: python3 with sqlite3 is required" >&2; exit 1; }
 
 echo "bench: building pushprov (release)"
@@ -64,7 +66,14 @@ DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
 LOG="$DATA/serve.log"
 PG_DIR=""
 cleanup() {
-    if [ -n "${SERVER_PID:-}" ]; then kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true; fi
+    local status=$?
+    if [ -n "${SERVER_PID:-}" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 1 200); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [ "$status" -ne 0 ] && [ -f "$LOG" ]; then echo "bench: the server's log (last 30 lines):" >&2; tail -30 "$LOG" >&2; fi
     if [ -n "$PG_DIR" ]; then PUSHPROV_PG_DIR="$PG_DIR" scripts/postgres-dev.sh clean || true; fi
     rm -rf "$DATA"
 }
@@ -85,12 +94,13 @@ fi
 
 "$BIN" serve --port 0 --data-dir "$DATA" "${STORE[@]}" >"$LOG" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+for _ in $(seq 1 100); do grep -q "listening on" "$LOG" && break; kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
 PORT="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG")"
-[ -n "$PORT" ] || { echo "bench: server did not start"; cat "$LOG"; exit 1; }
+[ -n "$PORT" ] || { echo "bench: server did not start" >&2; exit 1; }
 BASE="http://127.0.0.1:$PORT"
 ISSUER_KEY="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["issuerApiKey"])' "$DATA/secrets.json")"
-export BENCH_JWT="$("$BIN" dev-token --user bench --data-dir "$DATA" --ttl 3600)"
+BENCH_JWT="$("$BIN" dev-token --user bench --data-dir "$DATA" --ttl 3600)"
+export BENCH_JWT
 
 grep "listening on" "$LOG"
 echo "bench: seeding 10,000 cards and 100,000 tokens"

@@ -76,8 +76,14 @@ for target in "${TARGETS[@]}"; do
         grep -E "^stat::number_of_executed_units|^stat::new_units_added|^stat::peak_rss_mb" "$OUT/$target.log" | sed "s/^/fuzz: $target: /" || true
         echo "fuzz: $target: corpus of $(ls "$OUT/corpus/$target" | wc -l) inputs, no failure"
     else
-        echo "fuzz: $target FAILED; the input is in $OUT/artifacts/:" >&2
-        grep -E "Fatal error|ERROR:|SUMMARY|Test unit written" "$OUT/$target.log" | head -10 >&2 || true
+        echo "fuzz: $target FAILED (log: $OUT/$target.log)" >&2
+        if grep -q "Test unit written" "$OUT/$target.log"; then
+            echo "fuzz: the failing input is in $OUT/artifacts/; replay: $OUT/$target <file>" >&2
+            grep -E "Fatal error|ERROR:|SUMMARY|Test unit written" "$OUT/$target.log" | head -10 >&2 || true
+        else
+            echo "fuzz: no input was saved (the target did not run, or failed outside an input); the log ends:" >&2
+            tail -20 "$OUT/$target.log" >&2
+        fi
         status=1
     fi
 done

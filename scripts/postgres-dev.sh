@@ -100,13 +100,24 @@ start() {
             || { cat "$DIR/initdb.log" >&2; exit 1; }
         rm -f "$pwfile"
     fi
-    local port="${PUSHPROV_PG_PORT:-54329}"
-    while port_in_use "$port"; do port=$((port + 1)); done
-    echo "$port" > "$DIR/port"
-    local options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$SOCKET -c max_connections=300"
-    if ! $durable; then options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
-    as_owner "$bindir/pg_ctl" -D "$DATA" -l "$DIR/server.log" -o "$options" -w -t 60 start >/dev/null \
-        || { cat "$DIR/server.log" >&2; exit 1; }
+    local port="${PUSHPROV_PG_PORT:-54329}" attempt options
+    # A port found free may be taken before PostgreSQL binds it (another start at the same
+    # moment): then the next free one is tried, a few times.
+    for attempt in 1 2 3 4 5; do
+        while port_in_use "$port"; do port=$((port + 1)); done
+        echo "$port" > "$DIR/port"
+        options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$SOCKET -c max_connections=300"
+        if ! $durable; then options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
+        rm -f "$DIR/server.log"
+        if as_owner "$bindir/pg_ctl" -D "$DATA" -l "$DIR/server.log" -o "$options" -w -t 60 start >/dev/null; then break; fi
+        if [ "$attempt" -lt 5 ] && grep -q "could not bind\|could not create any TCP/IP sockets" "$DIR/server.log"; then
+            say "port $port was taken meanwhile; trying the next one"
+            port=$((port + 1))
+            continue
+        fi
+        cat "$DIR/server.log" >&2
+        exit 1
+    done
     # The user and database, once per data directory.
     if [ ! -f "$DIR/provisioned" ]; then
         as_owner "$bindir/psql" -q -h "$SOCKET" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \

@@ -68,6 +68,7 @@ struct CLITests {
 
     @Test func sealReproducesVectorOne() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        defer { try? FileManager.default.removeItem(atPath: plaintext) }
         let result = try await CLI.run([
             "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
             "--ephemeral-key", "7EEE47DEE108A08EDD2BCD2BB762A543CA23EA96C9AF09AD54BEB9FA3CE1A026",
@@ -78,6 +79,7 @@ struct CLITests {
 
     @Test func sealPrintsBase64OnRequest() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        defer { try? FileManager.default.removeItem(atPath: plaintext) }
         let result = try await CLI.run([
             "crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext,
             "--ephemeral-key", "7eee47dee108a08edd2bcd2bb762a543ca23ea96c9af09ad54beb9fa3ce1a026", "--base64",
@@ -89,6 +91,7 @@ struct CLITests {
 
     @Test func sealWithoutAFixedKeyUsesAFreshOne() async throws {
         let plaintext = try CLI.temporaryFile(Data(Self.vector1Plaintext.utf8))
+        defer { try? FileManager.default.removeItem(atPath: plaintext) }
         let args = ["crypto", "seal", "--leaf", CLI.cert("apple-encipherment-leaf-test-vector.pem"), "--plaintext", plaintext]
         let first = try await CLI.run(args)
         let second = try await CLI.run(args)
@@ -134,6 +137,7 @@ struct CLITests {
     ])
     func badInputGivesOneClearLineAndNonZeroExit(arguments: [String], expected: String) async throws {
         let plaintext = try CLI.temporaryFile(Data("{}".utf8))
+        defer { try? FileManager.default.removeItem(atPath: plaintext) }
         let substituted = arguments.map {
             switch $0 {
             case "LEAF": CLI.cert("apple-encipherment-leaf-test-vector.pem")

@@ -6,7 +6,9 @@ import Testing
 struct CardArtCLITests {
     @Test func acceptsAppleSizedPNGAndPDF() async throws {
         let png = try CLI.temporaryFile(TestPNG.file(width: 1536, height: 969))
+        defer { try? FileManager.default.removeItem(atPath: png) }
         let pdf = try CLI.temporaryFile(TestPDF.onePage(page: "/MediaBox [0 0 768 484.5]").data)
+        defer { try? FileManager.default.removeItem(atPath: pdf) }
         let result = try await CLI.run(["card-art", "check", png, pdf])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         #expect(result.stdout.contains("\(png): ok: PNG, 1536×969 pixels, "))
@@ -15,9 +17,13 @@ struct CardArtCLITests {
 
     @Test func refusesWithTheCodeAndWhatIsWrongForEachFile() async throws {
         let good = try CLI.temporaryFile(TestPNG.file(width: 1536, height: 969))
+        defer { try? FileManager.default.removeItem(atPath: good) }
         let small = try CLI.temporaryFile(TestPNG.file(width: 1024, height: 768))
+        defer { try? FileManager.default.removeItem(atPath: small) }
         let portrait = try CLI.temporaryFile(TestPDF.onePage(page: "/MediaBox [0 0 969 1536]").data)
+        defer { try? FileManager.default.removeItem(atPath: portrait) }
         let jpeg = try CLI.temporaryFile(Data([0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10]))
+        defer { try? FileManager.default.removeItem(atPath: jpeg) }
         let result = try await CLI.run(["card-art", "check", good, small, portrait, jpeg, "/nonexistent/art.png"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("\(good): ok: "))
@@ -30,6 +36,7 @@ struct CardArtCLITests {
 
     @Test func refusesAFileOfFourMegabytesWithoutReadingItAll() async throws {
         let big = try CLI.temporaryFile(TestPDF.onePage(exactSize: 8 * 1024 * 1024).data)
+        defer { try? FileManager.default.removeItem(atPath: big) }
         let result = try await CLI.run(["card-art", "check", big])
         #expect(result.status == 1)
         #expect(result.stdout.contains("refused: too_large: file is 8388608 bytes; "))
