@@ -123,12 +123,17 @@ struct PANVaultTests {
 }
 
 @Suite("Local key file")
-struct LocalKeyFileTests {
+final class LocalKeyFileTests {
     let directory: URL
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// Each test has an instance of its own; its folder goes with it.
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
     }
 
     var path: String { directory.appendingPathComponent("keys.json").path }

@@ -9,8 +9,14 @@ struct MigrateCommandTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-migrate-\(UUID().uuidString)/\(name)").path
     }
 
+    /// Removes the folder ``temporaryPath(_:)`` made for `path`.
+    static func removeTemporary(_ path: String) {
+        try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
+    }
+
     @Test func migrateAppliesTheNamedMigrationsOnceAndSaysWhich() async throws {
         let path = Self.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
         let first = try await CLI.run(["migrate", "--database", path])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout == "database \(path): applied v1, v2, v3, v4, v5, v6\n")
@@ -20,6 +26,7 @@ struct MigrateCommandTests {
 
     @Test func serveWithoutMigratingRefusesAnUnmigratedDatabase() async throws {
         let directory = Self.temporaryPath("data")
+        defer { MigrateCommandTests.removeTemporary(directory) }
         let result = try await CLI.run(["serve", "--no-migrate", "--port", "0", "--data-dir", directory])
         #expect(result.status != 0)
         #expect(result.stderr.contains("lacks migrations v1, v2, v3, v4, v5, v6; run `pushprov migrate --database …` first"), "\(result.stderr)")

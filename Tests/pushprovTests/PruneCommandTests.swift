@@ -21,6 +21,7 @@ struct PruneCommandTests {
 
     @Test func aDryRunCountsAndARunDeletesOnlyWhatIsOlderThanTheRetention() async throws {
         let path = try await Self.database(daysAgo: 500)
+        defer { MigrateCommandTests.removeTemporary(path) }
         let dry = try await CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", path])
         #expect(dry.status == 0, "\(dry.stderr)")
         let dryLines = dry.stdout.split(separator: "\n")
@@ -42,6 +43,7 @@ struct PruneCommandTests {
 
     @Test func aLongRunReportsProgressEvery100000RowsOfATable() async throws {
         let path = try await Self.database(daysAgo: 500)
+        defer { MigrateCommandTests.removeTemporary(path) }
         // 150,000 more old attempts, as old as the first.
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
@@ -65,6 +67,7 @@ struct PruneCommandTests {
 
     @Test func aRetentionUnderAYearOrAnUnmigratedDatabaseIsRefusedInOneLine() async throws {
         let path = try await Self.database(daysAgo: 500)
+        defer { MigrateCommandTests.removeTemporary(path) }
         let short = try await CLI.run(["prune", "--keep-days", "30", "--database", path])
         #expect(short.status != 0)
         #expect(short.stderr.contains("--keep-days must be at least 366"), "\(short.stderr)")
@@ -78,6 +81,7 @@ struct PruneCommandTests {
 
         // A mistyped path is not created.
         let missing = MigrateCommandTests.temporaryPath("missing.sqlite")
+        defer { MigrateCommandTests.removeTemporary(missing) }
         let none = try await CLI.run(["prune", "--keep-days", "400", "--database", missing])
         #expect(none.status != 0)
         #expect(none.stderr == "Error: database \(missing) does not exist\n", "\(none.stderr)")
@@ -85,6 +89,7 @@ struct PruneCommandTests {
 
         // An existing database with pending migrations is refused, saying what to do.
         let unmigratedPath = MigrateCommandTests.temporaryPath("unmigrated.sqlite")
+        defer { MigrateCommandTests.removeTemporary(unmigratedPath) }
         try FileManager.default.createDirectory(atPath: (unmigratedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let empty = try SQLiteStore(path: unmigratedPath)
         await empty.close()
