@@ -53,6 +53,13 @@ struct ServeCommandTests {
             process.waitUntilExit()
             return process.terminationStatus
         }
+
+        /// Stops the server and removes its data directory (call in a `defer` after the last
+        /// server on that directory).
+        func removeDataDirectory() {
+            _ = stop()
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+        }
     }
 
     static func get(_ url: String, bearer: String? = nil) async throws -> (Int, String) {
@@ -74,6 +81,7 @@ struct ServeCommandTests {
 
     @Test func embeddedRunStartsGeneratesSecretsOnceServesAndStopsOnSIGTERM() async throws {
         let server = try Server()
+        defer { server.removeDataDirectory() }
         let port = try await server.port()
         #expect(server.text.contains("mode embedded"))
         // By default Swift concurrency runs on the event loops; serving and SIGTERM work there.
@@ -107,6 +115,7 @@ struct ServeCommandTests {
     @Test func devTokensCarryTheIssuerAudienceAndTypeTheServerChecks() async throws {
         let expected = ["PUSHPROV_JWT_ISSUER": "https://id.example", "PUSHPROV_JWT_AUDIENCE": "pushprov-tmp", "PUSHPROV_JWT_TYPE": "at+jwt"]
         let server = try Server(environment: expected)
+        defer { server.removeDataDirectory() }
         let port = try await server.port()
         let matching = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory], environment: expected)
         #expect(matching.status == 0)
@@ -127,6 +136,7 @@ struct ServeCommandTests {
 
     @Test func swiftsOwnPoolCanBeChosenAndServesToo() async throws {
         let server = try Server(arguments: ["--executor", "swift"])
+        defer { server.removeDataDirectory() }
         let port = try await server.port()
         #expect(server.text.contains("· executor swift"))
         let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
@@ -141,6 +151,7 @@ struct ServeCommandTests {
     /// real chain), each answered once with its own key, then a clean SIGTERM.
     @Test func concurrentSealsOnTheEventLoopsAllSucceedAndTheServerStopsCleanly() async throws {
         let server = try Server()
+        defer { server.removeDataDirectory() }
         let port = try await server.port()
         #expect(server.text.contains("· executor event-loops"))
         let base = "http://127.0.0.1:\(port)"
@@ -190,6 +201,7 @@ struct ServeCommandTests {
             arguments: ["--jwks-reload-interval", "1", "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov"],
             environment: ["PUSHPROV_JWKS": path]
         )
+        defer { server.removeDataDirectory() }
         let port = try await server.port()
         let cards = "http://127.0.0.1:\(port)/issuer/push-provisioning/cards"
         func token(_ key: SigningKey) throws -> String {
@@ -231,12 +243,14 @@ struct ServeCommandTests {
 
     @Test func tokenRealignmentRunsBesideTheServerUnlessTurnedOff() async throws {
         let server = try Server(environment: ["PUSHPROV_CONNECTOR_TIMEOUT": "20"])
+        defer { server.removeDataDirectory() }
         _ = try await server.port()
         for _ in 0..<50 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("token realignment runs"))
         #expect(server.text.contains("interval=30 s") && server.text.contains("grace=120 s"), "\(server.text)")
         #expect(server.stop() == 0)
         let off = try Server(arguments: ["--realign-interval", "0"])
+        defer { off.removeDataDirectory() }
         _ = try await off.port()
         try await Task.sleep(for: .milliseconds(300))
         #expect(!off.text.contains("token realignment"))
