@@ -54,20 +54,11 @@ BIN="$(swift build --show-bin-path)/pushprov"
 
 DATA="$(mktemp -d /tmp/pushprov-conformance.XXXXXX)"
 LOG="$DATA/serve.log"
+source scripts/lib/server.sh
 cleanup() {
     local status=$?
-    if [ -n "${SERVER_PID:-}" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        # At most 20 s for a graceful stop, then killed: a server stuck in its shutdown must
-        # not hang the script.
-        for _ in $(seq 1 200); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [ "$status" -ne 0 ] && [ -f "$LOG" ]; then
-        echo "api-conformance: the server's log (last 50 lines):" >&2
-        tail -50 "$LOG" >&2
-    fi
+    if [ -n "${SERVER_PID:-}" ]; then stop_server "$SERVER_PID"; fi
+    show_server_log "$status" "$LOG" 50 api-conformance
     rm -rf "$DATA"
 }
 trap cleanup EXIT

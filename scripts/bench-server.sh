@@ -65,15 +65,11 @@ BIN="$(swift build -c release --show-bin-path)/pushprov"
 DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
 LOG="$DATA/serve.log"
 PG_DIR=""
+source scripts/lib/server.sh
 cleanup() {
     local status=$?
-    if [ -n "${SERVER_PID:-}" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 1 200); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [ "$status" -ne 0 ] && [ -f "$LOG" ]; then echo "bench: the server's log (last 30 lines):" >&2; tail -30 "$LOG" >&2; fi
+    if [ -n "${SERVER_PID:-}" ]; then stop_server "$SERVER_PID"; fi
+    show_server_log "$status" "$LOG" 30 bench
     if [ -n "$PG_DIR" ]; then PUSHPROV_PG_DIR="$PG_DIR" scripts/postgres-dev.sh clean || true; fi
     rm -rf "$DATA"
 }
@@ -244,7 +240,7 @@ for round in $(seq 1 "$ROUNDS"); do
     fi
     echo "== machine: $(uptime)"
     if [ "$round" -eq "$ROUNDS" ]; then
-        kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
+        stop_server "$SERVER_PID"; SERVER_PID=
         echo; echo "== crypto-only baseline, after signed-cards (server stopped) =="
     else
         echo; echo "== crypto-only baseline, between rounds (server idle) =="
