@@ -89,6 +89,21 @@ struct DatabaseConfigurationTests {
             _ = try await DatabaseConfiguration(parsing: path).openMigratedStore(migrate: true, logger: logger)
         }
         #expect(error?.message.hasPrefix("the database path \(path) is a symbolic link to \(target), which does not exist") == true)
+        #expect(error?.message.contains("install -m 600 /dev/null '\(target)'") == true)
+        #expect(!FileManager.default.fileExists(atPath: target))
+
+        // A relative link names its target from the link's directory, and a chain of links
+        // names the file at its end.
+        let relative = directory.appendingPathComponent("relative.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: relative, withDestinationPath: "elsewhere.sqlite")
+        let chained = directory.appendingPathComponent("chained.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: chained, withDestinationPath: "relative.sqlite")
+        for link in [relative, chained] {
+            let error = await #expect(throws: ConfigurationError.self) {
+                _ = try await DatabaseConfiguration(parsing: link).openMigratedStore(migrate: true, logger: logger)
+            }
+            #expect(error?.message.hasPrefix("the database path \(link) is a symbolic link to \(target), which does not exist") == true, "\(error?.message ?? "")")
+        }
         #expect(!FileManager.default.fileExists(atPath: target))
 
         // Once the target exists (made 0600 by the operator), the link is followed.

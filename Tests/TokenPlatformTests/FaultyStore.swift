@@ -11,6 +11,9 @@ struct FaultyStore: TMPStore {
     let base: any TMPStore
     /// What every call throws while set.
     let failure = Locked<(any Error)?>(nil)
+    /// Awaited, while set, before each read of a card by its id: lets a test hold concurrent
+    /// requests at that read so they interleave as it wants.
+    let beforeCardRead = Locked<(@Sendable () async -> Void)?>(nil)
 
     private func check() throws {
         if let error = failure.current { throw error }
@@ -22,7 +25,11 @@ struct FaultyStore: TMPStore {
     func close() async { await base.close() }
     func ping() async throws { try check(); try await base.ping() }
 
-    func card(externalCardId: String) async throws -> CardRecord? { try check(); return try await base.card(externalCardId: externalCardId) }
+    func card(externalCardId: String) async throws -> CardRecord? {
+        try check()
+        await beforeCardRead.current?()
+        return try await base.card(externalCardId: externalCardId)
+    }
     func card(panLookupHash: String) async throws -> CardRecord? { try check(); return try await base.card(panLookupHash: panLookupHash) }
     func card(panUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(panUniqueReference: panUniqueReference) }
     func card(retiredPanUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(retiredPanUniqueReference: retiredPanUniqueReference) }

@@ -1,5 +1,7 @@
 import Foundation
 import ProvisioningModels
+import SDKTestSupport
+import TMPTestSupport
 import TestSupport
 import Testing
 import TokenPlatform
@@ -117,6 +119,26 @@ struct LifecycleRouteTests {
             try await api.putCard("c1", user: "alice", pan: "5555555555554444", network: .mastercard)
             let trail = try await platform.store.auditEntries(subject: "card:c1").map { "\($0.action): \($0.detail)" }
             #expect(trail == ["card.create: pan •••• 1111", "card.replace: pan •••• 1111", "card.replace: pan changed to •••• 4444"])
+        }
+    }
+
+    @Test func twoFirstPUTsOfOneCardRacingRecordOneCreationAndOneReplacement() async throws {
+        // Both read no card before either writes, so each would call itself the creation.
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        let gate = AsyncGate()
+        store.beforeCardRead.withValue { $0 = { await gate.wait() } }
+        try await platform.run { api in
+            async let first = api.putCard("c1", user: "alice")
+            async let second = api.putCard("c1", user: "bob")
+            await gate.waitForArrivals(2)
+            store.beforeCardRead.withValue { $0 = nil }
+            gate.open()
+            _ = try await (first, second)
+            let trail = try await platform.store.auditEntries(subject: "card:c1").map { "\($0.action): \($0.detail)" }
+            #expect(trail.count == 2, "\(trail)")
+            #expect(trail.first == "card.create: pan •••• 1111", "\(trail)")
+            #expect(trail.last?.hasPrefix("card.replace: pan •••• 1111; owner changed from ") == true, "\(trail)")
         }
     }
 

@@ -92,8 +92,9 @@ struct TMPStoreContractTests {
 
     @Test(arguments: StoreFactory.all)
     func aPutsAuditEntryIsMadeFromTheCardAsStoredBeforeIt(factory: StoreFactory) async throws {
-        // Two first PUTs of one card that raced: each read no card, so each would say
-        // "card.create". The store hands each audit the card it actually replaced.
+        // The store hands each write's audit the card it actually replaced (nil for none),
+        // whatever the caller read before: here the second write, made as if the card were
+        // new, replaces the first one's PAN.
         try await factory.withTwoHandles { first, second in
             let seen = Locked<[String?]>([])
             let audit: @Sendable (CardRecord?) -> AuditEntry = { previous in

@@ -236,12 +236,14 @@ struct TokenRealignmentTests {
         let gate = AsyncGate()
         platform.connector.meanwhile.withValue { $0 = { _, _ in await gate.wait() } }
         let realigner = TokenRealigner(environment: platform.environment, interval: .milliseconds(20), grace: .zero)
-        let group = ServiceGroup(configuration: .init(services: [realigner], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+        // The batch is answered only once the realigner's task knows of the shutdown (its
+        // handler runs after that), so the next claim surely comes after it.
+        let service = ShutdownNotifyingService(realigner) { gate.open() }
+        let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             await gate.waitForArrivals(8)
             await group.triggerGracefulShutdown()
-            gate.open()
             try await tasks.waitForAll()
         }
         #expect(platform.connector.commands.current.count == 8, "only the batch in flight was sent")
@@ -269,5 +271,25 @@ struct TokenRealignmentTests {
         #expect(TokenRealigner.grace(connectorTimeout: .seconds(10)) == .seconds(60))
         #expect(TokenRealigner.grace(connectorTimeout: .seconds(2)) == .seconds(60))
         #expect(TokenRealigner.grace(connectorTimeout: .seconds(30)) == .seconds(180))
+    }
+}
+
+/// Runs a service and calls `onShutdown` from its graceful-shutdown handler, which runs once
+/// the service's task sees the shutdown.
+struct ShutdownNotifyingService: Service {
+    let base: any Service
+    let onShutdown: @Sendable () -> Void
+
+    init(_ base: any Service, onShutdown: @escaping @Sendable () -> Void) {
+        self.base = base
+        self.onShutdown = onShutdown
+    }
+
+    func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await base.run()
+        } onGracefulShutdown: {
+            onShutdown()
+        }
     }
 }

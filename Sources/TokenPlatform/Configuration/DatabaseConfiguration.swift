@@ -115,11 +115,13 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                 let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
                 if descriptor >= 0 { close(descriptor) } else if errno != EEXIST {
                     throw ConfigurationError("cannot create the database file \(path): \(String(cString: strerror(errno)))")
-                } else if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path), !FileManager.default.fileExists(atPath: path) {
+                } else if (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil, !FileManager.default.fileExists(atPath: path) {
                     // A link to a file that does not exist: SQLite would create the target
                     // with the default mode (readable by others), out of reach of the 0600 above.
+                    let target = Self.endOfLinks(from: path)
+                    let quoted = "'" + target.replacingOccurrences(of: "'", with: "'\\''") + "'"
                     throw ConfigurationError(
-                        "the database path \(path) is a symbolic link to \(target), which does not exist: create that file first (mode 0600, for example `install -m 600 /dev/null \(target)`), or name the file itself"
+                        "the database path \(path) is a symbolic link to \(target), which does not exist: create that file first (mode 0600, for example `install -m 600 /dev/null \(quoted)`), or name the file itself"
                     )
                 }
             }
@@ -127,6 +129,18 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         case .postgres(let url):
             return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, logger: logger)
         }
+    }
+
+    /// Where the symbolic links from `path` lead, as an absolute path: each link's relative
+    /// target is taken from the link's own directory, and at most 40 links are followed (a
+    /// loop ends there).
+    static func endOfLinks(from path: String) -> String {
+        var current = path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        for _ in 0..<40 {
+            guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: current) else { break }
+            current = next.hasPrefix("/") ? next : ((current as NSString).deletingLastPathComponent as NSString).appendingPathComponent(next)
+        }
+        return current
     }
 
     /// A store failure in one line for an operator: the server's message for PostgreSQL

@@ -58,7 +58,7 @@ public struct CardRecord: Sendable, Hashable {
 }
 
 extension CardRecord {
-    /// What ``TMPStore/putCard(_:audit:)`` stores for `card` over `previous`, the card as stored
+    /// What `TMPStore.putCard(_:audit:)` (the requirement) stores for `card` over `previous`, the card as stored
     /// and locked: the PAN's reference is decided on `previous`, not on the caller's read.
     ///
     /// - Parameter referenceIsRetired: whether `card`'s `panUniqueReference` is one the store

@@ -12,7 +12,7 @@ import ServiceLifecycle
 /// stores keep, in the same transaction as every status write, since when each token has
 /// been at odds with its card (``TMPStore/tokensAtOddsWithTheirCard(since:limit:)``), and
 /// this service realigns those that have been so for longer than ``grace``
-/// (``LifecycleService/realignTokens(atOddsSince:limit:)``).
+/// (``LifecycleService/realignTokens(atOddsSince:limit:while:)``).
 ///
 /// ``grace`` leaves a status change in progress alone: its own commands (at most
 /// ``LifecycleService/maximumConcurrentCommands`` at a time, each within the connector's time

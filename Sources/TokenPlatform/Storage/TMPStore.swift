@@ -58,6 +58,9 @@ public protocol TMPStore: Sendable {
     /// `audit` makes the write's audit entry from the card as stored before it (nil: the card
     /// is new), in the same transaction, so the trail says `card.create` once even when two
     /// first `PUT`s of a card race, and names the PAN or owner change the write actually made.
+    /// It is called inside the transaction, again if a store runs the transaction again (a
+    /// PostgreSQL transaction that lost a race), and also when the write then fails; it must
+    /// only make the entry.
     func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord?
     /// Changes a card's status, deciding on the card as stored: a CLOSED card stays CLOSED.
     ///
@@ -211,7 +214,7 @@ public enum HistoryTable: String, CaseIterable, Sendable, Hashable {
 }
 
 extension TMPStore {
-    /// ``putCard(_:audit:)`` with one audit entry whatever the card was before (tools and
+    /// `putCard(_:audit:)` with one audit entry whatever the card was before (tools and
     /// tests; the Lifecycle API makes its entry from the stored card).
     public func putCard(_ card: CardRecord, audit: AuditEntry) async throws -> CardRecord? {
         try await putCard(card, audit: { _ in audit })
