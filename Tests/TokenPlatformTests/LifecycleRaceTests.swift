@@ -116,6 +116,72 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, but the token service does not confirm suspending the token again: it may
+    /// still let the token pay although TMP records customer service's suspension, and nothing
+    /// in that state is at odds with the active card. The suspension is recorded as pending,
+    /// shown to the issuer, and the realignment sends it until the token service confirms.
+    @Test func aSuspensionTheTokenServiceDidNotConfirmSendingAgainIsPendingUntilTheRealignmentSendsIt() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+                #expect(echo.status == .ok)
+                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+                #expect(suspended.status == .ok)
+                platform.connector.failing.withValue { $0 = true }
+            } }
+            let unblocked = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.failing.withValue { $0 = false }
+            #expect(unblocked.status == .ok && unblocked.text.contains("\"FAILED\""), "\(unblocked.text)")
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .customerService && token.pendingCommand == .suspend)
+            let listed = try await api.send(.get, "/lifecycle/cards/c1/tokens", as: .issuer)
+            #expect(listed.text.contains("\"pendingCommand\":\"SUSPEND\""), "\(listed.text)")
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.pending_command" && trail.last?.detail.hasPrefix("suspension not confirmed") == true, "\(trail)")
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
+
+            // Still unconfirmed: still pending.
+            platform.connector.failing.withValue { $0 = true }
+            let failed = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1)
+            platform.connector.failing.withValue { $0 = false }
+            #expect(failed.map(\.result) == ["FAILED"])
+            #expect(try await platform.store.token(reference: "T1")?.pendingCommand == .suspend)
+
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
+            #expect(realigned.map(\.result) == ["SUSPENDED"])
+            #expect(platform.connector.commands.current.last == "suspend T1", "\(platform.connector.commands.current)")
+            let after = try #require(try await platform.store.token(reference: "T1"))
+            #expect(after.status == .suspended && after.suspendedBy == .customerService && after.pendingCommand == nil)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).isEmpty)
+            let settled = try await platform.store.auditEntries(subject: "token:T1").last
+            #expect(settled?.action == "token.suspended" && settled?.actor == "tmp" && settled?.detail.contains("a suspension the token service had not confirmed") == true, "\(String(describing: settled))")
+        }
+    }
+
+    /// A pending suspension goes out with the card's next status change too: blocking the card
+    /// sends it (TMP records the token suspended, so the block has nothing else for it).
+    @Test func aPendingSuspensionIsSentWithTheCardsNextStatusChange() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            _ = try await platform.store.updateToken(reference: "T1", audit: AuditEntry(at: Date(), actor: "test", action: "test", subject: "token:T1", detail: "")) { _, _ in .setPending(.suspend) }
+            let blocked = try await Self.patch(api, "c1", .blocked)
+            #expect(blocked.status == .ok && blocked.text.contains("\"SUSPENDED\""), "\(blocked.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.pendingCommand == nil && token?.suspendedBy == .customerService)
+        }
+    }
+
     /// The block's suspension is carried out at the token service but not confirmed (a time-out);
     /// its echo arrives while the card is blocked. The suspension is the block's, so unblocking
     /// resumes the token.
@@ -321,6 +387,42 @@ struct LifecycleRaceTests {
             _ = try await api.provision("c2", user: "alice", pan: "5555555555554444", token: "T2")
             let approved = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T2")).decode(TokenActivationResponse.self)
             #expect(approved.issuerMobileAppAuthResponse == .approved)
+        }
+    }
+
+    /// As above, but the token service does not confirm ending the token: TMP keeps it as it
+    /// was (INACTIVE, while the token service holds it active on the previous owner's device)
+    /// with its deactivation pending, declines any activation of it, and the realignment ends
+    /// it once the token service answers.
+    @Test func aPreviousOwnersTokenTheTokenServiceDidNotConfirmEndingIsEndedByTheRealignment() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "activate" else { return }
+                _ = try await api.putCard("c1", user: "bob")
+                platform.connector.failing.withValue { $0 = true }
+            } }
+            let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.failing.withValue { $0 = false }
+            #expect(try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .declined)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .inactive && token.pendingCommand == .deactivate && token.userId == "bob")
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.pending_command" && trail.last?.detail.hasPrefix("deactivation not confirmed") == true, "\(trail)")
+            // Nobody activates it meanwhile, not even the card's new owner.
+            let bobs = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("bob"), json: TokenActivationRequest(tokenUniqueReference: "T1")).decode(TokenActivationResponse.self)
+            #expect(bobs.issuerMobileAppAuthResponse == .declined && bobs.comment == "the token is being deactivated")
+            #expect(platform.connector.commands.current.last == "activate T1")
+
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
+            #expect(realigned.map(\.result) == ["DEACTIVATED"])
+            #expect(platform.connector.commands.current.last == "deactivate T1")
+            let after = try await platform.store.token(reference: "T1")
+            #expect(after?.status == .deactivated && after?.pendingCommand == nil)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).isEmpty)
         }
     }
 

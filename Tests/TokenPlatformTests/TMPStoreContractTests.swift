@@ -359,6 +359,75 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A command the token service did not confirm, recorded as pending: kept and read back,
+    /// counted as at odds (SQL and Swift agree), settled as ``PendingTokenCommand`` says.
+    @Test(arguments: StoreFactory.all)
+    func aPendingCommandIsKeptCountsAsAtOddsAndIsSettledByWhatItWaitsFor(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let t = { @Sendable (seconds: Double) in Self.now.addingTimeInterval(seconds) }
+            let audit = { @Sendable (subject: String, seconds: Double) in AuditEntry(at: t(seconds), actor: "test", action: "test", subject: subject, detail: "") }
+            let atOdds = { () in try await store.tokensAtOddsWithTheirCard(since: t(1_000), limit: 10).map(\.tokenUniqueReference) }
+            let change = { (reference: String, seconds: Double, change: TokenChange) in
+                try await store.updateToken(reference: reference, audit: audit("token:\(reference)", seconds)) { _, _ in change }
+            }
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            let card = try #require(try await store.card(externalCardId: "c1"))
+            try await Self.insert(store, Self.token("A", status: .suspended, suspendedBy: .customerService))
+            try await Self.insert(store, Self.token("B", status: .inactive))
+            try await Self.insert(store, Self.token("C", status: .suspended, suspendedBy: .tokenService))
+            #expect(try await atOdds().isEmpty)
+
+            // A suspension to send again: written with its audit entry, read back, at odds.
+            let owed = try await change("A", 10, .setPending(.suspend))
+            guard case .updated(let before, let after) = owed else { Issue.record("expected an update, got \(owed)"); return }
+            #expect(before.pendingCommand == nil && after.pendingCommand == .suspend && after.status == .suspended && after.suspendedBy == .customerService)
+            #expect(try await store.token(reference: "A")?.pendingCommand == .suspend)
+            #expect(try await store.token(reference: "A")?.resource.pendingCommand == "SUSPEND")
+            #expect(try await store.auditEntries(subject: "token:A").count == 2)
+            #expect(try await atOdds() == ["A"])
+            #expect(try await store.tokensAtOddsWithTheirCard(since: t(9), limit: 10).isEmpty)
+            // Recording it again changes nothing and writes no audit entry.
+            let again = try await change("A", 11, .setPending(.suspend))
+            guard case .unchanged(let same) = again else { Issue.record("expected no change, got \(again)"); return }
+            #expect(same.pendingCommand == .suspend)
+            #expect(try await store.auditEntries(subject: "token:A").count == 2)
+            // The token service's own report of the suspension settles it.
+            let report = try await store.applyTokenEvent(eventId: "e-A", event: .suspended, tokenReference: "A", audit: audit("token:A", 20)) { current, _ in
+                .update(status: .suspended, suspendedBy: current?.suspendedBy, tokenLast4: nil)
+            }
+            guard case .applied(let reported) = report else { Issue.record("expected the event applied, got \(report)"); return }
+            #expect(reported.pendingCommand == nil && reported.suspendedBy == .customerService)
+            #expect(try await store.token(reference: "A")?.pendingCommand == nil)
+            #expect(try await atOdds().isEmpty)
+
+            // Any status TMP records for what the token service holds settles a suspension.
+            _ = try await change("C", 30, .setPending(.suspend))
+            #expect(try await atOdds() == ["C"])
+            _ = try await change("C", 31, .set(.active, suspendedBy: nil))
+            #expect(try await store.token(reference: "C")?.pendingCommand == nil)
+            #expect(try await atOdds().isEmpty)
+
+            // A deactivation stays pending through other status changes until the token ends.
+            _ = try await change("B", 40, .setPending(.deactivate))
+            #expect(try await store.tokensAtOddsWithTheirCard(since: t(40), limit: 10).map(\.tokenUniqueReference) == ["B"])
+            _ = try await change("B", 41, .set(.active, suspendedBy: nil))
+            _ = try await store.applyTokenEvent(eventId: "e-B", event: .suspended, tokenReference: "B", audit: audit("token:B", 42)) { _, _ in
+                .update(status: .suspended, suspendedBy: .tokenService, tokenLast4: nil)
+            }
+            let pending = try #require(try await store.token(reference: "B"))
+            #expect(pending.pendingCommand == .deactivate && pending.status == .suspended)
+            // It keeps the clock it started with.
+            #expect(try await store.tokensAtOddsWithTheirCard(since: t(40), limit: 10).map(\.tokenUniqueReference) == ["B"])
+            // SQL and Swift agree on every token.
+            for token in try await store.tokens(externalCardId: "c1") {
+                #expect(token.isAtOdds(with: card) == (try await atOdds()).contains(token.tokenUniqueReference), "\(token)")
+            }
+            _ = try await change("B", 50, .set(.deactivated, suspendedBy: nil))
+            #expect(try await store.token(reference: "B")?.pendingCommand == nil)
+            #expect(try await atOdds().isEmpty)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func aRealignmentClaimRestartsTheClocksOfTheTokensItTakes(factory: StoreFactory) async throws {
         try await factory.withStore { store in

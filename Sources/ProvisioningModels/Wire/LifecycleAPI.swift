@@ -96,9 +96,14 @@ public struct TokenResource: Codable, Sendable, Hashable {
     public var tokenLast4: String?
     /// Why it is suspended, when it is: `CARD_BLOCKED`, `CUSTOMER_SERVICE` or `TOKEN_SERVICE`.
     public var suspendedBy: String?
+    /// A command the token service has not confirmed and TMP keeps sending until it does:
+    /// `SUSPEND` (the token service may still let the token pay although TMP records it
+    /// suspended) or `DEACTIVATE` (the token must end: its card's previous owner activated it).
+    /// Absent when none is pending.
+    public var pendingCommand: String?
 
     /// Creates a resource.
-    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, status: TokenStatus, deviceType: DeviceType, authorizationPath: AuthorizationPath, tokenLast4: String?, suspendedBy: String?) {
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, status: TokenStatus, deviceType: DeviceType, authorizationPath: AuthorizationPath, tokenLast4: String?, suspendedBy: String?, pendingCommand: String? = nil) {
         self.tokenUniqueReference = tokenUniqueReference
         self.externalCardId = externalCardId
         self.panUniqueReference = panUniqueReference
@@ -107,6 +112,7 @@ public struct TokenResource: Codable, Sendable, Hashable {
         self.authorizationPath = authorizationPath
         self.tokenLast4 = tokenLast4
         self.suspendedBy = suspendedBy
+        self.pendingCommand = pendingCommand
     }
 }
 

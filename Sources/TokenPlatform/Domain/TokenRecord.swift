@@ -11,6 +11,32 @@ public enum SuspensionSource: String, Sendable, Hashable, Codable {
     case tokenService = "TOKEN_SERVICE"
 }
 
+/// A command the token service has not confirmed, owed to it until it does: TMP's record of the
+/// token stands, and the realignment (``TokenRealigner``) sends the command again.
+///
+/// Only two commands are owed this way, because only for them does TMP's record not already
+/// say what is owed: every other unconfirmed command leaves the token at odds with its card's
+/// status (``TokenRecord/isAtOdds(with:)``), which the realignment reads by itself.
+public enum PendingTokenCommand: String, Sendable, Hashable, Codable {
+    /// Suspend again: TMP records the token suspended, but the token service carried out a
+    /// resume for the card's unblocking after customer service (or the token service) had
+    /// suspended it, and did not confirm suspending it again. Settled by a confirmed
+    /// suspension, and by any later change of the token's status (TMP then records what the
+    /// token service holds).
+    case suspend = "SUSPEND"
+    /// Deactivate: the token service activated the token for its card's previous owner (the
+    /// card changed hands, same PAN, during the activation) and did not confirm ending it.
+    /// Settled only by the token's deactivation.
+    case deactivate = "DEACTIVATE"
+
+    /// What stays owed after the token's status is written as `status` (by a command the token
+    /// service confirmed, or by its own event): a suspension no longer, since TMP's record then
+    /// says what the token service holds; a deactivation until the token is deactivated.
+    func remaining(afterStatusBecomes status: TokenStatus) -> PendingTokenCommand? {
+        self == .deactivate && status != .deactivated ? .deactivate : nil
+    }
+}
+
 /// A network token of a card on one device.
 public struct TokenRecord: Sendable, Hashable {
     /// The token reference (= the pass's `deviceAccountIdentifier`).
@@ -38,9 +64,11 @@ public struct TokenRecord: Sendable, Hashable {
     /// When the newest token event applied to it happened at the token service (its
     /// `occurredAt`), if events said; older events are then stale.
     public var lastEventAt: EventTime?
+    /// A command the token service has not confirmed, sent again until it does.
+    public var pendingCommand: PendingTokenCommand?
 
     /// Creates a record.
-    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil) {
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil, pendingCommand: PendingTokenCommand? = nil) {
         self.tokenUniqueReference = tokenUniqueReference
         self.externalCardId = externalCardId
         self.panUniqueReference = panUniqueReference
@@ -53,11 +81,12 @@ public struct TokenRecord: Sendable, Hashable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.lastEventAt = lastEventAt
+        self.pendingCommand = pendingCommand
     }
 
     /// The Lifecycle API's view.
     public var resource: TokenResource {
-        TokenResource(tokenUniqueReference: tokenUniqueReference, externalCardId: externalCardId, panUniqueReference: panUniqueReference, status: status, deviceType: deviceType, authorizationPath: authorizationPath, tokenLast4: tokenLast4, suspendedBy: suspendedBy?.rawValue)
+        TokenResource(tokenUniqueReference: tokenUniqueReference, externalCardId: externalCardId, panUniqueReference: panUniqueReference, status: status, deviceType: deviceType, authorizationPath: authorizationPath, tokenLast4: tokenLast4, suspendedBy: suspendedBy?.rawValue, pendingCommand: pendingCommand?.rawValue)
     }
 
     /// The Push Provisioning API's view.
@@ -75,9 +104,10 @@ public struct TokenRecord: Sendable, Hashable {
 }
 
 extension TokenRecord {
-    /// Whether the card's status forbids this token's state, so that a token service command
-    /// is owed: any live token of a CLOSED card (deactivate), an ACTIVE token of a BLOCKED card
-    /// (suspend), a token the block suspended of an ACTIVE card (resume).
+    /// Whether a token service command is owed: one the token's ``pendingCommand`` names, or
+    /// one the card's status asks because it forbids this token's state: any live token of a
+    /// CLOSED card (deactivate), an ACTIVE token of a BLOCKED card (suspend), a token the block
+    /// suspended of an ACTIVE card (resume).
     ///
     /// The stores keep the same rule in SQL (`AtOddsSQL.predicate`) to know since when a
     /// token has been at odds with its card.
@@ -85,7 +115,7 @@ extension TokenRecord {
         isAtOdds(withCardStatus: cardStatus, cardPanUniqueReference: panUniqueReference)
     }
 
-    /// Whether a command is owed to bring this token in line with `card`: as
+    /// Whether a command is owed to this token given `card`: as
     /// ``isAtOdds(withCardStatus:)``, and also any live token made for a PAN the card no
     /// longer has (deactivate) — tokenized while the card's PAN was being replaced, or
     /// reported afterwards for the old PAN.
@@ -98,8 +128,19 @@ extension TokenRecord {
         panUniqueReference != card.panUniqueReference
     }
 
+    /// Whether `card`'s status or PAN asks a command of this token (``isAtOdds(with:)`` without
+    /// the ``pendingCommand``).
+    func cardAsksACommand(_ card: CardRecord) -> Bool {
+        guard status != .deactivated else { return false }
+        return cardAsksACommand(cardStatus: card.status, cardPanUniqueReference: card.panUniqueReference)
+    }
+
     private func isAtOdds(withCardStatus cardStatus: CardStatus, cardPanUniqueReference: String) -> Bool {
         guard status != .deactivated else { return false }
+        return pendingCommand != nil || cardAsksACommand(cardStatus: cardStatus, cardPanUniqueReference: cardPanUniqueReference)
+    }
+
+    private func cardAsksACommand(cardStatus: CardStatus, cardPanUniqueReference: String) -> Bool {
         if panUniqueReference != cardPanUniqueReference { return true }
         switch cardStatus {
         case .closed: return true
@@ -112,10 +153,18 @@ extension TokenRecord {
 /// The rule of ``TokenRecord/isAtOdds(with:)`` in SQL both stores run, and the
 /// statement that keeps `token.at_odds_since` in step with it.
 enum AtOddsSQL {
-    /// True for a live `token` row whose state its card's status forbids, or that was made
-    /// for a PAN its card no longer has.
-    static let predicate = """
-        token.status <> 'DEACTIVATED' AND EXISTS (SELECT 1 FROM card WHERE card.external_card_id = token.external_card_id \
+    /// True for a live `token` row that owes the token service a command: one it has not
+    /// confirmed (`pending_command`, migration `v7`), or one its card asks because its status
+    /// forbids the token's state or the token was made for a PAN the card no longer has.
+    static let predicate = "token.status <> 'DEACTIVATED' AND (token.pending_command IS NOT NULL OR \(cardAsks))"
+
+    /// The rule as migration `v3` applied it, before tokens had `pending_command`: frozen, so
+    /// that the migration runs on the schema of its time.
+    static let predicateBeforeV7 = "token.status <> 'DEACTIVATED' AND \(cardAsks)"
+
+    /// The card's part of the rule, for a live `token` row.
+    private static let cardAsks = """
+        EXISTS (SELECT 1 FROM card WHERE card.external_card_id = token.external_card_id \
         AND (card.status = 'CLOSED' OR card.pan_unique_reference <> token.pan_unique_reference OR (card.status = 'BLOCKED' AND token.status = 'ACTIVE') \
         OR (card.status = 'ACTIVE' AND token.status = 'SUSPENDED' AND token.suspended_by = 'CARD_BLOCKED')))
         """

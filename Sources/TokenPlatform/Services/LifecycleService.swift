@@ -239,7 +239,8 @@ public struct LifecycleService: Sendable {
                 guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
                     return nil
                 }
-                let why = token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)"
+                let why = command.settlesPending.map { "a \($0 == .suspend ? "suspension" : "deactivation") the token service had not confirmed" }
+                    ?? (token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
                 let outcome = await apply(command, actor: "tmp", reason: "\(why); sent again, the token had been at odds with its card")
                 if outcome.result == "FAILED" {
                     try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
@@ -263,25 +264,34 @@ public struct LifecycleService: Sendable {
         var lifts: SuspensionSource? = nil
         /// Customer service's own command.
         var byCustomerService = false
+        /// The token's pending command this one sends again (``TokenRecord/pendingCommand``);
+        /// confirmed, it is settled.
+        var settlesPending: PendingTokenCommand? = nil
     }
 
     /// Why a resume is not recorded when the token was suspended for another reason meanwhile.
     static let suspendedOtherwiseMeanwhile = "the token was suspended for another reason meanwhile"
 
-    /// The command `card` asks of `token`, if any: deactivate a live token made for a PAN the
-    /// card no longer has, or every live token of a closed card; suspend an active token of a
-    /// blocked card; resume a token the block suspended once the card is active.
+    /// The command owed to `token`, if any: deactivate a live token made for a PAN the card no
+    /// longer has, every live token of a closed card, or a token whose deactivation is pending;
+    /// suspend an active token of a blocked card; resume a token the block suspended once the
+    /// card is active; otherwise send a pending suspension again.
     private func command(for token: TokenRecord, card: CardRecord) -> TokenCommand? {
         guard token.isAtOdds(with: card) else { return nil }
         let tokenService = environment.tokenService
-        if token.isOfAReplacedPAN(of: card) {
-            return TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
+        if token.isOfAReplacedPAN(of: card) || card.status == .closed || token.pendingCommand == .deactivate {
+            let settles: PendingTokenCommand? = token.cardAsksACommand(card) ? nil : .deactivate
+            return TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate, settlesPending: settles)
         }
-        return switch card.status {
-        case .blocked: TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
-        case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume, lifts: .cardBlocked)
-        case .closed: TokenCommand(token: token, target: .deactivated, source: nil, result: "DEACTIVATED", call: tokenService.deactivate)
+        if token.cardAsksACommand(card) {
+            return switch card.status {
+            case .blocked: TokenCommand(token: token, target: .suspended, source: .cardBlocked, result: "SUSPENDED", call: tokenService.suspend)
+            case .active: TokenCommand(token: token, target: .active, source: nil, result: "RESUMED", call: tokenService.resume, lifts: .cardBlocked)
+            case .closed: nil
+            }
         }
+        guard token.pendingCommand == .suspend else { return nil }
+        return TokenCommand(token: token, target: .suspended, source: token.suspendedBy, result: "SUSPENDED", call: tokenService.suspend, settlesPending: .suspend)
     }
 
     /// `POST tokens/{ref}/{action}`: a customer-service command for one token.
@@ -311,6 +321,9 @@ public struct LifecycleService: Sendable {
             }
             guard !token.isOfAReplacedPAN(of: card) else {
                 throw TMPError.conflict("pan_replaced", "token \(token.tokenUniqueReference) was made for a card number card \(card.externalCardId) no longer has; it is deactivated, never resumed")
+            }
+            guard token.pendingCommand != .deactivate else {
+                throw TMPError.conflict("deactivation_pending", "token \(token.tokenUniqueReference) was activated by card \(card.externalCardId)'s previous owner and is being deactivated; it is never resumed")
             }
         }
         // A database failure after the token service confirmed is the database's to report.
@@ -441,6 +454,12 @@ public struct LifecycleService: Sendable {
         let outcome: TokenUpdateResult
         do {
             outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
+                // A pending suspension sent again changes nothing but that: TMP recorded the token
+                // suspended all along. Settled only while still pending (a change of the token's
+                // status meanwhile settled it).
+                if command.settlesPending == .suspend {
+                    return current.pendingCommand == .suspend ? .setPending(nil) : .unchanged
+                }
                 // A change made for a card status applies only while the card still has it: the
                 // card may have changed since the command started.
                 let cardStatus = card?.status

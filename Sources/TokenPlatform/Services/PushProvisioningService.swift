@@ -129,6 +129,10 @@ public struct PushProvisioningService: Sendable {
         guard !token.isOfAReplacedPAN(of: card) else {
             return answer(.declined, "the token is of a card number this card no longer has")
         }
+        // Activated for the card's previous owner and not yet ended at the token service.
+        guard token.pendingCommand != .deactivate else {
+            return answer(.declined, "the token is being deactivated")
+        }
         switch token.status {
         case .active: return answer(.approved, "the token is already active")
         case .suspended: return answer(.declined, "the token is suspended")
@@ -148,6 +152,7 @@ public struct PushProvisioningService: Sendable {
                 return .reject("the card is \(card?.status.rawValue.lowercased() ?? "gone")")
             }
             guard !current.isOfAReplacedPAN(of: card) else { return .reject("the card's PAN was replaced") }
+            guard current.pendingCommand != .deactivate else { return .reject("the token is being deactivated") }
             // The card may have been given to another user since (same PAN, so its tokens
             // followed): the previous owner's activation must not make it pay.
             guard current.userId.isSameIdentifier(as: userId), card.userId.isSameIdentifier(as: userId) else {

@@ -31,6 +31,13 @@ import ProvisioningModels
 /// service's own resume of that suspension (``settle(_:held:actor:undoingCustomerServiceResume:)``).
 /// A resume for an unblocked card that finds the token suspended meanwhile for another reason
 /// is not recorded, and the suspension is sent again (``reassertSuspension(_:actor:)``).
+///
+/// Two corrections leave TMP's record as it is whether or not the token service confirms
+/// them: sending a suspension again, and ending a token the card's previous owner activated
+/// (``deactivateActivatedForAPreviousOwner(_:actor:)``). Unconfirmed, nothing in the token's
+/// state would show that a command is owed, so the token records it as pending
+/// (``TokenRecord/pendingCommand``), and the realignment sends it again until the token service
+/// confirms it.
 struct TokenCorrection {
     /// How the correction ended.
     enum Settlement: Sendable, Hashable {
@@ -78,32 +85,91 @@ struct TokenCorrection {
     /// suspended for another reason (customer service suspended it while an unblocking's
     /// resume was with the token service): suspends it there again, so the token service holds
     /// what TMP records. TMP's record is not changed.
+    ///
+    /// Not confirmed, the suspension is recorded as pending, so the realignment sends it again.
     func reassertSuspension(_ reference: String, actor: String) async -> Settlement {
         guard let (token, card) = await current(reference), token.status == .suspended else { return .nothingToUndo }
         let settlement = await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
-        if case .undone = settlement {
-            // TMP's record does not change, but a command was sent: the trail says so.
+        let why = "the token was suspended (by \(token.suspendedBy?.rawValue ?? "the token service")) while a resume for the card's unblocking was with the token service"
+        switch settlement {
+        case .undone:
+            // TMP's record does not change, but a command was sent: the trail says so. A
+            // suspension still pending from an earlier attempt is settled by it.
+            let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.suspended", subject: "token:\(reference)", detail: "suspension sent again: \(why)")
+            return await settlePending(.suspend, of: token, audit: audit).map(Settlement.undone) ?? settlement
+        case .notConfirmed:
             let audit = AuditEntry(
-                at: environment.now(), actor: actor, action: "token.suspended", subject: "token:\(reference)",
-                detail: "suspension sent again: the token was suspended (by \(token.suspendedBy?.rawValue ?? "the token service")) while a resume for the card's unblocking was with the token service"
+                at: environment.now(), actor: actor, action: "token.pending_command", subject: "token:\(reference)",
+                detail: "suspension not confirmed by the token service, to be sent again by the realignment: \(why)"
             )
-            do { try await environment.store.recordAudit(audit) } catch {
-                environment.logger.error("could not record a re-sent suspension in the audit trail", metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"])
-            }
+            return .notConfirmed(await recordPending(.suspend, of: token, audit: audit))
+        case .nothingToUndo:
+            return settlement
         }
-        return settlement
     }
 
     /// After an in-app activation the token service carried out while the card was given to
     /// another user (same PAN, so the token followed the card): the token is on the previous
     /// owner's device and was activated by them, so it is deactivated there; TMP records it
-    /// DEACTIVATED once confirmed, and otherwise keeps it as it was.
+    /// DEACTIVATED once confirmed, and otherwise keeps it as it was with the deactivation
+    /// pending, so the realignment sends it again.
     func deactivateActivatedForAPreviousOwner(_ reference: String, actor: String) async -> Settlement {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
-        return await correct(
+        let settlement = await correct(
             token, card: card, with: environment.tokenService.deactivate, actor: actor,
             confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil, reason: "activated by the card's previous owner"
         )
+        guard case .notConfirmed(let recorded) = settlement else { return settlement }
+        let audit = AuditEntry(
+            at: environment.now(), actor: actor, action: "token.pending_command", subject: "token:\(reference)",
+            detail: "deactivation not confirmed by the token service, to be sent again by the realignment: activated by the card's previous owner"
+        )
+        return .notConfirmed(await recordPending(.deactivate, of: recorded, audit: audit))
+    }
+
+    /// Records `command` as pending for `token` (unless the token was deactivated meanwhile,
+    /// or, for a suspension, is no longer suspended or owes a deactivation already); the token
+    /// as TMP then records it.
+    private func recordPending(_ command: PendingTokenCommand, of token: TokenRecord, audit: AuditEntry) async -> TokenRecord {
+        await writePending(of: token, audit: audit) { current in
+            guard current.status != .deactivated else { return .reject("the token is deactivated already") }
+            if command == .suspend, current.status != .suspended || current.pendingCommand == .deactivate { return .unchanged }
+            return .setPending(command)
+        }.token
+    }
+
+    /// Settles a pending `command` of `token` the token service has now confirmed, with `audit`
+    /// (written alone when nothing was pending, since a command was sent all the same); the
+    /// token as TMP then records it, nil if the database failed.
+    private func settlePending(_ command: PendingTokenCommand, of token: TokenRecord, audit: AuditEntry) async -> TokenRecord? {
+        let (recorded, written) = await writePending(of: token, audit: audit) { current in
+            current.pendingCommand == command ? .setPending(nil) : .unchanged
+        }
+        if written { return recorded }
+        do { try await environment.store.recordAudit(audit) } catch {
+            environment.logger.error("could not record a re-sent command in the audit trail", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"])
+            return nil
+        }
+        return recorded
+    }
+
+    /// Writes `decide`'s change of the token's pending command with `audit`; the token as TMP
+    /// then records it, and whether anything (the audit entry with it) was written.
+    private func writePending(of token: TokenRecord, audit: AuditEntry, _ decide: @escaping @Sendable (TokenRecord) -> TokenChange) async -> (token: TokenRecord, written: Bool) {
+        let reference = token.tokenUniqueReference
+        do {
+            return switch try await environment.store.updateToken(reference: reference, audit: audit, { current, _ in decide(current) }) {
+            case .updated(_, let after): (after, true)
+            case .unchanged(let current), .rejected(let current, _): (current, false)
+            case .notFound: (token, false)
+            }
+        } catch {
+            environment.logger.error(
+                "could not record a token service command's outcome; the realignment finds the token only if it is at odds with its card",
+                metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+            return (token, false)
+        }
     }
 
     /// After a token event was applied: deactivates a closed card's token, or one of a PAN the

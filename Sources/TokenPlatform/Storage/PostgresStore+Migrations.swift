@@ -121,7 +121,7 @@ extension PostgresStore {
         Migration(name: "v3", statements: [
             "ALTER TABLE token ADD COLUMN at_odds_since TIMESTAMPTZ",
             "CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL",
-            "UPDATE token SET at_odds_since = now() WHERE \(AtOddsSQL.predicate)",
+            "UPDATE token SET at_odds_since = now() WHERE \(AtOddsSQL.predicateBeforeV7)",
         ]),
         // As SQLite's v4: when the newest applied event of each token happened.
         Migration(name: "v4", statements: [
@@ -144,6 +144,10 @@ extension PostgresStore {
         Migration(name: "v6", statements: [
             "ALTER TABLE token_event ADD COLUMN event TEXT",
             "ALTER TABLE tokenization_decision ADD COLUMN activation_data_id TEXT COLLATE \"C\"",
+        ]),
+        // As SQLite's v7: a command each token owes the token service that it has not confirmed.
+        Migration(name: "v7", statements: [
+            "ALTER TABLE token ADD COLUMN pending_command TEXT CHECK (pending_command IN ('SUSPEND', 'DEACTIVATE'))",
         ]),
     ]
 

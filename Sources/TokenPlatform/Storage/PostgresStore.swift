@@ -211,7 +211,7 @@ public struct PostgresStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try await connection.query(
-                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt) WHERE token_unique_reference = \(reference)",
+                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue) WHERE token_unique_reference = \(reference)",
                     logger: logger
                 )
                 try await recomputeAtOdds(connection, tokenReference: reference, at: audit.at)
@@ -259,7 +259,7 @@ public struct PostgresStore: TMPStore {
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
                     VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
                         \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt),
-                        \(token.lastEventAt?.millisecondsSince1970))
+                        \(token.lastEventAt?.millisecondsSince1970), \(token.pendingCommand?.rawValue))
                     """,
                     logger: logger
                 )
@@ -272,7 +272,7 @@ public struct PostgresStore: TMPStore {
                 try await connection.query(
                     """
                     UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt),
-                        last_event_ms = \(token.lastEventAt?.millisecondsSince1970)
+                        last_event_ms = \(token.lastEventAt?.millisecondsSince1970), pending_command = \(token.pendingCommand?.rawValue)
                     WHERE token_unique_reference = \(tokenReference)
                     """,
                     logger: logger

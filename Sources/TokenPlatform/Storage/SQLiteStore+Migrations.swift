@@ -117,7 +117,7 @@ extension SQLiteStore {
             try db.execute(sql: """
                 ALTER TABLE token ADD COLUMN at_odds_since DATETIME;
                 CREATE INDEX token_at_odds ON token(at_odds_since) WHERE at_odds_since IS NOT NULL;
-                UPDATE token SET at_odds_since = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE \(AtOddsSQL.predicate);
+                UPDATE token SET at_odds_since = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE \(AtOddsSQL.predicateBeforeV7);
                 """)
         }
         // When the newest applied event of each token happened at the token service, so that
@@ -149,6 +149,13 @@ extension SQLiteStore {
                 ALTER TABLE token_event ADD COLUMN event TEXT;
                 ALTER TABLE tokenization_decision ADD COLUMN activation_data_id TEXT;
                 """)
+        }
+        // A command each token owes the token service that it has not confirmed and that the
+        // token's state does not already show as owed (`PendingTokenCommand`): a suspension
+        // to send again, or a deactivation of a token the card's previous owner activated.
+        // Such a token counts as at odds, so the realignment sends it again.
+        register("v7") { db in
+            try db.execute(sql: "ALTER TABLE token ADD COLUMN pending_command TEXT CHECK (pending_command IN ('SUSPEND', 'DEACTIVATE'))")
         }
         return migrator
     }

@@ -237,8 +237,8 @@ public struct SQLiteStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ? WHERE token_unique_reference = ?",
-                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, reference]
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ?, pending_command = ? WHERE token_unique_reference = ?",
+                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, after.pendingCommand?.rawValue, reference]
                 )
                 try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, reference])
                 try insertAudit(db, audit)
@@ -265,13 +265,13 @@ public struct SQLiteStore: TMPStore {
                 try db.execute(
                     sql: """
                         INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status,
-                            authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         token.tokenUniqueReference, token.externalCardId, token.panUniqueReference, token.userId, token.deviceType.rawValue,
                         token.status.rawValue, token.authorizationPath.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.createdAt, token.updatedAt,
-                        token.lastEventAt?.millisecondsSince1970,
+                        token.lastEventAt?.millisecondsSince1970, token.pendingCommand?.rawValue,
                     ]
                 )
                 // The owner as committed: the card may have changed hands since `token` was made.
@@ -279,8 +279,11 @@ public struct SQLiteStore: TMPStore {
                 result = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:)) ?? token
             case .update(let token):
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ? WHERE token_unique_reference = ?",
-                    arguments: [token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, token.lastEventAt?.millisecondsSince1970, tokenReference]
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ?, pending_command = ? WHERE token_unique_reference = ?",
+                    arguments: [
+                        token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, token.lastEventAt?.millisecondsSince1970,
+                        token.pendingCommand?.rawValue, tokenReference,
+                    ]
                 )
                 result = token
             case .stale(let stored):
@@ -551,7 +554,7 @@ extension TokenRecord {
     /// The selected columns, in the order ``init(row:)`` reads them by position.
     static let columns = """
         token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, \
-        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms
+        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command
         """
 
     init(row: Row) {
@@ -561,7 +564,8 @@ extension TokenRecord {
             authorizationPath: AuthorizationPath(rawValue: row[6]) ?? .yellow,
             suspendedBy: (row[7] as String?).flatMap(SuspensionSource.init(rawValue:)), tokenLast4: row[8],
             createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date,
-            lastEventAt: (row[11] as Int64?).map(EventTime.init(millisecondsSince1970:))
+            lastEventAt: (row[11] as Int64?).map(EventTime.init(millisecondsSince1970:)),
+            pendingCommand: (row[12] as String?).flatMap(PendingTokenCommand.init(rawValue:))
         )
     }
 }

@@ -252,8 +252,13 @@ extension CardStatusUpdate {
 
 /// What ``TMPStore/updateToken(reference:audit:_:)`` should do with a token.
 public enum TokenChange: Sendable, Hashable {
-    /// Set the status and suspension source.
+    /// Set the status and suspension source (what the token service now holds). A pending
+    /// suspension is settled by it; a pending deactivation only by `DEACTIVATED`
+    /// (``PendingTokenCommand``).
     case set(TokenStatus, suspendedBy: SuspensionSource?)
+    /// Leave the status as it is and record a command the token service has not confirmed, or
+    /// (nil) that the pending one is settled.
+    case setPending(PendingTokenCommand?)
     /// Leave it as it is (no audit entry).
     case unchanged
     /// Refuse; the message says why.
@@ -285,6 +290,13 @@ extension TokenChange {
             var after = before
             after.status = status
             after.suspendedBy = suspendedBy
+            after.pendingCommand = before.pendingCommand?.remaining(afterStatusBecomes: status)
+            after.updatedAt = date
+            return (after, .updated(before: before, after: after))
+        case .setPending(let command):
+            guard command != before.pendingCommand else { return (nil, .unchanged(before)) }
+            var after = before
+            after.pendingCommand = command
             after.updatedAt = date
             return (after, .updated(before: before, after: after))
         }
@@ -331,6 +343,8 @@ extension TokenEventEffect {
             guard var token = current else { return .reject("unknown token") }
             token.status = status
             token.suspendedBy = suspendedBy
+            // The token service's own word on the token settles a pending suspension.
+            token.pendingCommand = token.pendingCommand?.remaining(afterStatusBecomes: status)
             token.tokenLast4 = tokenLast4 ?? token.tokenLast4
             token.updatedAt = date
             if let eventTime { token.lastEventAt = max(eventTime, token.lastEventAt ?? eventTime) }
