@@ -56,8 +56,8 @@ install_postgres() {
     export DEBIAN_FRONTEND=noninteractive
     if ! as_root apt-get install -y -qq postgresql >/dev/null; then
         say "apt-get install failed; updating the package lists and retrying"
-        as_root apt-get update -qq
-        as_root apt-get install -y -qq postgresql >/dev/null
+        as_root apt-get update -qq || { say "apt-get update failed (is a Debian mirror reachable?)"; return 1; }
+        as_root apt-get install -y -qq postgresql >/dev/null || { say "apt-get install postgresql failed"; return 1; }
     fi
 }
 
@@ -82,7 +82,7 @@ start() {
     local durable=false
     [ "${1:-}" = "--durable" ] && durable=true
     local bindir
-    bindir="$(find_bindir)" || { install_postgres; bindir="$(find_bindir)"; } || { say "no PostgreSQL server binaries after installing"; exit 1; }
+    bindir="$(find_bindir)" || { install_postgres || exit 1; bindir="$(find_bindir)"; } || { say "no PostgreSQL server binaries after installing"; exit 1; }
     if is_running; then
         say "already running"
         echo "export PUSHPROV_TEST_POSTGRES_URL='$(url)'"
