@@ -165,6 +165,47 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// Customer service resumes the token while the realignment sends its pending suspension
+    /// again, and the resume is recorded first: the token service may have run the two in
+    /// either order, so the token is resumed there again and stays ACTIVE as TMP records it.
+    @Test func aResumeRecordedWhileAPendingSuspensionIsSentAgainIsSentAgainAfterIt() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            _ = try await platform.store.updateToken(reference: "T1", audit: AuditEntry(at: Date(), actor: "test", action: "test", subject: "token:T1", detail: "")) { _, _ in .setPending(.suspend) }
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+                #expect(resumed.status == .ok, "\(resumed.text)")
+            } }
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(realigned.map(\.result) == ["UNCHANGED"])
+            #expect(platform.connector.commands.current.suffix(3) == ["suspend T1", "resume T1", "resume T1"], "\(platform.connector.commands.current)")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .active && token?.pendingCommand == nil)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).isEmpty)
+        }
+    }
+
+    /// A token whose deactivation is pending is never resumed by customer service.
+    @Test func customerServiceCannotResumeATokenWhoseDeactivationIsPending() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            _ = try await platform.store.updateToken(reference: "T1", audit: AuditEntry(at: Date(), actor: "test", action: "test", subject: "token:T1", detail: "")) { _, _ in .setPending(.deactivate) }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            #expect(resumed.status == .conflict && resumed.error?.code == "deactivation_pending", "\(resumed.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1")
+            #expect(try await api.tokenStatus("T1") == .suspended)
+        }
+    }
+
     /// A pending suspension goes out with the card's next status change too: blocking the card
     /// sends it (TMP records the token suspended, so the block has nothing else for it).
     @Test func aPendingSuspensionIsSentWithTheCardsNextStatusChange() async throws {
@@ -416,6 +457,14 @@ struct LifecycleRaceTests {
             let bobs = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("bob"), json: TokenActivationRequest(tokenUniqueReference: "T1")).decode(TokenActivationResponse.self)
             #expect(bobs.issuerMobileAppAuthResponse == .declined && bobs.comment == "the token is being deactivated")
             #expect(platform.connector.commands.current.last == "activate T1")
+            // The token service's echo of Alice's activation makes it ACTIVE, now Bob's: it is
+            // still no proof of Bob for his watch, which must activate in the app.
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated).status == .ok)
+            let echoed = try await platform.store.token(reference: "T1")
+            #expect(echoed?.status == .active && echoed?.pendingCommand == .deactivate)
+            let watch = try await api.provision("c1", user: "bob", device: .watch, token: "T2")
+            #expect(watch.decision == .requireAdditionalAuthentication && watch.reason == "in_app_activation_required", "\(watch)")
 
             let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
             #expect(realigned.map(\.result) == ["DEACTIVATED"])

@@ -371,7 +371,6 @@ struct TMPStoreContractTests {
                 try await store.updateToken(reference: reference, audit: audit("token:\(reference)", seconds)) { _, _ in change }
             }
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
-            let card = try #require(try await store.card(externalCardId: "c1"))
             try await Self.insert(store, Self.token("A", status: .suspended, suspendedBy: .customerService))
             try await Self.insert(store, Self.token("B", status: .inactive))
             try await Self.insert(store, Self.token("C", status: .suspended, suspendedBy: .tokenService))
@@ -391,13 +390,25 @@ struct TMPStoreContractTests {
             guard case .unchanged(let same) = again else { Issue.record("expected no change, got \(again)"); return }
             #expect(same.pendingCommand == .suspend)
             #expect(try await store.auditEntries(subject: "token:A").count == 2)
-            // The token service's own report of the suspension settles it.
+            // A (late) report of a suspension, leaving the token as it was, settles nothing: it
+            // says nothing of the resume the pending suspension answers.
             let report = try await store.applyTokenEvent(eventId: "e-A", event: .suspended, tokenReference: "A", audit: audit("token:A", 20)) { current, _ in
                 .update(status: .suspended, suspendedBy: current?.suspendedBy, tokenLast4: nil)
             }
             guard case .applied(let reported) = report else { Issue.record("expected the event applied, got \(report)"); return }
-            #expect(reported.pendingCommand == nil && reported.suspendedBy == .customerService)
+            #expect(reported.pendingCommand == .suspend && reported.suspendedBy == .customerService)
+            #expect(try await store.token(reference: "A")?.pendingCommand == .suspend)
+            #expect(try await atOdds() == ["A"])
+            // A report that changes the token does: TMP then records what the token service holds.
+            _ = try await store.applyTokenEvent(eventId: "e-A2", event: .resumed, tokenReference: "A", audit: audit("token:A", 21)) { _, _ in
+                .update(status: .active, suspendedBy: nil, tokenLast4: nil)
+            }
             #expect(try await store.token(reference: "A")?.pendingCommand == nil)
+            #expect(try await atOdds().isEmpty)
+            // A pending suspension on a token not recorded suspended (as a server of an earlier
+            // version, which does not settle it, could leave one) is not owed.
+            _ = try await change("A", 22, .setPending(.suspend))
+            #expect(try await store.token(reference: "A")?.pendingCommand == .suspend)
             #expect(try await atOdds().isEmpty)
 
             // Any status TMP records for what the token service holds settles a suspension.
@@ -418,10 +429,16 @@ struct TMPStoreContractTests {
             #expect(pending.pendingCommand == .deactivate && pending.status == .suspended)
             // It keeps the clock it started with.
             #expect(try await store.tokensAtOddsWithTheirCard(since: t(40), limit: 10).map(\.tokenUniqueReference) == ["B"])
-            // SQL and Swift agree on every token.
-            for token in try await store.tokens(externalCardId: "c1") {
-                #expect(token.isAtOdds(with: card) == (try await atOdds()).contains(token.tokenUniqueReference), "\(token)")
+            // SQL and Swift agree on every token, whatever the card's status.
+            for status in [CardStatus.blocked, .active] {
+                _ = try await store.setCardStatus(externalCardId: "c1", status: status, at: t(45)) { _ in audit("card:c1", 45) }
+                let card = try #require(try await store.card(externalCardId: "c1"))
+                let found = try await atOdds()
+                for token in try await store.tokens(externalCardId: "c1") {
+                    #expect(token.isAtOdds(with: card) == found.contains(token.tokenUniqueReference), "\(status): \(token)")
+                }
             }
+            #expect(try await atOdds() == ["B"])
             _ = try await change("B", 50, .set(.deactivated, suspendedBy: nil))
             #expect(try await store.token(reference: "B")?.pendingCommand == nil)
             #expect(try await atOdds().isEmpty)

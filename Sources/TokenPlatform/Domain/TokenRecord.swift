@@ -29,11 +29,18 @@ public enum PendingTokenCommand: String, Sendable, Hashable, Codable {
     /// Settled only by the token's deactivation.
     case deactivate = "DEACTIVATE"
 
-    /// What stays owed after the token's status is written as `status` (by a command the token
-    /// service confirmed, or by its own event): a suspension no longer, since TMP's record then
-    /// says what the token service holds; a deactivation until the token is deactivated.
+    /// What stays owed after a command the token service confirmed is recorded as `status`:
+    /// a suspension no longer, since TMP's record then says what the token service holds; a
+    /// deactivation until the token is deactivated.
     func remaining(afterStatusBecomes status: TokenStatus) -> PendingTokenCommand? {
         self == .deactivate && status != .deactivated ? .deactivate : nil
+    }
+
+    /// What stays owed after a token event moves the token from `before` to `status`. An event
+    /// that leaves the status as it was settles nothing: a late echo of an earlier suspension
+    /// says nothing about the resume the pending suspension answers.
+    func remaining(afterEventFrom before: TokenStatus, to status: TokenStatus) -> PendingTokenCommand? {
+        before == status ? self : remaining(afterStatusBecomes: status)
     }
 }
 
@@ -137,7 +144,18 @@ extension TokenRecord {
 
     private func isAtOdds(withCardStatus cardStatus: CardStatus, cardPanUniqueReference: String) -> Bool {
         guard status != .deactivated else { return false }
-        return pendingCommand != nil || cardAsksACommand(cardStatus: cardStatus, cardPanUniqueReference: cardPanUniqueReference)
+        return owesItsPendingCommand || cardAsksACommand(cardStatus: cardStatus, cardPanUniqueReference: cardPanUniqueReference)
+    }
+
+    /// Whether its ``pendingCommand`` is still to be sent: a deactivation, or a suspension of
+    /// a token TMP records suspended (one on any other state — written by a server of an
+    /// earlier version, which does not settle it — is not sent).
+    var owesItsPendingCommand: Bool {
+        switch pendingCommand {
+        case .deactivate: status != .deactivated
+        case .suspend: status == .suspended
+        case nil: false
+        }
     }
 
     private func cardAsksACommand(cardStatus: CardStatus, cardPanUniqueReference: String) -> Bool {
@@ -156,7 +174,10 @@ enum AtOddsSQL {
     /// True for a live `token` row that owes the token service a command: one it has not
     /// confirmed (`pending_command`, migration `v7`), or one its card asks because its status
     /// forbids the token's state or the token was made for a PAN the card no longer has.
-    static let predicate = "token.status <> 'DEACTIVATED' AND (token.pending_command IS NOT NULL OR \(cardAsks))"
+    static let predicate = """
+        token.status <> 'DEACTIVATED' AND (token.pending_command = 'DEACTIVATE' OR (token.pending_command = 'SUSPEND' AND token.status = 'SUSPENDED') \
+        OR \(cardAsks))
+        """
 
     /// The rule as migration `v3` applied it, before tokens had `pending_command`: frozen, so
     /// that the migration runs on the schema of its time.

@@ -158,8 +158,8 @@ public struct LifecycleService: Sendable {
             // with the card from its commit: deactivated now, or by the realignment if the
             // token service does not confirm.
             let stragglers = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: stored) }
-            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-                await apply(command, actor: "issuer", reason: "card PAN replaced")
+            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self, stored] command in
+                await apply(command, actor: "issuer", reason: command.token.isOfAReplacedPAN(of: stored) ? "card PAN replaced" : Self.why(command, card: stored) ?? "card \(stored.status.rawValue)")
             }
         }
         return (stored.resource, previous == nil)
@@ -200,9 +200,8 @@ public struct LifecycleService: Sendable {
         }
         // What the tokens need follows from the status this change committed.
         let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
-        let reason = "card \(card.status.rawValue)"
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-            await apply(command, actor: "issuer", reason: reason)
+            await apply(command, actor: "issuer", reason: Self.why(command, card: card) ?? "card \(card.status.rawValue)")
         }
         return StatusChange(card: card.resource, tokens: outcomes)
     }
@@ -239,8 +238,7 @@ public struct LifecycleService: Sendable {
                 guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
                     return nil
                 }
-                let why = command.settlesPending.map { "a \($0 == .suspend ? "suspension" : "deactivation") the token service had not confirmed" }
-                    ?? (token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
+                let why = Self.why(command, card: card) ?? (token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
                 let outcome = await apply(command, actor: "tmp", reason: "\(why); sent again, the token had been at odds with its card")
                 if outcome.result == "FAILED" {
                     try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
@@ -249,6 +247,11 @@ public struct LifecycleService: Sendable {
             }.compactMap { $0 }
         }
         return outcomes
+    }
+
+    /// The audit reason of a command that sends a pending one again; nil for any other.
+    private static func why(_ command: TokenCommand, card: CardRecord) -> String? {
+        command.settlesPending.map { "a \($0 == .suspend ? "suspension" : "deactivation") the token service had not confirmed" }
     }
 
     /// One token service command for a token: one its card's status asks, or customer service's.
@@ -272,6 +275,9 @@ public struct LifecycleService: Sendable {
     /// Why a resume is not recorded when the token was suspended for another reason meanwhile.
     static let suspendedOtherwiseMeanwhile = "the token was suspended for another reason meanwhile"
 
+    /// Why a pending suspension sent again is not recorded when the token was resumed meanwhile.
+    static let resumedWhileSuspensionWasResent = "the token was resumed while its pending suspension was sent again"
+
     /// The command owed to `token`, if any: deactivate a live token made for a PAN the card no
     /// longer has, every live token of a closed card, or a token whose deactivation is pending;
     /// suspend an active token of a blocked card; resume a token the block suspended once the
@@ -290,8 +296,8 @@ public struct LifecycleService: Sendable {
             case .closed: nil
             }
         }
-        guard token.pendingCommand == .suspend else { return nil }
-        return TokenCommand(token: token, target: .suspended, source: token.suspendedBy, result: "SUSPENDED", call: tokenService.suspend, settlesPending: .suspend)
+        guard token.pendingCommand == .suspend, token.owesItsPendingCommand else { return nil }
+        return TokenCommand(token: token, target: .suspended, source: nil, result: "SUSPENDED", call: tokenService.suspend, settlesPending: .suspend)
     }
 
     /// `POST tokens/{ref}/{action}`: a customer-service command for one token.
@@ -458,7 +464,13 @@ public struct LifecycleService: Sendable {
                 // suspended all along. Settled only while still pending (a change of the token's
                 // status meanwhile settled it).
                 if command.settlesPending == .suspend {
-                    return current.pendingCommand == .suspend ? .setPending(nil) : .unchanged
+                    switch current.status {
+                    case .suspended: return current.pendingCommand == .suspend ? .setPending(nil) : .unchanged
+                    case .deactivated: return .reject("token is DEACTIVATED")
+                    // Resumed meanwhile (customer service): the suspension just confirmed would
+                    // leave the token service holding what TMP no longer records.
+                    case .active, .inactive: return .reject(Self.resumedWhileSuspensionWasResent)
+                    }
                 }
                 // A change made for a card status applies only while the card still has it: the
                 // card may have changed since the command started.
@@ -501,6 +513,21 @@ public struct LifecycleService: Sendable {
             let done = current.status == target && (source == nil || current.suspendedBy == source)
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: done ? result : "UNCHANGED")
         case .rejected(let current, let message):
+            if message == Self.resumedWhileSuspensionWasResent {
+                // TMP records the token active (customer service resumed it while the pending
+                // suspension was with the token service, and the token service may have run the
+                // two in either order): resumed there again, so it holds what TMP records.
+                do {
+                    try await environment.tokenService.resume(current)
+                    return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
+                } catch {
+                    environment.logger.error(
+                        "token service did not confirm resuming a token again after a pending suspension was sent while customer service resumed it; it may hold the token suspended",
+                        metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]
+                    )
+                    return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
+                }
+            }
             if message == Self.suspendedOtherwiseMeanwhile {
                 // The token service resumed a token TMP has since recorded suspended for another
                 // reason: suspended there again, so it holds what TMP records.

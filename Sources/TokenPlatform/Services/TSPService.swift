@@ -114,6 +114,8 @@ public struct TSPService: Sendable {
             let tokens = try await environment.store.tokens(externalCardId: card.externalCardId)
             if tokens.contains(where: {
                 $0.status == .active && $0.userId.isSameIdentifier(as: card.userId) && $0.deviceType != request.deviceType && !$0.isOfAReplacedPAN(of: card)
+                    // Activated by the card's previous owner, and being ended: no proof of this owner.
+                    && $0.pendingCommand != .deactivate
             }) {
                 return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id, false)
             }

@@ -341,10 +341,10 @@ extension TokenEventEffect {
             return .stale(current)
         case .update(let status, let suspendedBy, let tokenLast4, let eventTime):
             guard var token = current else { return .reject("unknown token") }
+            // The token service's own word on a change of the token settles a pending suspension.
+            token.pendingCommand = token.pendingCommand?.remaining(afterEventFrom: token.status, to: status)
             token.status = status
             token.suspendedBy = suspendedBy
-            // The token service's own word on the token settles a pending suspension.
-            token.pendingCommand = token.pendingCommand?.remaining(afterStatusBecomes: status)
             token.tokenLast4 = tokenLast4 ?? token.tokenLast4
             token.updatedAt = date
             if let eventTime { token.lastEventAt = max(eventTime, token.lastEventAt ?? eventTime) }
