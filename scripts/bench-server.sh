@@ -27,6 +27,8 @@
 #                       by up to a fifth within minutes, so one round is one sample
 # BENCH_PERF=DIR        also record a `perf` profile of the server during each wrk run into DIR
 #                       (searches.perf.data, signed-cards.perf.data; read with `perf report -i`)
+# BENCH_BINARY=PATH     runs that pushprov binary instead of building one (compare two builds
+#                       in alternating runs: copy each release build's pushprov aside first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=20
@@ -58,9 +60,15 @@ fi
 if [ -n "${BENCH_PERF:-}" ] && ! command -v perf >/dev/null 2>&1; then echo "bench: BENCH_PERF needs perf (apt install linux-perf)" >&2; exit 1; fi
 python3 -c 'import sqlite3' || { echo "bench: python3 with sqlite3 is required" >&2; exit 1; }
 
-echo "bench: building pushprov (release)"
-swift build -c release --product pushprov
-BIN="$(swift build -c release --show-bin-path)/pushprov"
+if [ -n "${BENCH_BINARY:-}" ]; then
+    [ -x "$BENCH_BINARY" ] || { echo "bench: BENCH_BINARY $BENCH_BINARY is not an executable file" >&2; exit 2; }
+    BIN="$BENCH_BINARY"
+    echo "bench: running $BIN (not built by this run)"
+else
+    echo "bench: building pushprov (release)"
+    swift build -c release --product pushprov
+    BIN="$(swift build -c release --show-bin-path)/pushprov"
+fi
 
 DATA="$(mktemp -d /tmp/pushprov-bench.XXXXXX)"
 LOG="$DATA/serve.log"

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import TokenPlatform
 
-/// `--database`, `--database-pool-size` and `--database-wait`, shared by every command that opens TMP's storage.
+/// `--database`, `--database-pool-size`, `--database-wait` and `--database-statement-timeout`, shared by every command that opens TMP's storage.
 struct DatabaseOptions: ParsableArguments {
     @Option(help: "SQLite file path, or postgres://user:password@host:5432/database[?sslmode=disable|prefer|require] (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).")
     var database: String?
@@ -14,11 +14,15 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("database-wait"), help: ArgumentHelp("Most seconds a request waits for the database (a PostgreSQL connection, a SQLite lock) before it is answered 503 (PUSHPROV_DATABASE_WAIT; default 5, 1 to 60).", valueName: "seconds"))
     var wait: String?
 
+    @Option(name: .customLong("database-statement-timeout"), help: ArgumentHelp("Most seconds one PostgreSQL database call may run before it is cancelled and answered 503; migrations are not bounded (PUSHPROV_DATABASE_STATEMENT_TIMEOUT; default 10, 1 to 300; SQLite ignores it).", valueName: "seconds"))
+    var statementTimeout: String?
+
     /// Copies the options into `settings`.
     func apply(to settings: inout ServerSettings) {
         settings.database = database
         settings.databasePoolSize = poolSize
         settings.databaseWait = wait
+        settings.databaseStatementTimeout = statementTimeout
     }
 }
 

@@ -3,7 +3,7 @@ import GRDB
 import Logging
 import TMPTestSupport
 import Testing
-import TokenPlatform
+@testable import TokenPlatform
 
 @Suite("Database configuration")
 struct DatabaseConfigurationTests {
@@ -144,6 +144,33 @@ struct DatabaseConfigurationTests {
         settings.databaseWait = nil
         settings.database = "/srv/tmp.sqlite"
         #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_WAIT": "60"]).connectionWait == .seconds(60))
+    }
+
+    @Test func theStatementTimeoutComesFromFlagOrEnvironmentAndIsBounded() throws {
+        var settings = ServerSettings()
+        settings.database = "postgres://u@h/d"
+        #expect(try settings.resolveDatabase(environment: [:]).statementTimeout == .seconds(10))
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_STATEMENT_TIMEOUT": "2.5"]).statementTimeout == .milliseconds(2500))
+        settings.databaseStatementTimeout = "300"
+        #expect(try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_STATEMENT_TIMEOUT": "2.5"]).statementTimeout == .seconds(300))
+        for bad in ["0", "0.5", "301", "-1", "soon", "nan", "inf", ""] {
+            settings.databaseStatementTimeout = bad
+            let error = #expect(throws: ConfigurationError.self) { try settings.resolveDatabase(environment: [:]) }
+            #expect(error?.message == "database statement timeout must be a number of seconds from 1 to 300 (got \(bad))")
+        }
+        settings.databaseStatementTimeout = nil
+        // The wait and the timeout are separate settings.
+        let both = try settings.resolveDatabase(environment: ["PUSHPROV_DATABASE_WAIT": "3", "PUSHPROV_DATABASE_STATEMENT_TIMEOUT": "20"])
+        #expect(both.connectionWait == .seconds(3))
+        #expect(both.statementTimeout == .seconds(20))
+    }
+
+    @Test func aDurationInWholeMillisecondsIsNeverZero() {
+        #expect(Duration.seconds(10).wholeMilliseconds == 10_000)
+        #expect(Duration.milliseconds(2500).wholeMilliseconds == 2500)
+        #expect(Duration.microseconds(1500).wholeMilliseconds == 1)
+        // PostgreSQL reads 0 as "no limit".
+        #expect(Duration.microseconds(10).wholeMilliseconds == 1)
     }
 
     @Test func theDatabaseSettingFallsBackToTheEnvironmentThenTheDataDirectory() throws {

@@ -199,6 +199,131 @@ struct DatabaseOutageTests {
         #expect(DatabaseUnavailable.isUnavailable(caught), "\(String(reflecting: caught))")
     }
 
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
+    func aStatementOnASilentConnectionIsAnswered503AfterTheStatementTimeoutAndANewConnectionServes() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let proxy = try await OutageProxy.start(to: url.host, port: url.port)
+            var proxied = url
+            proxied.host = "127.0.0.1"
+            proxied.port = proxy.port
+            let storeLogs = Locked<[String]>([])
+            let store: PostgresStore
+            do {
+                store = try await PostgresStore.connect(
+                    url: proxied, poolSize: 1, connectionWait: .seconds(2), statementTimeout: .seconds(1), schema: schema, logger: TestTMP.logger("test.postgres", into: storeLogs)
+                )
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            do {
+                try await store.migrate()
+                let platform = try TestPlatform(store: store, secrets: .init())
+                try await platform.run { api in
+                    try await api.putCard("c1", user: "alice")
+                    // The network between TMP and PostgreSQL starts dropping every packet: the
+                    // pool's connection stays open and nothing answers on it.
+                    proxy.silence()
+                    // Without the bound the request would wait for TCP to give up (minutes, and
+                    // a task stuck there ignores cancellation): after 30 s the proxy closes its
+                    // connections instead, so the request ends and the checks below fail.
+                    let watchdog = Task {
+                        try await Task.sleep(for: .seconds(30))
+                        await proxy.cut()
+                    }
+                    let started = ContinuousClock.now
+                    let read = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
+                    let waited = ContinuousClock.now - started
+                    watchdog.cancel()
+                    #expect(read.status == .serviceUnavailable, "\(read.text)")
+                    #expect(read.error?.code == "database_unavailable")
+                    // The timeout and its second of grace.
+                    #expect(waited >= .seconds(2), "answered after \(waited)")
+                    #expect(waited < .seconds(30), "answered after \(waited)")
+                    let sealed = try await api.signCard("c1", user: "alice")
+                    #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+
+                    proxy.restore()
+                    // The silent connection was closed; the pool opens another.
+                    var reply = read
+                    for _ in 0..<60 where reply.status != .ok {
+                        try await Task.sleep(for: .milliseconds(250))
+                        reply = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
+                    }
+                    #expect(reply.status == .ok, "\(reply.text)")
+                    #expect(try await api.signCard("c1", user: "alice").status == .ok)
+                }
+                #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("the database did not answer within 2 s; its connection was closed") }, "\(platform.logs.current)")
+                #expect(storeLogs.current.contains { $0.hasPrefix("warning ") && $0.contains("closing a database connection that has not answered") }, "\(storeLogs.current)")
+                #expect(!platform.logs.current.contains { $0.contains("4111111111111111") })
+            } catch {
+                await store.close()
+                await proxy.stop()
+                throw error
+            }
+            await store.close()
+            await proxy.stop()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(2)))
+    func aStatementRunningPastTheTimeoutIsCancelledByTheServerAndMigrationsAreNotBounded() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), schema: schema, logger: PostgresTestDatabase.logger)
+            defer { Task { await store.close() } }
+            // The server's statement_timeout ends it (SQLSTATE 57014), before the client's alarm.
+            let error = await #expect(throws: PSQLError.self) {
+                try await store.withConnection { connection in try await connection.all("SELECT pg_sleep(5)", logger: PostgresTestDatabase.logger).count }
+            }
+            #expect(error?.serverInfo?[.sqlState] == "57014")
+            #expect(DatabaseUnavailable.isUnavailable(try #require(error)))
+            let inTransaction = await #expect(throws: PSQLError.self) {
+                try await store.transaction { connection in try await connection.all("SELECT pg_sleep(5)", logger: PostgresTestDatabase.logger).count }
+            }
+            #expect(inTransaction?.serverInfo?[.sqlState] == "57014")
+            // The connection is still usable after the server's cancel.
+            #expect(try await store.withConnection { connection in try await connection.all("SELECT 1", logger: PostgresTestDatabase.logger).count } == 1)
+            // Migrations run unbounded, on the server and in the client: a migration may
+            // rewrite a large table, or wait for another instance's migrations.
+            #expect(try await store.transaction(bounded: false) { connection in try await connection.all("SELECT pg_sleep(2.5)", logger: PostgresTestDatabase.logger).count } == 1)
+            // ... and only that transaction: SET LOCAL ended with it.
+            let after = await #expect(throws: PSQLError.self) {
+                try await store.withConnection { connection in try await connection.all("SELECT pg_sleep(5)", logger: PostgresTestDatabase.logger).count }
+            }
+            #expect(after?.serverInfo?[.sqlState] == "57014")
+            try await store.migrate()
+            #expect(try await store.pendingMigrations().isEmpty)
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(2)))
+    func aCardStatusChangeWaitingOnARowLockPastTheTimeoutIsAnswered503AndChangesNothing() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), schema: schema, logger: PostgresTestDatabase.logger)
+            defer { Task { await store.close() } }
+            try await store.migrate()
+            let platform = try TestPlatform(store: store, secrets: .init())
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                // Another session (a batch job, an operator's psql) holds the card's row lock
+                // in a transaction it does not end.
+                try await PostgresTestDatabase.withConnection(url) { other in
+                    _ = try await other.query("BEGIN", logger: PostgresTestDatabase.logger)
+                    _ = try await other.all("SELECT status FROM \(unescaped: schema).card WHERE external_card_id = 'c1' FOR UPDATE", logger: PostgresTestDatabase.logger)
+                    let blocked = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+                    #expect(blocked.status == .serviceUnavailable, "\(blocked.text)")
+                    #expect(blocked.error?.code == "database_unavailable")
+                    _ = try await other.query("ROLLBACK", logger: PostgresTestDatabase.logger)
+                }
+                #expect(try await store.card(externalCardId: "c1")?.status == .active)
+                let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+                #expect(again.status == .ok, "\(again.text)")
+                #expect(try await store.card(externalCardId: "c1")?.status == .blocked)
+            }
+            #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("canceling statement due to statement timeout") }, "\(platform.logs.current)")
+        }
+    }
+
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
     func aRefusedStatementIsNotAnOutage() async throws {
         let url = try #require(PostgresTestDatabase.url)

@@ -8,11 +8,13 @@ import NIOPosix
 ///
 /// Cut, it closes every proxied connection and closes each new one as soon as it is accepted,
 /// as a server that went away (or a network in between) would look to its clients.
+/// Silenced, it keeps every connection open and passes no bytes either way, as a network that
+/// drops packets without a reset looks to its clients: nothing fails, nothing answers.
 final class OutageProxy: Sendable {
     /// The loopback port clients connect to.
     let port: Int
     private let listener: any Channel
-    private let state = NIOLockedValueBox<(cut: Bool, open: [ObjectIdentifier: any Channel])>((false, [:]))
+    private let state = NIOLockedValueBox<(cut: Bool, silent: Bool, open: [ObjectIdentifier: any Channel])>((false, false, [:]))
 
     private init(listener: any Channel) {
         self.listener = listener
@@ -31,7 +33,7 @@ final class OutageProxy: Sendable {
                 return ClientBootstrap(group: inbound.eventLoop)
                     .channelInitializer { outbound in
                         outbound.eventLoop.makeCompletedFuture {
-                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound))
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, proxy: proxy))
                         }
                     }
                     .connect(host: host, port: port)
@@ -40,7 +42,7 @@ final class OutageProxy: Sendable {
                             outbound.close(promise: nil)
                             throw ChannelError.ioOnClosedChannel
                         }
-                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound))
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, proxy: proxy))
                         inbound.setOption(.autoRead, value: true).whenComplete { _ in }
                     }
             }
@@ -72,9 +74,21 @@ final class OutageProxy: Sendable {
         for channel in open { try? await channel.close() }
     }
 
-    /// Lets connections through again.
+    /// Stops passing bytes either way, keeping every connection open and accepting new ones:
+    /// a network that drops packets without a reset. What is sent meanwhile is lost.
+    func silence() {
+        state.withLockedValue { $0.silent = true }
+    }
+
+    /// Whether bytes are being dropped (``silence()``).
+    var isSilent: Bool { state.withLockedValue { $0.silent } }
+
+    /// Lets connections and bytes through again.
     func restore() {
-        state.withLockedValue { $0.cut = false }
+        state.withLockedValue { state in
+            state.cut = false
+            state.silent = false
+        }
     }
 
     /// Stops listening and closes every connection.
@@ -89,12 +103,15 @@ final class OutageProxy: Sendable {
 private final class Forwarder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let partner: any Channel
+    let proxy: OutageProxy
 
-    init(partner: any Channel) {
+    init(partner: any Channel, proxy: OutageProxy) {
         self.partner = partner
+        self.proxy = proxy
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !proxy.isSilent else { return }
         partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
     }
 

@@ -37,6 +37,8 @@ struct MigrateCommandTests {
         (["migrate", "--database", "postgres://tmp:hunter2-secret@/pushprov"], "database URL has no host"),
         (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-pool-size", "0"], "database pool size must be a number from 1 to 200 (got 0)"),
         (["migrate", "--database", "/tmp/pushprov-unused/x.sqlite", "--database-wait", "0"], "database wait must be a number of seconds from 1 to 60 (got 0)"),
+        (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-statement-timeout", "0.5"], "database statement timeout must be a number of seconds from 1 to 300 (got 0.5)"),
+        (["migrate", "--database", "/tmp/pushprov-unused/x.sqlite", "--database-statement-timeout", "301"], "database statement timeout must be a number of seconds from 1 to 300 (got 301)"),
     ])
     func aBadDatabaseSettingIsOneClearLineWithoutThePassword(arguments: [String], expected: String) async throws {
         let result = try await CLI.run(arguments)

@@ -29,6 +29,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// `503 database_unavailable`: for a PostgreSQL connection from the pool (all in use, or
     /// the server unreachable), for SQLite for a lock another process holds (its busy timeout).
     public var connectionWait: Duration = defaultConnectionWait
+    /// How long one PostgreSQL database call (a statement, or a transaction with all its
+    /// statements) may run once it has a connection before it fails as
+    /// `503 database_unavailable`: the server cancels a longer statement, and a call still
+    /// unanswered a second later (a silent network) has its connection closed. Migrations are
+    /// not bounded. SQLite ignores it (its statements run in this process).
+    public var statementTimeout: Duration = defaultStatementTimeout
 
     /// Connections per instance when not configured.
     public static let defaultPoolSize = 10
@@ -40,6 +46,13 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// The waits accepted, in seconds: a new PostgreSQL connection (TCP, TLS and
     /// authentication to a remote server) can take a good part of a second.
     public static let connectionWaitRange = 1.0...60.0
+    /// ``statementTimeout`` when not configured: far above what any of TMP's statements takes
+    /// (milliseconds), and with ``defaultConnectionWait`` and the second's grace still inside
+    /// the 20 s of the app's `signed-cards` round trip.
+    public static let defaultStatementTimeout: Duration = .seconds(10)
+    /// The statement timeouts accepted, in seconds (`pushprov prune` deletes in batches; a slow
+    /// disk may want more than the default for those).
+    public static let statementTimeoutRange = 1.0...300.0
 
     /// Creates a configuration.
     public init(location: Location, poolSize: Int = defaultPoolSize) {
@@ -127,7 +140,7 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             }
             return try SQLiteStore(path: path, busyTimeout: connectionWait)
         case .postgres(let url):
-            return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, logger: logger)
+            return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, statementTimeout: statementTimeout, logger: logger)
         }
     }
 

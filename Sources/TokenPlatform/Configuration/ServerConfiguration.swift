@@ -91,6 +91,9 @@ public struct ServerSettings: Sendable {
     public var databasePoolSize: Int?
     /// `--database-wait` / `PUSHPROV_DATABASE_WAIT`: seconds a request waits for the database.
     public var databaseWait: String?
+    /// `--database-statement-timeout` / `PUSHPROV_DATABASE_STATEMENT_TIMEOUT`: seconds one
+    /// PostgreSQL database call may run.
+    public var databaseStatementTimeout: String?
     /// False for `--no-migrate`: start only on an up-to-date schema.
     public var migrate = true
     /// `--trust-anchor` (repeatable) / `PUSHPROV_TRUST_ANCHORS` (colon-separated).
@@ -296,6 +299,13 @@ public struct ServerSettings: Sendable {
                 throw ConfigurationError("database wait must be a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound)) (got \(waitText))")
             }
             database.connectionWait = .seconds(seconds)
+        }
+        if let timeoutText = databaseStatementTimeout ?? env("PUSHPROV_DATABASE_STATEMENT_TIMEOUT") {
+            let range = DatabaseConfiguration.statementTimeoutRange
+            guard let seconds = Double(timeoutText.trimmingCharacters(in: .whitespaces)), range.contains(seconds) else {
+                throw ConfigurationError("database statement timeout must be a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound)) (got \(timeoutText))")
+            }
+            database.statementTimeout = .seconds(seconds)
         }
         return database
     }

@@ -66,6 +66,12 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
+    /// Whole milliseconds, rounded down but at least 1 (PostgreSQL's settings in
+    /// milliseconds take 0 as "no limit").
+    var wholeMilliseconds: Int64 {
+        max(1, components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)
+    }
+
     /// `10 s`, `0.25 s`: seconds as configured, for messages.
     var formattedSeconds: String {
         let text = seconds == seconds.rounded() ? String(Int64(seconds)) : String(seconds)

@@ -28,7 +28,9 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
     /// - PostgreSQL: the connection refused, lost or closed, the pool closed, and the server's
     ///   connection errors (SQLSTATE class 08 but 08P01, a client's protocol bug), shutdowns
     ///   (57P01–57P03), an idle session ended (57P05), lack of connections, disk or memory
-    ///   (53300, 53100, 53200), and a write sent to a read-only standby after a failover (25006).
+    ///   (53300, 53100, 53200), a write sent to a read-only standby after a failover (25006),
+    ///   and a statement or an idle transaction ended by the statement timeout (57014, the
+    ///   server's `statement_timeout` or an operator's `pg_cancel_backend`; 25P03).
     public static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
         case is DatabaseUnavailable:
@@ -60,5 +62,5 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
 
     private static let sqliteUnavailableCodes: [ResultCode] = [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
     private static let postgresUnavailableCodes: Set<PSQLError.Code> = [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed]
-    private static let postgresUnavailableStates: Set<String> = ["57P01", "57P02", "57P03", "57P05", "53300", "53100", "53200", "25006"]
+    private static let postgresUnavailableStates: Set<String> = ["57P01", "57P02", "57P03", "57P05", "53300", "53100", "53200", "25006", "57014", "25P03"]
 }

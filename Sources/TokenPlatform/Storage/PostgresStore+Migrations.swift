@@ -181,13 +181,15 @@ extension PostgresStore {
     @discardableResult
     package func migrate(lockTimeout: Duration, upTo last: String?) async throws -> [String] {
         precondition(lockTimeout > .zero, "the migration lock timeout must be positive")
-        let milliseconds = max(1, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = lockTimeout.wholeMilliseconds
         let names = Self.migrations.map(\.name)
         let end = last.flatMap { names.firstIndex(of: $0) }.map { $0 + 1 } ?? names.count
         precondition(last == nil || names[end - 1] == last, "unknown migration \(last ?? "")")
         let current = NIOLockedValueBox<String?>(nil)
         do {
-            return try await transaction { connection in
+            // Unbounded by the statement timeout: instances starting together wait for each
+            // other's migrations at the advisory lock, and a migration may rewrite a large table.
+            return try await transaction(bounded: false) { connection in
                 _ = try await connection.all("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
                 try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(milliseconds)"), logger: logger)
                 try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)

@@ -20,6 +20,9 @@ public struct PostgresStore: TMPStore {
     /// How long a query waits for a pooled connection before it fails as
     /// ``DatabaseUnavailable`` (``DatabaseConfiguration/connectionWait``).
     let connectionWait: Duration
+    /// How long a database call may run on its connection
+    /// (``DatabaseConfiguration/statementTimeout``).
+    let statementTimeout: Duration
     private let runner: Task<Void, Never>
 
     /// Attempts per transaction before a lost race is reported as an error.
@@ -35,13 +38,22 @@ public struct PostgresStore: TMPStore {
     ///     must exist. Tests use it to isolate themselves inside one database.
     ///   - connectionWait: How long a query waits for a pooled connection (all busy, or the
     ///     server unreachable) before it fails as ``DatabaseUnavailable``.
+    ///   - statementTimeout: How long a database call (a statement, or a transaction with all
+    ///     its statements) may run once it has a connection. The server cancels a statement
+    ///     that runs longer, or a transaction left idle that long (`statement_timeout`,
+    ///     `idle_in_transaction_session_timeout`); a call still unanswered
+    ///     ``silenceGrace`` later (a network that drops packets without a reset) has its
+    ///     connection closed. Either way the call fails as ``DatabaseUnavailable``. Migrations
+    ///     are not bounded.
     public static func connect(
         url: PostgresURL,
         poolSize: Int = DatabaseConfiguration.defaultPoolSize,
         connectionWait: Duration = DatabaseConfiguration.defaultConnectionWait,
+        statementTimeout: Duration = DatabaseConfiguration.defaultStatementTimeout,
         schema: String? = nil,
         logger: Logger
     ) async throws -> PostgresStore {
+        precondition(statementTimeout > .zero, "the statement timeout must be positive")
         let startup = schema.map { [("search_path", $0)] } ?? []
         // postgres-nio writes the rows it reads (their first and last bytes: card ids, user ids,
         // names) into its trace lines: the store's logger stops at `info` whatever the server's
@@ -58,13 +70,18 @@ public struct PostgresStore: TMPStore {
         }
         var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: clientTLS(url.tls))
         configuration.options.maximumConnections = poolSize
-        configuration.options.additionalStartupParameters = startup
-        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, logger: logger)
+        // The server ends what runs past the bound itself, releasing its locks at once (a
+        // connection closed by the client alone is noticed by the server only when it next
+        // writes to it).
+        let bound = String(statementTimeout.wholeMilliseconds)
+        configuration.options.additionalStartupParameters = startup + [("statement_timeout", bound), ("idle_in_transaction_session_timeout", bound)]
+        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, statementTimeout: statementTimeout, logger: logger)
     }
 
-    private init(client: PostgresClient, connectionWait: Duration, logger: Logger) {
+    private init(client: PostgresClient, connectionWait: Duration, statementTimeout: Duration, logger: Logger) {
         self.client = client
         self.connectionWait = connectionWait
+        self.statementTimeout = statementTimeout
         self.logger = logger
         // Started immediately, so the pool counts as running before the first query leases a
         // connection (postgres-nio warns about a lease that comes first).
@@ -517,41 +534,87 @@ public struct PostgresStore: TMPStore {
     /// ``DatabaseUnavailable`` (503). `body` never starts once the wait is over, so a timed-out
     /// request has run nothing.
     ///
-    /// The wait bounds only getting a connection: a statement on a connection that goes silent
-    /// (a network that drops packets without a reset) waits for TCP to give up.
-    func withConnection<Value: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
-        let (client, wait) = (client, connectionWait)
-        let lease = NIOLockedValueBox(LeaseState.waiting)
+    /// Once leased, `body` has ``statementTimeout`` to finish: the server cancels a statement
+    /// running longer (SQLSTATE 57014, an outage like the others), and if `body` is still
+    /// unanswered ``silenceGrace`` after that, its connection is closed, its statement fails,
+    /// and the call throws ``DatabaseUnavailable``; the pool opens a new connection in its
+    /// place. Without this, a statement on a connection that goes silent (a network that drops
+    /// packets without a reset) would wait for TCP to give up, minutes later. A `body` that
+    /// finished is never reported as failed, even if its connection is closed just after.
+    /// `bounded: false` (migrations) lets `body` run as long as it takes.
+    func withConnection<Value: Sendable>(bounded: Bool = true, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+        let (client, wait, logger) = (client, connectionWait, logger)
+        let limit = bounded ? statementTimeout + Self.silenceGrace : nil
+        let lease = NIOLockedValueBox(Lease())
         // The task group ends only once both tasks have, so `body` does not outlive the call.
         return try await withoutActuallyEscaping(body) { body in try await withThrowingTaskGroup(of: Value?.self) { group in
             group.addTask {
                 do {
                     return try await client.withConnection { connection in
-                        let started = lease.withLockedValue { state in
-                            guard state == .waiting else { return false }
-                            state = .leased
+                        let started = lease.withLockedValue { lease in
+                            guard lease.phase == .waiting else { return false }
+                            lease.phase = .leased(connection, at: .now)
                             return true
                         }
                         guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
-                        return try await body(connection)
+                        // A connection that closed while the pool lent it would take a query
+                        // and never answer it (postgres-nio drops a write to a closed channel).
+                        guard !connection.isClosed else { throw DatabaseUnavailable("the database connection was closed") }
+                        do {
+                            let value = try await body(connection)
+                            lease.withLockedValue { $0.phase = .finished }
+                            return value
+                        } catch where lease.withLockedValue({ $0.phase == .silenced }) {
+                            throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
+                        }
                     }
-                } catch let error where lease.withLockedValue({ $0 }) != .leased && !(error is DatabaseUnavailable) && !Task.isCancelled {
+                } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
                     // The pool gave up before lending a connection (closed, or its
                     // circuit breaker open after a minute of failed connects).
                     throw DatabaseUnavailable("no database connection: \(Self.reason(error))")
                 }
             }
             group.addTask {
-                // Cancelled (the caller was, or the lease ended first): the lease task's
-                // outcome decides, so a body that committed is never reported as failed.
-                do { try await Task.sleep(for: wait) } catch { return nil }
-                let expired = lease.withLockedValue { state in
-                    guard state == .waiting else { return false }
-                    state = .expired
-                    return true
+                // One timer for both bounds: the wait for a connection, then (once one is
+                // lent) the call's `limit`. It wakes at least every `limit` while waiting, so
+                // a call lent its connection late is still closed on time. Cancelled (the
+                // caller was, or the call ended first): the lease task's outcome decides, so a
+                // body that committed is never reported as failed.
+                let started = ContinuousClock.now
+                let waitEnds = started + wait
+                var wake = limit.map { min(waitEnds, started + $0) } ?? waitEnds
+                while true {
+                    do { try await Task.sleep(until: wake, clock: .continuous) } catch { return nil }
+                    let now = ContinuousClock.now
+                    let step: TimerStep = lease.withLockedValue { lease in
+                        switch lease.phase {
+                        case .waiting:
+                            if now >= waitEnds {
+                                lease.phase = .expired
+                                return .expire
+                            }
+                            return .sleep(until: limit.map { min(waitEnds, now + $0) } ?? waitEnds)
+                        case .leased(let connection, let leasedAt):
+                            guard let limit else { return .stop }
+                            if now >= leasedAt + limit {
+                                lease.phase = .silenced
+                                return .close(connection)
+                            }
+                            return .sleep(until: leasedAt + limit)
+                        case .expired, .silenced, .finished:
+                            return .stop
+                        }
+                    }
+                    switch step {
+                    case .expire: throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+                    case .sleep(let until): wake = until
+                    case .stop: return nil
+                    case .close(let connection):
+                        logger.warning("closing a database connection that has not answered", metadata: ["waited": "\((limit ?? .zero).formattedSeconds)"])
+                        try? await connection.close()
+                        return nil
+                    }
                 }
-                if expired { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
-                return nil
             }
             while let result = try await group.next() {
                 if let value = result {
@@ -564,18 +627,68 @@ public struct PostgresStore: TMPStore {
         } }
     }
 
-    private enum LeaseState: Sendable { case waiting, leased, expired }
+    /// Where one ``withConnection(bounded:_:)`` call stands, shared by its lease and its timer.
+    private struct Lease: Sendable {
+        enum Phase: Sendable, Equatable {
+            /// Waiting for the pool to lend a connection.
+            case waiting
+            /// Running on `connection`, lent at `at`.
+            case leased(PostgresConnection, at: ContinuousClock.Instant)
+            /// The wait ended first: the call fails and its body never runs.
+            case expired
+            /// The call's limit passed: its connection is being closed.
+            case silenced
+            /// The body returned.
+            case finished
+
+            /// Whether the pool lent a connection (the body may have run).
+            var wasLent: Bool {
+                switch self {
+                case .waiting, .expired: false
+                case .leased, .silenced, .finished: true
+                }
+            }
+
+            static func == (lhs: Phase, rhs: Phase) -> Bool {
+                switch (lhs, rhs) {
+                case (.waiting, .waiting), (.expired, .expired), (.silenced, .silenced), (.finished, .finished): true
+                case (.leased(let a, _), .leased(let b, _)): a === b
+                default: false
+                }
+            }
+        }
+
+        var phase = Phase.waiting
+    }
+
+    /// What the timer of ``withConnection(bounded:_:)`` does next.
+    private enum TimerStep {
+        case expire, stop
+        case sleep(until: ContinuousClock.Instant)
+        case close(PostgresConnection)
+    }
+
+    /// How long after ``statementTimeout`` (when the server would have cancelled a statement
+    /// and answered) a call still unanswered has its connection closed.
+    static let silenceGrace: Duration = .seconds(1)
 
     /// Runs `body` in a transaction on one pooled connection: commits what it returns, rolls
     /// back what it throws, and starts over (at most ``maximumAttempts`` times) when it lost a
     /// race that a retry resolves.
-    func transaction<Value: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+    ///
+    /// `bounded: false` (migrations) lifts ``statementTimeout`` for this transaction, on the
+    /// server and in ``withConnection(bounded:_:)``.
+    func transaction<Value: Sendable>(bounded: Bool = true, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
         var attempt = 1
         while true {
             do {
-                return try await withConnection { connection in
+                return try await withConnection(bounded: bounded) { connection in
                     try await connection.query("BEGIN", logger: logger)
                     do {
+                        if !bounded {
+                            try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
+                            try await connection.query("SET LOCAL idle_in_transaction_session_timeout = 0", logger: logger)
+                        }
                         let value = try await body(connection)
                         try await connection.query("COMMIT", logger: logger)
                         return value
