@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import HTTPTypes
+import Logging
 import PostgresNIO
 import ProvisioningModels
 import SDKTestSupport
@@ -23,6 +24,40 @@ struct DatabaseOutageTests {
         let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
         try await store.migrate()
         try await body(try TestPlatform(policy: policy, store: store, secrets: .init()), store, path)
+    }
+
+    /// Runs `body` with a migrated store on a fresh schema of the test server, reached through
+    /// an ``OutageProxy`` the body can cut or silence (a connection wait of 2 s), then closes
+    /// both and drops the schema.
+    func withProxiedStore(
+        poolSize: Int,
+        statementTimeout: Duration = DatabaseConfiguration.defaultStatementTimeout,
+        logger: Logger = PostgresTestDatabase.logger,
+        _ body: (PostgresStore, OutageProxy) async throws -> Void
+    ) async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let proxy = try await OutageProxy.start(to: url.host, port: url.port)
+            var proxied = url
+            proxied.host = "127.0.0.1"
+            proxied.port = proxy.port
+            let store: PostgresStore
+            do {
+                store = try await PostgresStore.connect(url: proxied, poolSize: poolSize, connectionWait: .seconds(2), statementTimeout: statementTimeout, schema: schema, logger: logger)
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            do {
+                try await store.migrate()
+                try await body(store, proxy)
+            } catch {
+                await store.close()
+                await proxy.stop()
+                throw error
+            }
+            await store.close()
+            await proxy.stop()
+        }
     }
 
     @Test func aWriteBlockedByAnotherProcessesLockIsAnswered503AndStoresNothing() async throws {
@@ -63,64 +98,44 @@ struct DatabaseOutageTests {
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
     func aPostgreSQLOutageIsAnswered503WithinTheWaitAndServiceResumesAfterIt() async throws {
-        try await PostgresTestDatabase.withSchema { url, schema in
-            let proxy = try await OutageProxy.start(to: url.host, port: url.port)
-            var proxied = url
-            proxied.host = "127.0.0.1"
-            proxied.port = proxy.port
-            let store: PostgresStore
-            do {
-                store = try await PostgresStore.connect(url: proxied, poolSize: 2, connectionWait: .seconds(2), schema: schema, logger: PostgresTestDatabase.logger)
-            } catch {
-                await proxy.stop()
-                throw error
-            }
-            do {
-                try await store.migrate()
-                let platform = try TestPlatform(store: store, secrets: .init())
-                try await platform.run { api in
-                    try await api.putCard("c1", user: "alice")
-                    await proxy.cut()
+        try await withProxiedStore(poolSize: 2) { store, proxy in
+            let platform = try TestPlatform(store: store, secrets: .init())
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                await proxy.cut()
 
-                    // Without the wait's bound, postgres-nio's pool holds each of these for
-                    // a minute before its circuit breaker fails them.
-                    let started = ContinuousClock.now
-                    let health = try await api.send(.get, "/health")
-                    #expect(health.status == .serviceUnavailable, "\(health.text)")
-                    let live = try await api.send(.get, "/health/live")
-                    #expect(live.status == .ok, "\(live.text)")
-                    #expect(live.text == #"{"status":"ok"}"#)
-                    let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
-                    #expect(put.status == .serviceUnavailable, "\(put.text)")
-                    #expect(put.error?.code == "database_unavailable")
-                    let sealed = try await api.signCard("c1", user: "alice")
-                    #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
-                    let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
-                        requestId: "r1", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone
-                    ))
-                    #expect(decision.status == .serviceUnavailable, "\(decision.text)")
-                    #expect(ContinuousClock.now - started < .seconds(30), "four requests of a 2 s wait took \(ContinuousClock.now - started)")
+                // Without the wait's bound, postgres-nio's pool holds each of these for
+                // a minute before its circuit breaker fails them.
+                let started = ContinuousClock.now
+                let health = try await api.send(.get, "/health")
+                #expect(health.status == .serviceUnavailable, "\(health.text)")
+                let live = try await api.send(.get, "/health/live")
+                #expect(live.status == .ok, "\(live.text)")
+                #expect(live.text == #"{"status":"ok"}"#)
+                let put = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
+                #expect(put.status == .serviceUnavailable, "\(put.text)")
+                #expect(put.error?.code == "database_unavailable")
+                let sealed = try await api.signCard("c1", user: "alice")
+                #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+                let decision = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+                    requestId: "r1", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone
+                ))
+                #expect(decision.status == .serviceUnavailable, "\(decision.text)")
+                #expect(ContinuousClock.now - started < .seconds(30), "four requests of a 2 s wait took \(ContinuousClock.now - started)")
 
-                    proxy.restore()
-                    // The pool reconnects after its back-off (100 ms growing by a quarter
-                    // per failed connect).
-                    var reply = put
-                    for _ in 0..<60 where reply.status != .created {
-                        try await Task.sleep(for: .milliseconds(250))
-                        reply = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
-                    }
-                    #expect(reply.status == .created, "\(reply.text)")
-                    #expect(try await api.signCard("c1", user: "alice").status == .ok)
-                    #expect(try await api.send(.get, "/health").status == .ok)
+                proxy.restore()
+                // The pool reconnects after its back-off (100 ms growing by a quarter
+                // per failed connect).
+                var reply = put
+                for _ in 0..<60 where reply.status != .created {
+                    try await Task.sleep(for: .milliseconds(250))
+                    reply = try await api.send(.put, "/lifecycle/cards/c2", as: .issuer, raw: Data(Self.secondCard.utf8))
                 }
-                #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
-            } catch {
-                await store.close()
-                await proxy.stop()
-                throw error
+                #expect(reply.status == .created, "\(reply.text)")
+                #expect(try await api.signCard("c1", user: "alice").status == .ok)
+                #expect(try await api.send(.get, "/health").status == .ok)
             }
-            await store.close()
-            await proxy.stop()
+            #expect(!platform.logs.current.contains { $0.contains("4111111111111111") || $0.contains("5555555555554444") })
         }
     }
 
@@ -201,68 +216,46 @@ struct DatabaseOutageTests {
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
     func aStatementOnASilentConnectionIsAnswered503AfterTheStatementTimeoutAndANewConnectionServes() async throws {
-        try await PostgresTestDatabase.withSchema { url, schema in
-            let proxy = try await OutageProxy.start(to: url.host, port: url.port)
-            var proxied = url
-            proxied.host = "127.0.0.1"
-            proxied.port = proxy.port
-            let storeLogs = Locked<[String]>([])
-            let store: PostgresStore
-            do {
-                store = try await PostgresStore.connect(
-                    url: proxied, poolSize: 1, connectionWait: .seconds(2), statementTimeout: .seconds(1), schema: schema, logger: TestTMP.logger("test.postgres", into: storeLogs)
-                )
-            } catch {
-                await proxy.stop()
-                throw error
-            }
-            do {
-                try await store.migrate()
-                let platform = try TestPlatform(store: store, secrets: .init())
-                try await platform.run { api in
-                    try await api.putCard("c1", user: "alice")
-                    // The network between TMP and PostgreSQL starts dropping every packet: the
-                    // pool's connection stays open and nothing answers on it.
-                    proxy.silence()
-                    // Without the bound the request would wait for TCP to give up (minutes, and
-                    // a task stuck there ignores cancellation): after 30 s the proxy closes its
-                    // connections instead, so the request ends and the checks below fail.
-                    let watchdog = Task {
-                        try await Task.sleep(for: .seconds(30))
-                        await proxy.cut()
-                    }
-                    let started = ContinuousClock.now
-                    let read = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
-                    let waited = ContinuousClock.now - started
-                    watchdog.cancel()
-                    #expect(read.status == .serviceUnavailable, "\(read.text)")
-                    #expect(read.error?.code == "database_unavailable")
-                    // The timeout and its second of grace.
-                    #expect(waited >= .seconds(2), "answered after \(waited)")
-                    #expect(waited < .seconds(30), "answered after \(waited)")
-                    let sealed = try await api.signCard("c1", user: "alice")
-                    #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
-
-                    proxy.restore()
-                    // The silent connection was closed; the pool opens another.
-                    var reply = read
-                    for _ in 0..<60 where reply.status != .ok {
-                        try await Task.sleep(for: .milliseconds(250))
-                        reply = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
-                    }
-                    #expect(reply.status == .ok, "\(reply.text)")
-                    #expect(try await api.signCard("c1", user: "alice").status == .ok)
+        let storeLogs = Locked<[String]>([])
+        try await withProxiedStore(poolSize: 1, statementTimeout: .seconds(1), logger: TestTMP.logger("test.postgres", into: storeLogs)) { store, proxy in
+            let platform = try TestPlatform(store: store, secrets: .init())
+            try await platform.run { api in
+                try await api.putCard("c1", user: "alice")
+                // The network between TMP and PostgreSQL starts dropping every packet: the
+                // pool's connection stays open and nothing answers on it.
+                proxy.silence()
+                // Without the bound the request would wait for TCP to give up (minutes, and
+                // a task stuck there ignores cancellation): after 30 s the proxy closes its
+                // connections instead, so the request ends and the checks below fail.
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(30))
+                    await proxy.cut()
                 }
-                #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("the database did not answer within 2 s; its connection was closed") }, "\(platform.logs.current)")
-                #expect(storeLogs.current.contains { $0.hasPrefix("warning ") && $0.contains("closing a database connection that has not answered") }, "\(storeLogs.current)")
-                #expect(!platform.logs.current.contains { $0.contains("4111111111111111") })
-            } catch {
-                await store.close()
-                await proxy.stop()
-                throw error
+                let started = ContinuousClock.now
+                let read = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
+                let waited = ContinuousClock.now - started
+                watchdog.cancel()
+                #expect(read.status == .serviceUnavailable, "\(read.text)")
+                #expect(read.error?.code == "database_unavailable")
+                // The timeout and its second of grace.
+                #expect(waited >= .seconds(2), "answered after \(waited)")
+                #expect(waited < .seconds(30), "answered after \(waited)")
+                let sealed = try await api.signCard("c1", user: "alice")
+                #expect(sealed.status == .serviceUnavailable, "\(sealed.text)")
+
+                proxy.restore()
+                // The silent connection was closed; the pool opens another.
+                var reply = read
+                for _ in 0..<60 where reply.status != .ok {
+                    try await Task.sleep(for: .milliseconds(250))
+                    reply = try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)
+                }
+                #expect(reply.status == .ok, "\(reply.text)")
+                #expect(try await api.signCard("c1", user: "alice").status == .ok)
             }
-            await store.close()
-            await proxy.stop()
+            #expect(platform.logs.current.contains { $0.contains("database unavailable") && $0.contains("the database did not answer within 2 s; its connection was closed") }, "\(platform.logs.current)")
+            #expect(storeLogs.current.contains { $0.hasPrefix("warning ") && $0.contains("closing a database connection that has not answered") }, "\(storeLogs.current)")
+            #expect(!platform.logs.current.contains { $0.contains("4111111111111111") })
         }
     }
 
