@@ -259,12 +259,41 @@ struct DatabaseOutageTests {
         }
     }
 
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
+    func aTransactionWhoseNetworkGoesSilentMidwayEndsWith503AndWritesNothingToTheClosedConnection() async throws {
+        try await withProxiedStore(poolSize: 1, statementTimeout: .seconds(1)) { store, proxy in
+            let started = ContinuousClock.now
+            let error = await #expect(throws: (any Error).self) {
+                try await store.transaction { connection in
+                    _ = try await connection.all("SELECT 1", logger: PostgresTestDatabase.logger)
+                    // The network goes silent between two statements of the transaction.
+                    proxy.silence()
+                    return try await connection.all("SELECT 2", logger: PostgresTestDatabase.logger).count
+                }
+            }
+            // The second statement fails when the connection closes — TMP's close at the limit,
+            // or PostgreSQL's end of the idle transaction, whichever comes first — and the
+            // ROLLBACK that follows is not written to the closed connection (the driver would
+            // never answer it, and the call would wait forever).
+            #expect(DatabaseUnavailable.isUnavailable(try #require(error)), "\(String(reflecting: error))")
+            #expect(ContinuousClock.now - started < .seconds(30))
+            proxy.restore()
+            var count: Int?
+            for _ in 0..<60 where count == nil {
+                count = try? await store.withConnection { connection in try await connection.all("SELECT 3", logger: PostgresTestDatabase.logger).count }
+                if count == nil { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(count == 1)
+        }
+    }
+
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(2)))
     func aStatementRunningPastTheTimeoutIsCancelledByTheServerAndMigrationsAreNotBounded() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), silenceGrace: .seconds(5), schema: schema, logger: PostgresTestDatabase.logger)
             defer { Task { await store.close() } }
-            // The server's statement_timeout ends it (SQLSTATE 57014), before the client's alarm.
+            // The server's statement_timeout ends it (SQLSTATE 57014), well before the store would
+            // close the connection (5 s later, so a loaded machine cannot reverse the two).
             let error = await #expect(throws: PSQLError.self) {
                 try await store.withConnection { connection in try await connection.all("SELECT pg_sleep(5)", logger: PostgresTestDatabase.logger).count }
             }
@@ -278,7 +307,7 @@ struct DatabaseOutageTests {
             #expect(try await store.withConnection { connection in try await connection.all("SELECT 1", logger: PostgresTestDatabase.logger).count } == 1)
             // Migrations run unbounded, on the server and in the client: a migration may
             // rewrite a large table, or wait for another instance's migrations.
-            #expect(try await store.transaction(bounded: false) { connection in try await connection.all("SELECT pg_sleep(2.5)", logger: PostgresTestDatabase.logger).count } == 1)
+            #expect(try await store.transaction(bounded: false) { connection in try await connection.all("SELECT pg_sleep(6.5)", logger: PostgresTestDatabase.logger).count } == 1)
             // ... and only that transaction: SET LOCAL ended with it.
             let after = await #expect(throws: PSQLError.self) {
                 try await store.withConnection { connection in try await connection.all("SELECT pg_sleep(5)", logger: PostgresTestDatabase.logger).count }
@@ -292,7 +321,7 @@ struct DatabaseOutageTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(2)))
     func aCardStatusChangeWaitingOnARowLockPastTheTimeoutIsAnswered503AndChangesNothing() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, statementTimeout: .seconds(1), silenceGrace: .seconds(5), schema: schema, logger: PostgresTestDatabase.logger)
             defer { Task { await store.close() } }
             try await store.migrate()
             let platform = try TestPlatform(store: store, secrets: .init())

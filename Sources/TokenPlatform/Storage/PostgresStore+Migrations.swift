@@ -191,16 +191,16 @@ extension PostgresStore {
             // other's migrations at the advisory lock, and a migration may rewrite a large table.
             return try await transaction(bounded: false) { connection in
                 _ = try await connection.all("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
-                try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(milliseconds)"), logger: logger)
-                try await connection.query("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
+                try await connection.run(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(milliseconds)"), logger: logger)
+                try await connection.run("CREATE TABLE IF NOT EXISTS \(unescaped: Self.migrationsTable) (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
                 let applied = try await Self.appliedMigrations(connection, logger: logger)
                 var ran: [String] = []
                 for migration in Self.migrations[..<end] where !applied.contains(migration.name) {
                     current.withLockedValue { $0 = migration.name }
                     for statement in migration.statements {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
-                    try await connection.query("INSERT INTO \(unescaped: Self.migrationsTable) (name) VALUES (\(migration.name))", logger: logger)
+                    try await connection.run("INSERT INTO \(unescaped: Self.migrationsTable) (name) VALUES (\(migration.name))", logger: logger)
                     ran.append(migration.name)
                 }
                 return ran
@@ -226,7 +226,7 @@ extension PostgresStore {
     /// The migrations not applied yet (all of them on an empty database).
     public func pendingMigrations() async throws -> [String] {
         let applied = try await withConnection { connection in
-            let exists = try await connection.query("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger).collect()
+            let exists = try await connection.run("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger).collect()
             guard try exists.first?.decode(Bool.self) == true else { return Set<String>() }
             return try await Self.appliedMigrations(connection, logger: logger)
         }
@@ -235,7 +235,7 @@ extension PostgresStore {
 
     private static func appliedMigrations(_ connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
         var names = Set<String>()
-        for try await name in try await connection.query("SELECT name FROM \(unescaped: migrationsTable)", logger: logger).decode(String.self) {
+        for try await name in try await connection.run("SELECT name FROM \(unescaped: migrationsTable)", logger: logger).decode(String.self) {
             names.insert(name)
         }
         return names

@@ -23,6 +23,8 @@ public struct PostgresStore: TMPStore {
     /// How long a database call may run on its connection
     /// (``DatabaseConfiguration/statementTimeout``).
     let statementTimeout: Duration
+    /// ``silenceGrace``, unless a test set another.
+    let callGrace: Duration
     private let runner: Task<Void, Never>
 
     /// Attempts per transaction before a lost race is reported as an error.
@@ -38,11 +40,12 @@ public struct PostgresStore: TMPStore {
     ///     must exist. Tests use it to isolate themselves inside one database.
     ///   - connectionWait: How long a query waits for a pooled connection (all busy, or the
     ///     server unreachable) before it fails as ``DatabaseUnavailable``.
-    ///   - statementTimeout: How long a database call (a statement, or a transaction with all
-    ///     its statements) may run once it has a connection. The server cancels a statement
-    ///     that runs longer, or a transaction left idle that long (`statement_timeout`,
-    ///     `idle_in_transaction_session_timeout`); a call still unanswered
-    ///     ``silenceGrace`` later (a network that drops packets without a reset) has its
+    ///   - statementTimeout: How long one statement may run, and a transaction stay idle: the
+    ///     server cancels what runs longer (`statement_timeout`,
+    ///     `idle_in_transaction_session_timeout`, sent as startup parameters). A database call
+    ///     (a statement, or a transaction with all its statements) still unanswered
+    ///     ``silenceGrace`` after this, counted from when it got its connection (a network that
+    ///     drops packets without a reset, or a transaction of several long statements), has its
     ///     connection closed. Either way the call fails as ``DatabaseUnavailable``. Migrations
     ///     are not bounded.
     public static func connect(
@@ -50,6 +53,20 @@ public struct PostgresStore: TMPStore {
         poolSize: Int = DatabaseConfiguration.defaultPoolSize,
         connectionWait: Duration = DatabaseConfiguration.defaultConnectionWait,
         statementTimeout: Duration = DatabaseConfiguration.defaultStatementTimeout,
+        schema: String? = nil,
+        logger: Logger
+    ) async throws -> PostgresStore {
+        try await connect(url: url, poolSize: poolSize, connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, schema: schema, logger: logger)
+    }
+
+    /// ``connect(url:poolSize:connectionWait:statementTimeout:schema:logger:)`` with another
+    /// ``silenceGrace`` (tests that need the server's cancel to come well before the close).
+    static func connect(
+        url: PostgresURL,
+        poolSize: Int = DatabaseConfiguration.defaultPoolSize,
+        connectionWait: Duration = DatabaseConfiguration.defaultConnectionWait,
+        statementTimeout: Duration,
+        silenceGrace: Duration,
         schema: String? = nil,
         logger: Logger
     ) async throws -> PostgresStore {
@@ -75,13 +92,14 @@ public struct PostgresStore: TMPStore {
         // writes to it).
         let bound = String(statementTimeout.wholeMilliseconds)
         configuration.options.additionalStartupParameters = startup + [("statement_timeout", bound), ("idle_in_transaction_session_timeout", bound)]
-        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, statementTimeout: statementTimeout, logger: logger)
+        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, logger: logger)
     }
 
-    private init(client: PostgresClient, connectionWait: Duration, statementTimeout: Duration, logger: Logger) {
+    private init(client: PostgresClient, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, logger: Logger) {
         self.client = client
         self.connectionWait = connectionWait
         self.statementTimeout = statementTimeout
+        self.callGrace = silenceGrace
         self.logger = logger
         // Started immediately, so the pool counts as running before the first query leases a
         // connection (postgres-nio warns about a lease that comes first).
@@ -143,7 +161,7 @@ public struct PostgresStore: TMPStore {
                 "SELECT EXISTS (SELECT 1 FROM retired_pan_reference WHERE pan_unique_reference = \(card.panUniqueReference))", logger: logger
             ).first?.decode(Bool.self) ?? false
             let put = try CardRecord.replacing(previous, with: card, referenceIsRetired: retired)
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO card (\(unescaped: Self.cardColumns))
                 VALUES (\(put.externalCardId), \(put.userId), \(put.encryptedPAN), \(put.panLookupHash), \(put.panLast4), \(put.panUniqueReference),
@@ -158,9 +176,9 @@ public struct PostgresStore: TMPStore {
                 logger: logger
             )
             // Tokens follow the card's owner; those of a replaced PAN are at odds with it below.
-            try await connection.query("UPDATE token SET user_id = \(put.userId) WHERE external_card_id = \(put.externalCardId)", logger: logger)
+            try await connection.run("UPDATE token SET user_id = \(put.userId) WHERE external_card_id = \(put.externalCardId)", logger: logger)
             if let previous, previous.panUniqueReference != put.panUniqueReference {
-                try await connection.query(
+                try await connection.run(
                     """
                     INSERT INTO retired_pan_reference (pan_unique_reference, external_card_id, retired_at)
                     VALUES (\(previous.panUniqueReference), \(put.externalCardId), \(audit.at)) ON CONFLICT DO NOTHING
@@ -227,7 +245,7 @@ public struct PostgresStore: TMPStore {
             guard let before = try await lockToken(connection, reference) else { return .notFound }
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
-                try await connection.query(
+                try await connection.run(
                     "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue) WHERE token_unique_reference = \(reference)",
                     logger: logger
                 )
@@ -271,7 +289,7 @@ public struct PostgresStore: TMPStore {
                 return .rejected(message)
             case .insert(let token):
                 _ = try await connection.all("SELECT 1 FROM card WHERE external_card_id = \(token.externalCardId) FOR SHARE", logger: logger)
-                try await connection.query(
+                try await connection.run(
                     """
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
                     VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
@@ -286,7 +304,7 @@ public struct PostgresStore: TMPStore {
                 if let owner { inserted.userId = try owner.decode(String.self) }
                 result = inserted
             case .update(let token):
-                try await connection.query(
+                try await connection.run(
                     """
                     UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt),
                         last_event_ms = \(token.lastEventAt?.millisecondsSince1970), pending_command = \(token.pendingCommand?.rawValue)
@@ -296,11 +314,11 @@ public struct PostgresStore: TMPStore {
                 )
                 result = token
             case .stale(let stored):
-                try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
+                try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
                 return .stale(stored)
             }
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
-            try await connection.query("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
+            try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
             try await insertAudit(connection, audit)
             return .applied(result)
         }
@@ -325,7 +343,7 @@ public struct PostgresStore: TMPStore {
         // pass again over the rows earlier batches deleted (dead until vacuumed). The scan
         // starts at `position`: synchronized scans, which may start mid-table, are off.
         let row = try await transaction { connection in
-            try await connection.query("SET LOCAL synchronize_seqscans = off", logger: logger)
+            try await connection.run("SET LOCAL synchronize_seqscans = off", logger: logger)
             return try await connection.all(
                 """
                 WITH found AS (
@@ -356,7 +374,7 @@ public struct PostgresStore: TMPStore {
             ).map(TokenRecord.init(postgres:))
             if !tokens.isEmpty {
                 let references = tokens.map(\.tokenUniqueReference)
-                try await connection.query("UPDATE token SET at_odds_since = \(now) WHERE token_unique_reference = ANY(\(references))", logger: logger)
+                try await connection.run("UPDATE token SET at_odds_since = \(now) WHERE token_unique_reference = ANY(\(references))", logger: logger)
             }
             return tokens
         }
@@ -397,7 +415,7 @@ public struct PostgresStore: TMPStore {
                 )
                 guard !used.isEmpty else { return false }
             }
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id)
                 VALUES (\(decision.requestId), \(decision.panUniqueReference), \(decision.deviceType.rawValue), \(decision.decision.rawValue), \(decision.reason), \(decision.decidedAt), \(id))
@@ -449,7 +467,7 @@ public struct PostgresStore: TMPStore {
 
     public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {
         try await transaction { connection in
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO card_art (art_id, content_type, data, updated_at) VALUES (\(art.artId), \(art.contentType), \(art.data), \(art.updatedAt))
                 ON CONFLICT (art_id) DO UPDATE SET content_type = excluded.content_type, data = excluded.data, updated_at = excluded.updated_at
@@ -475,7 +493,7 @@ public struct PostgresStore: TMPStore {
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         // One snapshot for both reads, so the trail is of one moment.
         try await transaction { connection in
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            try await connection.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             let events = try await connection.all("SELECT at, actor, action, subject, detail FROM audit_event WHERE subject = \(subject) ORDER BY id", logger: logger)
                 .map(AuditEntry.init(postgres:))
             guard subject.hasPrefix("card:") else { return events }
@@ -495,7 +513,7 @@ public struct PostgresStore: TMPStore {
 
     /// Keeps `at_odds_since` of one card's tokens in step with the rule (see ``AtOddsSQL``).
     private func recomputeAtOdds(_ connection: PostgresConnection, externalCardId: String, at time: Date) async throws {
-        try await connection.query(
+        try await connection.run(
             "UPDATE token SET at_odds_since = CASE WHEN \(unescaped: AtOddsSQL.predicate) THEN COALESCE(at_odds_since, \(time)) ELSE NULL END WHERE external_card_id = \(externalCardId)",
             logger: logger
         )
@@ -503,7 +521,7 @@ public struct PostgresStore: TMPStore {
 
     /// Keeps `at_odds_since` of one token in step with the rule (see ``AtOddsSQL``).
     private func recomputeAtOdds(_ connection: PostgresConnection, tokenReference: String, at time: Date) async throws {
-        try await connection.query(
+        try await connection.run(
             "UPDATE token SET at_odds_since = CASE WHEN \(unescaped: AtOddsSQL.predicate) THEN COALESCE(at_odds_since, \(time)) ELSE NULL END WHERE token_unique_reference = \(tokenReference)",
             logger: logger
         )
@@ -514,7 +532,7 @@ public struct PostgresStore: TMPStore {
     }
 
     private func insertAudit(_ connection: PostgresConnection, _ entry: AuditEntry) async throws {
-        try await connection.query(
+        try await connection.run(
             "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES (\(entry.at), \(entry.actor), \(entry.action), \(entry.subject), \(entry.detail))",
             logger: logger
         )
@@ -534,17 +552,18 @@ public struct PostgresStore: TMPStore {
     /// ``DatabaseUnavailable`` (503). `body` never starts once the wait is over, so a timed-out
     /// request has run nothing.
     ///
-    /// Once leased, `body` has ``statementTimeout`` to finish: the server cancels a statement
-    /// running longer (SQLSTATE 57014, an outage like the others), and if `body` is still
-    /// unanswered ``silenceGrace`` after that, its connection is closed, its statement fails,
-    /// and the call throws ``DatabaseUnavailable``; the pool opens a new connection in its
-    /// place. Without this, a statement on a connection that goes silent (a network that drops
+    /// Once leased, `body` is bounded: the server cancels each statement running longer than
+    /// ``statementTimeout`` (SQLSTATE 57014, an outage like the others), and if `body` as a
+    /// whole is still unanswered ``silenceGrace`` after that, its connection is closed, what it
+    /// waits for fails, and the call throws ``DatabaseUnavailable``; the connection goes back
+    /// to the pool only once closed, and the pool opens a new one in its place. A cancelled
+    /// call stops this bound, like the wait's. Without this, a statement on a connection that goes silent (a network that drops
     /// packets without a reset) would wait for TCP to give up, minutes later. A `body` that
     /// finished is never reported as failed, even if its connection is closed just after.
     /// `bounded: false` (migrations) lets `body` run as long as it takes.
     func withConnection<Value: Sendable>(bounded: Bool = true, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
         let (client, wait, logger) = (client, connectionWait, logger)
-        let limit = bounded ? statementTimeout + Self.silenceGrace : nil
+        let limit = bounded ? statementTimeout + callGrace : nil
         let lease = NIOLockedValueBox(Lease())
         // The task group ends only once both tasks have, so `body` does not outlive the call.
         return try await withoutActuallyEscaping(body) { body in try await withThrowingTaskGroup(of: Value?.self) { group in
@@ -557,16 +576,20 @@ public struct PostgresStore: TMPStore {
                             return true
                         }
                         guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
-                        // A connection that closed while the pool lent it would take a query
-                        // and never answer it (postgres-nio drops a write to a closed channel).
-                        guard !connection.isClosed else { throw DatabaseUnavailable("the database connection was closed") }
-                        do {
-                            let value = try await body(connection)
-                            lease.withLockedValue { $0.phase = .finished }
-                            return value
-                        } catch where lease.withLockedValue({ $0.phase == .silenced }) {
-                            throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
+                        // The body ends the lease's bound before the connection goes back to the
+                        // pool. If the timer closed the connection meanwhile, the close completes
+                        // first, so the pool never lends on a connection about to close.
+                        let result: Result<Value, any Error>
+                        do { result = .success(try await body(connection)) } catch { result = .failure(error) }
+                        let silenced = lease.withLockedValue { lease in
+                            defer { lease.phase = .finished }
+                            return lease.phase == .silenced
                         }
+                        guard silenced else { return try result.get() }
+                        try? await connection.close()
+                        // A body that finished is never reported as failed.
+                        if case .success(let value) = result { return value }
+                        throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
                     }
                 } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
                     // The pool gave up before lending a connection (closed, or its
@@ -585,6 +608,7 @@ public struct PostgresStore: TMPStore {
                 var wake = limit.map { min(waitEnds, started + $0) } ?? waitEnds
                 while true {
                     do { try await Task.sleep(until: wake, clock: .continuous) } catch { return nil }
+                    if Task.isCancelled { return nil }
                     let now = ContinuousClock.now
                     let step: TimerStep = lease.withLockedValue { lease in
                         switch lease.phase {
@@ -683,17 +707,17 @@ public struct PostgresStore: TMPStore {
         while true {
             do {
                 return try await withConnection(bounded: bounded) { connection in
-                    try await connection.query("BEGIN", logger: logger)
+                    try await connection.run("BEGIN", logger: logger)
                     do {
                         if !bounded {
-                            try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
-                            try await connection.query("SET LOCAL idle_in_transaction_session_timeout = 0", logger: logger)
+                            try await connection.run("SET LOCAL statement_timeout = 0", logger: logger)
+                            try await connection.run("SET LOCAL idle_in_transaction_session_timeout = 0", logger: logger)
                         }
                         let value = try await body(connection)
-                        try await connection.query("COMMIT", logger: logger)
+                        try await connection.run("COMMIT", logger: logger)
                         return value
                     } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        _ = try? await connection.run("ROLLBACK", logger: logger)
                         throw error
                     }
                 }
@@ -748,8 +772,18 @@ public struct PostgresStore: TMPStore {
 }
 
 extension PostgresConnection {
-    /// Runs `query` and collects every row.
+    /// Runs `query`, refusing a connection already closed: postgres-nio drops a query written
+    /// to a closed connection without ever answering it, so the call would wait forever (a
+    /// connection the statement timeout closed, then a ROLLBACK or a transaction's next
+    /// statement). The store writes every statement through this.
+    @discardableResult
+    func run(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw DatabaseUnavailable("the database connection was closed") }
+        return try await self.query(query, logger: logger)
+    }
+
+    /// Runs `query` (as ``run(_:logger:)``) and collects every row.
     func all(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await self.query(query, logger: logger).collect()
+        try await run(query, logger: logger).collect()
     }
 }
