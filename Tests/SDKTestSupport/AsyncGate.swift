@@ -33,6 +33,9 @@ public final class AsyncGate: Sendable {
         }
     }
 
+    /// How many tasks have arrived at the gate so far.
+    public var arrivals: Int { state.withValue { $0.arrived } }
+
     /// Opens the gate and releases every waiter.
     public func open() {
         let waiters = state.withValue { state in

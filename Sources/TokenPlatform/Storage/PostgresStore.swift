@@ -15,7 +15,9 @@ import ProvisioningModels
 /// what the winner committed: the end state is one that a single instance would reach.
 /// Every query binds its values; no value is ever spliced into SQL text.
 public struct PostgresStore: TMPStore {
-    let client: PostgresClient
+    /// The connection pool, renewed when the database answers again before the pool's
+    /// back-off lets it try (``RenewablePool``).
+    let pool: RenewablePool
     let logger: Logger
     /// How long a query waits for a pooled connection before it fails as
     /// ``DatabaseUnavailable`` (``DatabaseConfiguration/connectionWait``).
@@ -25,7 +27,6 @@ public struct PostgresStore: TMPStore {
     let statementTimeout: Duration
     /// ``silenceGrace``, unless a test set another.
     let callGrace: Duration
-    private let runner: Task<Void, Never>
 
     /// Attempts per transaction before a lost race is reported as an error.
     static let maximumAttempts = 8
@@ -61,6 +62,9 @@ public struct PostgresStore: TMPStore {
 
     /// ``connect(url:poolSize:connectionWait:statementTimeout:schema:logger:)`` with another
     /// ``silenceGrace`` (tests that need the server's cancel to come well before the close).
+    ///
+    /// `firstPool`, for tests: where the first pool connects instead of `url` (a database that
+    /// is down), while the start-up check, the probes and renewed pools use `url`.
     static func connect(
         url: PostgresURL,
         poolSize: Int = DatabaseConfiguration.defaultPoolSize,
@@ -68,6 +72,8 @@ public struct PostgresStore: TMPStore {
         statementTimeout: Duration,
         silenceGrace: Duration,
         schema: String? = nil,
+        probeInterval: Duration = RenewablePool.defaultProbeInterval,
+        firstPool: PostgresURL? = nil,
         logger: Logger
     ) async throws -> PostgresStore {
         precondition(statementTimeout > .zero, "the statement timeout must be positive")
@@ -77,43 +83,48 @@ public struct PostgresStore: TMPStore {
         // level, so LOG_LEVEL=trace puts no stored data in the log.
         var logger = logger
         if logger.logLevel < .info { logger.logLevel = .info }
-        var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
-        probe.options.additionalStartupParameters = startup
-        do {
-            let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
-            try await connection.close()
-        } catch {
-            throw ConfigurationError("cannot connect to database \(url): \(reason(error))")
-        }
-        var configuration = PostgresClient.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: clientTLS(url.tls))
-        configuration.options.maximumConnections = poolSize
         // The server ends what runs past the bound itself, releasing its locks at once (a
         // connection closed by the client alone is noticed by the server only when it next
         // writes to it).
         let bound = String(statementTimeout.wholeMilliseconds)
-        configuration.options.additionalStartupParameters = startup + [("statement_timeout", bound), ("idle_in_transaction_session_timeout", bound)]
-        return PostgresStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, logger: logger)
+        let parameters = startup + [("statement_timeout", bound), ("idle_in_transaction_session_timeout", bound)]
+        // The check at start and the probes of an outage connect as the pool does, startup
+        // parameters included: a pooler that refuses them fails the start with its reason.
+        var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
+        probe.options.additionalStartupParameters = parameters
+        let check = probe
+        probe.options.connectTimeout = .seconds(5)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: check, id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            throw ConfigurationError("cannot connect to database \(url): \(reason(error))")
+        }
+        let (tls, probeConfiguration, poolLogger) = (clientTLS(url.tls), probe, logger)
+        let pool = RenewablePool(probeInterval: probeInterval, logger: poolLogger) { generation in
+            let target = generation == 0 ? firstPool ?? url : url
+            var configuration = PostgresClient.Configuration(host: target.host, port: target.port, username: url.username, password: url.password, database: url.database, tls: tls)
+            configuration.options.maximumConnections = poolSize
+            configuration.options.additionalStartupParameters = parameters
+            return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        } probe: {
+            let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: poolLogger)
+            try? await connection.close()
+        }
+        return PostgresStore(pool: pool, connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, logger: logger)
     }
 
-    private init(client: PostgresClient, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, logger: Logger) {
-        self.client = client
+    private init(pool: RenewablePool, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, logger: Logger) {
+        self.pool = pool
         self.connectionWait = connectionWait
         self.statementTimeout = statementTimeout
         self.callGrace = silenceGrace
         self.logger = logger
-        // Started immediately, so the pool counts as running before the first query leases a
-        // connection (postgres-nio warns about a lease that comes first).
-        if #available(macOS 26.0, iOS 26.0, *) {
-            runner = Task.immediate { await client.run() }
-        } else {
-            runner = Task { await client.run() }
-        }
     }
 
     /// Shuts the pool down and closes its connections; call it once requests have stopped.
     public func close() async {
-        runner.cancel()
-        await runner.value
+        await pool.close()
     }
 
     /// Runs a trivial query.
@@ -550,7 +561,9 @@ public struct PostgresStore: TMPStore {
     /// hang past every client's patience (Apple gives the app's whole `signed-cards` round trip
     /// 20 s). Here the wait is bounded, and a request the pool cannot serve fails as
     /// ``DatabaseUnavailable`` (503). `body` never starts once the wait is over, so a timed-out
-    /// request has run nothing.
+    /// request has run nothing. A call that found no connection also has ``pool`` check whether
+    /// the database answers again while the pool waits out its back-off (``RenewablePool``);
+    /// a call waiting in a pool that is replaced moves to the new one within its wait.
     ///
     /// Once leased, `body` is bounded: the server cancels each statement running longer than
     /// ``statementTimeout`` (SQLSTATE 57014, an outage like the others), and if `body` as a
@@ -562,39 +575,51 @@ public struct PostgresStore: TMPStore {
     /// finished is never reported as failed, even if its connection is closed just after.
     /// `bounded: false` (migrations) lets `body` run as long as it takes.
     func withConnection<Value: Sendable>(bounded: Bool = true, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
-        let (client, wait, logger) = (client, connectionWait, logger)
+        let (pool, wait, logger) = (pool, connectionWait, logger)
         let limit = bounded ? statementTimeout + callGrace : nil
         let lease = NIOLockedValueBox(Lease())
         // The task group ends only once both tasks have, so `body` does not outlive the call.
         return try await withoutActuallyEscaping(body) { body in try await withThrowingTaskGroup(of: Value?.self) { group in
             group.addTask {
-                do {
-                    return try await client.withConnection { connection in
-                        let started = lease.withLockedValue { lease in
-                            guard lease.phase == .waiting else { return false }
-                            lease.phase = .leased(connection, at: .now)
-                            return true
+                var current = pool.current
+                while true {
+                    do {
+                        return try await current.client.withConnection { connection in
+                            let started = lease.withLockedValue { lease in
+                                guard lease.phase == .waiting else { return false }
+                                lease.phase = .leased(connection, at: .now)
+                                return true
+                            }
+                            guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
+                            pool.lent()
+                            // The body ends the lease's bound before the connection goes back to the
+                            // pool. If the timer closed the connection meanwhile, the close completes
+                            // first, so the pool never lends on a connection about to close.
+                            let result: Result<Value, any Error>
+                            do { result = .success(try await body(connection)) } catch { result = .failure(error) }
+                            let silenced = lease.withLockedValue { lease in
+                                defer { lease.phase = .finished }
+                                return lease.phase == .silenced
+                            }
+                            defer { pool.returned() }
+                            guard silenced else { return try result.get() }
+                            try? await connection.close()
+                            // A body that finished is never reported as failed.
+                            if case .success(let value) = result { return value }
+                            throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
                         }
-                        guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
-                        // The body ends the lease's bound before the connection goes back to the
-                        // pool. If the timer closed the connection meanwhile, the close completes
-                        // first, so the pool never lends on a connection about to close.
-                        let result: Result<Value, any Error>
-                        do { result = .success(try await body(connection)) } catch { result = .failure(error) }
-                        let silenced = lease.withLockedValue { lease in
-                            defer { lease.phase = .finished }
-                            return lease.phase == .silenced
+                    } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
+                        // The pool gave up before lending a connection: it was replaced (the
+                        // call moves to the new one, within its wait), or it is closed, or its
+                        // circuit breaker is open after a minute of failed connects.
+                        let next = pool.current
+                        if next.generation != current.generation, lease.withLockedValue({ $0.phase == .waiting }) {
+                            current = next
+                            continue
                         }
-                        guard silenced else { return try result.get() }
-                        try? await connection.close()
-                        // A body that finished is never reported as failed.
-                        if case .success(let value) = result { return value }
-                        throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
+                        pool.starved()
+                        throw DatabaseUnavailable("no database connection: \(Self.reason(error))")
                     }
-                } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
-                    // The pool gave up before lending a connection (closed, or its
-                    // circuit breaker open after a minute of failed connects).
-                    throw DatabaseUnavailable("no database connection: \(Self.reason(error))")
                 }
             }
             group.addTask {
@@ -630,7 +655,9 @@ public struct PostgresStore: TMPStore {
                         }
                     }
                     switch step {
-                    case .expire: throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+                    case .expire:
+                        pool.starved()
+                        throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
                     case .sleep(let until): wake = until
                     case .stop: return nil
                     case .close(let connection):
