@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import SDKTestSupport
 import TMPTestSupport
+import ServiceLifecycle
 import Testing
 @testable import TokenPlatform
 
@@ -78,16 +79,16 @@ struct PoolRenewalTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
     func aCallWaitingInThePoolThatIsReplacedMovesToTheNewOneWithinItsWait() async throws {
         let logs = Locked<[String]>([])
-        try await withStuckFirstPool(connectionWait: .seconds(3), logs: logs) { store in
-            // The first call's wait runs out at 3 s and starts the renewal; the second, queued
-            // in the first pool since 1.5 s, is served by the new pool before its own wait ends.
+        try await withStuckFirstPool(connectionWait: .seconds(6), logs: logs) { store in
+            // The first call's wait runs out at 6 s and starts the renewal; the second, queued
+            // in the first pool since 1 s, is served by the new pool before its own wait ends.
             let first = Task { try await store.ping() }
-            try await Task.sleep(for: .milliseconds(1500))
+            try await Task.sleep(for: .seconds(1))
             let started = ContinuousClock.now
             let second = Task { try await store.ping() }
             await #expect(throws: DatabaseUnavailable.self) { try await first.value }
             try await second.value
-            #expect(ContinuousClock.now - started < .seconds(3))
+            #expect(ContinuousClock.now - started < .seconds(6))
             #expect(store.pool.renewals == 1)
         }
     }
@@ -135,5 +136,94 @@ struct PoolRenewalTests {
             }
             await store.close()
         }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
+    func aRenewedPoolServesOnThroughTheGracefulShutdownOfTheServiceWhoseCallStartedIt() async throws {
+        let logs = Locked<[String]>([])
+        try await withStuckFirstPool(connectionWait: .seconds(1), logs: logs) { store in
+            // A service's call (a request, the realignment) finds no connection and starts the
+            // renewal; the renewed pool must not stop when that service's graceful shutdown
+            // begins, since requests are still being drained then.
+            let service = StarvingService(store: store)
+            let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                for _ in 0..<500 where store.pool.renewals == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(store.pool.renewals == 1)
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            try await store.ping()
+            #expect(store.pool.renewals == 1)
+        }
+    }
+
+    /// A service whose one call finds no connection, then waits for the graceful shutdown.
+    struct StarvingService: Service {
+        let store: PostgresStore
+
+        func run() async throws {
+            _ = try? await store.ping()
+            try? await gracefulShutdown()
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
+    func aPoolThatLendsWhenAskedAfterASuccessfulProbeIsKept() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(
+                url: url, connectionWait: .seconds(2), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
+                schema: schema, probeInterval: .milliseconds(50), logger: PostgresTestDatabase.logger
+            )
+            // As after a call whose wait ran out while the pool was still opening its first
+            // connection (slow to connect, not failing): the probe succeeds, and so does the
+            // pool once asked again.
+            store.pool.starved()
+            try await Task.sleep(for: .seconds(1))
+            try await store.ping()
+            #expect(store.pool.renewals == 0)
+            await store.close()
+        }
+    }
+
+    /// Pools that can never connect (a closed loopback port) and a probe that always succeeds:
+    /// the replacement itself, without a database.
+    func unreachablePools(minimumRenewalInterval: Duration) -> RenewablePool {
+        RenewablePool(probeInterval: .milliseconds(20), poolCheckWait: .milliseconds(100), minimumRenewalInterval: minimumRenewalInterval, logger: PostgresTestDatabase.logger) { _ in
+            PostgresClient(configuration: .init(host: "127.0.0.1", port: 1, username: "nobody", password: nil, database: nil, tls: .disable), backgroundLogger: PostgresTestDatabase.logger)
+        } probe: {}
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aConnectionOfAReplacedPoolCannotBeClaimedAndReplacementsAreSpacedOut() async throws {
+        let pool = unreachablePools(minimumRenewalInterval: .seconds(30))
+        pool.starved()
+        for _ in 0..<250 where pool.renewals == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(pool.renewals == 1)
+        // A connection the first pool lends from now on is not used.
+        #expect(!pool.claim(generation: 0))
+        #expect(pool.claim(generation: 1))
+        pool.returned()
+        // The new pool cannot connect either: within the interval, a call that finds no
+        // connection starts no probing, so no second replacement.
+        for _ in 0..<250 where pool.isProbing { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!pool.isProbing)
+        pool.starved()
+        #expect(!pool.isProbing)
+        #expect(pool.renewals == 1)
+        await pool.close()
+
+        // Without the interval, the same starvation replaces the new pool too.
+        let eager = unreachablePools(minimumRenewalInterval: .zero)
+        eager.starved()
+        for _ in 0..<250 where eager.renewals == 0 || eager.isProbing { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(eager.renewals == 1)
+        eager.starved()
+        #expect(eager.isProbing)
+        for _ in 0..<250 where eager.renewals < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(eager.renewals == 2)
+        await eager.close()
     }
 }

@@ -108,7 +108,14 @@ public struct PostgresStore: TMPStore {
             configuration.options.additionalStartupParameters = parameters
             return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
         } probe: {
+            // A login alone could be a pooler's answer with the database behind it still down.
             let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: poolLogger)
+            do {
+                _ = try await connection.query("SELECT 1", logger: poolLogger).collect()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
             try? await connection.close()
         }
         return PostgresStore(pool: pool, connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, logger: logger)
@@ -583,15 +590,21 @@ public struct PostgresStore: TMPStore {
             group.addTask {
                 var current = pool.current
                 while true {
+                    let generation = current.generation
                     do {
                         return try await current.client.withConnection { connection in
+                            // A pool replaced meanwhile is being shut down: its connection is
+                            // not used, and the call leases again from the new pool.
+                            guard pool.claim(generation: generation) else { throw RenewablePool.Retired() }
                             let started = lease.withLockedValue { lease in
                                 guard lease.phase == .waiting else { return false }
                                 lease.phase = .leased(connection, at: .now)
                                 return true
                             }
-                            guard started else { throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)") }
-                            pool.lent()
+                            guard started else {
+                                pool.returned()
+                                throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+                            }
                             // The body ends the lease's bound before the connection goes back to the
                             // pool. If the timer closed the connection meanwhile, the close completes
                             // first, so the pool never lends on a connection about to close.
@@ -609,9 +622,10 @@ public struct PostgresStore: TMPStore {
                             throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
                         }
                     } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
-                        // The pool gave up before lending a connection: it was replaced (the
-                        // call moves to the new one, within its wait), or it is closed, or its
-                        // circuit breaker is open after a minute of failed connects.
+                        // The pool gave up before lending a connection, or lent one after it
+                        // was replaced: it was replaced (the call moves to the new one, within
+                        // its wait), or it is closed, or its circuit breaker is open after a
+                        // minute of failed connects.
                         let next = pool.current
                         if next.generation != current.generation, lease.withLockedValue({ $0.phase == .waiting }) {
                             current = next
