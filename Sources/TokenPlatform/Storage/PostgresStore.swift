@@ -93,7 +93,7 @@ public struct PostgresStore: TMPStore {
         var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
         probe.options.additionalStartupParameters = parameters
         let check = probe
-        probe.options.connectTimeout = .seconds(5)
+        probe.options.connectTimeout = RenewablePool.probeQueryTimeout
         do {
             let connection = try await PostgresConnection.connect(configuration: check, id: 0, logger: logger)
             try await connection.close()
@@ -110,8 +110,18 @@ public struct PostgresStore: TMPStore {
         } probe: {
             // A login alone could be a pooler's answer with the database behind it still down.
             let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: poolLogger)
+            // postgres-nio bounds neither a query's wait nor its cancellation, and a pooler
+            // may take the login and then hold the query (PgBouncer's query_wait_timeout): the
+            // query gets the connect's 5 s, and a cancelled check (close) does not wait for it.
+            // Closing the connection fails the query.
+            let bound = connection.eventLoop.scheduleTask(in: RenewablePool.probeQueryTimeout) { () -> Void in let _: EventLoopFuture<Void> = connection.close() }
+            defer { bound.cancel() }
             do {
-                _ = try await connection.query("SELECT 1", logger: poolLogger).collect()
+                try await withTaskCancellationHandler {
+                    _ = try await connection.query("SELECT 1", logger: poolLogger).collect()
+                } onCancel: {
+                    let _: EventLoopFuture<Void> = connection.close()
+                }
             } catch {
                 try? await connection.close()
                 throw error

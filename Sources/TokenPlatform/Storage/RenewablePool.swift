@@ -90,6 +90,9 @@ final class RenewablePool: Sendable {
     /// How long after a failed probe the next one starts.
     static let defaultProbeInterval: Duration = .seconds(1)
 
+    /// How long a probe's connect may take, and then its query.
+    static let probeQueryTimeout: TimeAmount = .seconds(5)
+
     /// The pool to lease from now.
     var current: Current { state.withLockedValue { $0.current } }
 
@@ -226,7 +229,7 @@ final class RenewablePool: Sendable {
     /// applies), started at once so the pool counts as running before the first call leases
     /// (postgres-nio warns about a lease that comes first).
     private static func start(_ client: PostgresClient) -> Task<Void, Never> {
-        if #available(macOS 26.0, iOS 26.0, *) {
+        if #available(macOS 26.0, iOS 26.0, watchOS 26.0, tvOS 26.0, visionOS 26.0, *) {
             Task.immediateDetached { await client.run() }
         } else {
             Task.detached { await client.run() }
