@@ -14,7 +14,7 @@ final class OutageProxy: Sendable {
     /// The loopback port clients connect to.
     let port: Int
     private let listener: any Channel
-    private let state = NIOLockedValueBox<(cut: Bool, silent: Bool, open: [ObjectIdentifier: any Channel])>((false, false, [:]))
+    private let state = NIOLockedValueBox<(cut: Bool, silent: Bool, holdingQueries: Bool, open: [ObjectIdentifier: any Channel])>((false, false, false, [:]))
 
     private init(listener: any Channel) {
         self.listener = listener
@@ -33,7 +33,7 @@ final class OutageProxy: Sendable {
                 return ClientBootstrap(group: inbound.eventLoop)
                     .channelInitializer { outbound in
                         outbound.eventLoop.makeCompletedFuture {
-                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, proxy: proxy))
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, proxy: proxy, fromClient: false))
                         }
                     }
                     .connect(host: host, port: port)
@@ -42,7 +42,7 @@ final class OutageProxy: Sendable {
                             outbound.close(promise: nil)
                             throw ChannelError.ioOnClosedChannel
                         }
-                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, proxy: proxy))
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, proxy: proxy, fromClient: true))
                         inbound.setOption(.autoRead, value: true).whenComplete { _ in }
                     }
             }
@@ -83,11 +83,27 @@ final class OutageProxy: Sendable {
     /// Whether bytes are being dropped (``silence()``).
     var isSilent: Bool { state.withLockedValue { $0.silent } }
 
+    /// Lets logins through but never passes on a query (what a client sends that starts with
+    /// a Parse or Query message): a pooler that takes logins and holds every query while the
+    /// database behind it is down.
+    func holdQueries() {
+        state.withLockedValue { $0.holdingQueries = true }
+    }
+
+    /// Whether `chunk`, sent by a client, is to be dropped (``silence()``, ``holdQueries()``).
+    fileprivate func drops(clientChunk chunk: ByteBuffer) -> Bool {
+        let (silent, holding) = state.withLockedValue { ($0.silent, $0.holdingQueries) }
+        if silent { return true }
+        guard holding, let first = chunk.getInteger(at: chunk.readerIndex, as: UInt8.self) else { return false }
+        return first == UInt8(ascii: "P") || first == UInt8(ascii: "Q")
+    }
+
     /// Lets connections and bytes through again.
     func restore() {
         state.withLockedValue { state in
             state.cut = false
             state.silent = false
+            state.holdingQueries = false
         }
     }
 
@@ -104,15 +120,19 @@ private final class Forwarder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let partner: any Channel
     let proxy: OutageProxy
+    /// Whether this side reads what the client sends.
+    let fromClient: Bool
 
-    init(partner: any Channel, proxy: OutageProxy) {
+    init(partner: any Channel, proxy: OutageProxy, fromClient: Bool) {
         self.partner = partner
         self.proxy = proxy
+        self.fromClient = fromClient
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !proxy.isSilent else { return }
-        partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        let chunk = unwrapInboundIn(data)
+        if fromClient ? proxy.drops(clientChunk: chunk) : proxy.isSilent { return }
+        partner.writeAndFlush(chunk, promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -228,4 +228,44 @@ struct PoolRenewalTests {
         #expect(eager.renewals == 2)
         await eager.close()
     }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
+    func aCheckWhoseQueryIsHeldDoesNotHoldUpTheClose() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            // Checks go through a pooler that takes logins and holds queries (the database
+            // behind it down); the first pool cannot connect at all.
+            let pooler = try await OutageProxy.start(to: url.host, port: url.port)
+            let down = try await OutageProxy.start(to: url.host, port: url.port)
+            await down.cut()
+            var viaPooler = url
+            viaPooler.host = "127.0.0.1"
+            viaPooler.port = pooler.port
+            var toDown = url
+            toDown.host = "127.0.0.1"
+            toDown.port = down.port
+            let store: PostgresStore
+            do {
+                store = try await PostgresStore.connect(
+                    url: viaPooler, connectionWait: .seconds(1), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
+                    schema: schema, probeInterval: .milliseconds(100), firstPool: toDown, logger: PostgresTestDatabase.logger
+                )
+            } catch {
+                await pooler.stop()
+                await down.stop()
+                throw error
+            }
+            pooler.holdQueries()
+            await #expect(throws: DatabaseUnavailable.self) { try await store.ping() }
+            #expect(store.pool.isProbing)
+            // The check is now waiting on its query: closing the store does not wait for it.
+            try await Task.sleep(for: .milliseconds(500))
+            let closing = ContinuousClock.now
+            await store.close()
+            let took = ContinuousClock.now - closing
+            #expect(took < .seconds(3), "close took \(took)")
+            #expect(store.pool.renewals == 0)
+            await pooler.stop()
+            await down.stop()
+        }
+    }
 }
