@@ -37,9 +37,7 @@ struct DatabaseOutageTests {
     ) async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
             let proxy = try await OutageProxy.start(to: url.host, port: url.port)
-            var proxied = url
-            proxied.host = "127.0.0.1"
-            proxied.port = proxy.port
+            let proxied = url.through(proxy)
             let store: PostgresStore
             do {
                 store = try await PostgresStore.connect(url: proxied, poolSize: poolSize, connectionWait: .seconds(2), statementTimeout: statementTimeout, schema: schema, logger: logger)

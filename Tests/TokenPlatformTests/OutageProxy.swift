@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+@testable import TokenPlatform
 
 /// A TCP proxy on loopback in front of a server (a test's PostgreSQL), which a test can cut
 /// and restore: an outage of the database on demand, without stopping the server other tests
@@ -142,5 +143,15 @@ private final class Forwarder: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
+    }
+}
+
+extension PostgresURL {
+    /// This database reached through `proxy`.
+    func through(_ proxy: OutageProxy) -> PostgresURL {
+        var proxied = self
+        proxied.host = "127.0.0.1"
+        proxied.port = proxy.port
+        return proxied
     }
 }

@@ -29,9 +29,7 @@ struct PoolRenewalTests {
             await migrating.close()
             let proxy = try await OutageProxy.start(to: url.host, port: url.port)
             await proxy.cut()
-            var down = url
-            down.host = "127.0.0.1"
-            down.port = proxy.port
+            let down = url.through(proxy)
             let store: PostgresStore
             do {
                 store = try await PostgresStore.connect(
@@ -237,17 +235,11 @@ struct PoolRenewalTests {
             let pooler = try await OutageProxy.start(to: url.host, port: url.port)
             let down = try await OutageProxy.start(to: url.host, port: url.port)
             await down.cut()
-            var viaPooler = url
-            viaPooler.host = "127.0.0.1"
-            viaPooler.port = pooler.port
-            var toDown = url
-            toDown.host = "127.0.0.1"
-            toDown.port = down.port
             let store: PostgresStore
             do {
                 store = try await PostgresStore.connect(
-                    url: viaPooler, connectionWait: .seconds(1), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
-                    schema: schema, probeInterval: .milliseconds(100), firstPool: toDown, logger: PostgresTestDatabase.logger
+                    url: url.through(pooler), connectionWait: .seconds(1), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
+                    schema: schema, probeInterval: .milliseconds(100), firstPool: url.through(down), logger: PostgresTestDatabase.logger
                 )
             } catch {
                 await pooler.stop()
