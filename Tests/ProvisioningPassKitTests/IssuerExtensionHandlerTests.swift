@@ -61,6 +61,9 @@ struct IssuerExtensionHandlerTests {
         try await PassKitShim.withBackend(shim) {
             var configuration = IssuerExtensionConfiguration(tmpURL: Fixtures.baseURL, containerURL: folder.url, secrets: FileSecretStore(directory: folder.url.appendingPathComponent("keychain")))
             configuration.transport = server
+            // Budgets that never run out: a loaded machine cannot turn a slow step into a
+            // missing entry. Their ends are tested with a manual clock (ExtensionEntriesTests).
+            configuration.clock = ManualClock()
             try configuration.directory.storeArt(TestPDF.onePage().data, externalCardId: "card-2")
             try ExtensionSessionStore(secrets: configuration.secrets).save(Fixtures.session(now: Date(), lifetime: 300))
             let handler = IssuerProvisioningExtensionHandler(configuration: configuration)

@@ -5,6 +5,7 @@ import ProvisioningCrypto
 import ProvisioningModels
 import ProvisioningPassKit
 import ProvisioningSDK
+import SDKTestSupport
 import Testing
 import TestSupport
 import TokenPlatform
@@ -53,7 +54,7 @@ struct IssuerExtensionEndToEndTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func cardsAreOfferedPerDeviceAndAddedFromInsideWallet() async throws {
+    @Test(.timeLimit(.minutes(5))) func cardsAreOfferedPerDeviceAndAddedFromInsideWallet() async throws {
         let tmp = try await LiveTMP()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-e2e-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -64,7 +65,13 @@ struct IssuerExtensionEndToEndTests {
             _ = try await back.putCard(externalCardId: id, request: request)
         }
         let wallet = SimulatedWallet()
-        let host = SimulatedExtensionHost(wallet: wallet, pki: tmp.pki, network: TokenServiceNetwork(simulator: tmp.simulator))
+        // Apple's budgets (100 ms for status, 20 s for the rest) are not wall-clock assertions
+        // here: each answer comes through the main actor, queued behind every other suite's
+        // main-actor work, and on two busy cores that has taken more than the 100 ms. This test
+        // checks what Wallet is answered and that each completion handler is called once; the
+        // host's budget logic is ExtensionHostTests', and status's speed is measured by
+        // Benchmarks/extension-status.sh.
+        let host = SimulatedExtensionHost(wallet: wallet, pki: tmp.pki, network: TokenServiceNetwork(simulator: tmp.simulator), statusBudget: .seconds(60), entriesBudget: .seconds(60), generateBudget: .seconds(60))
 
         try await tmp.run { @MainActor session in
             let base = URL(string: "http://127.0.0.1:\(try #require(session.client.port))/")!
@@ -77,6 +84,9 @@ struct IssuerExtensionEndToEndTests {
                     artLoader: .storedArt(fallback: { CGImage(passKitShimWidth: 1536, height: 969, data: Data("generic".utf8)) })
                 )
                 configuration.now = { tmp.clock.current }
+                // The SDK's own budgets never run out either (their ends are tested with a
+                // manual clock in ProvisioningSDKTests), so a slow step cannot drop an entry.
+                configuration.clock = ManualClock()
 
                 // The app, signed in as alice, reads the status; IssuerWallet shares it.
                 let app = IssuerWallet(
