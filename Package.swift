@@ -224,6 +224,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "ProvisioningDemo",
+                // Its manual clock, for the extension's budgets.
+                "SDKTestSupport",
                 "ProvisioningSDK",
                 "ProvisioningPassKit",
                 "ProvisioningModels",

@@ -60,12 +60,46 @@ final class DemoSignInViewController: NSObject, PKIssuerProvisioningExtensionAut
 /// and the parties the issuer cannot be are the simulators: Apple Wallet (device, add sheet,
 /// Apple's servers opening the card data) and the card network's token service.
 public struct DemoScenario: Sendable {
+    /// How long the simulated Wallet waits for the issuer's code, and the clock of the
+    /// extension's own budgets.
+    ///
+    /// `pushprov demo` holds the issuer's code to Apple's budgets (``apple``). A test on a
+    /// loaded machine widens them: there each answer can wait behind other work for longer
+    /// than Apple allows, and what the test checks is the scenario, not the machine's speed.
+    public struct WalletTiming: Sendable {
+        /// Wallet's wait for the extension's `status` (Apple: 100 ms).
+        public var statusBudget: Duration
+        /// Wallet's wait for `passEntries` and `remotePassEntries` (Apple: 20 s).
+        public var entriesBudget: Duration
+        /// Wallet's wait for the add request, from the extension and from the in-app sheet's
+        /// delegate (Apple: 20 s).
+        public var requestBudget: Duration
+        /// The clock the extension's refresh, art and generation budgets run on.
+        public var extensionClock: any Clock<Duration>
+
+        /// Explicit budgets.
+        public init(statusBudget: Duration, entriesBudget: Duration, requestBudget: Duration, extensionClock: any Clock<Duration>) {
+            self.statusBudget = statusBudget
+            self.entriesBudget = entriesBudget
+            self.requestBudget = requestBudget
+            self.extensionClock = extensionClock
+        }
+
+        /// Apple's budgets on the real clock.
+        public static var apple: WalletTiming {
+            WalletTiming(statusBudget: .milliseconds(100), entriesBudget: .seconds(20), requestBudget: .seconds(20), extensionClock: ContinuousClock())
+        }
+    }
+
     /// Where TMP stores its data (`--database`); nil for a temporary SQLite file.
     public var database: String?
+    /// Wallet's budgets; Apple's unless a test widens them.
+    public var walletTiming: WalletTiming
 
     /// Creates the scenario.
-    public init(database: String? = nil) {
+    public init(database: String? = nil, walletTiming: WalletTiming = .apple) {
         self.database = database
+        self.walletTiming = walletTiming
     }
 
     /// Runs every step, recording each in `trace`. Returns whether all came out as expected.
@@ -89,15 +123,16 @@ public struct DemoScenario: Sendable {
         await platform.tokenService.addObserver(WalletTokenObserver(wallet: wallet))
         wallet.install()
         defer { PassKitShim.install(nil) }
-        let sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService))
+        let sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService), budget: walletTiming.requestBudget)
         let route = ActivationLinkRoute(scheme: DemoPlatform.activationLink.scheme, host: DemoPlatform.activationLink.host, path: DemoPlatform.activationLink.path)
         // The App Group container the app shares with its Wallet extensions, and their
         // secret store (a 0600 file here; the Keychain access group on iOS).
         let container = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-appgroup-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: container) }
-        let extensionConfiguration = IssuerExtensionConfiguration(
+        var extensionConfiguration = IssuerExtensionConfiguration(
             tmpURL: platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets"))
         )
+        extensionConfiguration.clock = walletTiming.extensionClock
         let alice: IssuerWallet
         let aliceToken: String
         do {
@@ -175,7 +210,10 @@ public struct DemoScenario: Sendable {
         await trace.step("extension.add", "From inside Wallet: the extensions sign Alice in and add the Mastercard to the iPhone") {
             _ = try await alice.refreshStatus()
             await alice.sharedStorage?.artFetched()
-            let host = SimulatedExtensionHost(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService))
+            let host = SimulatedExtensionHost(
+                wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService),
+                statusBudget: walletTiming.statusBudget, entriesBudget: walletTiming.entriesBudget, generateBudget: walletTiming.requestBudget
+            )
             let handler = IssuerProvisioningExtensionHandler(configuration: extensionConfiguration)
             let before = await host.status(of: handler)
             try expect(before.violations.isEmpty, "status: \(before.violations.joined(separator: "; "))")
@@ -206,7 +244,7 @@ public struct DemoScenario: Sendable {
             await platform.tokenService.drainEvents()
             let card = try Self.card(try await alice.refreshStatus(), DemoData.mastercardCard)
             try expect(card.phone.state == .active, "Mastercard on the iPhone: \(card.phone.state)")
-            return "status \(Self.format(status.elapsed)) (budget 100 ms), entries \(Self.format(entries.elapsed)), request \(Self.format(added.call.elapsed)); \(entry.title) …\(pass.primaryAccountNumberSuffix) added and activated"
+            return "status \(Self.format(status.elapsed)) (budget \(String(format: "%g ms", walletTiming.statusBudget / .milliseconds(1)))), entries \(Self.format(entries.elapsed)), request \(Self.format(added.call.elapsed)); \(entry.title) …\(pass.primaryAccountNumberSuffix) added and activated"
         }
 
         await trace.step("block", "Back office blocks the Visa card: its tokens are suspended on both devices") {

@@ -6,6 +6,7 @@ import ProvisioningDemo
 import ProvisioningModels
 import ProvisioningPassKit
 import ProvisioningSDK
+import SDKTestSupport
 import Testing
 import TokenPlatform
 import WalletSimulator
@@ -84,7 +85,7 @@ struct InterceptingNetwork: SimulatedPaymentNetwork {
 struct EndToEndTests {
     @Test func theDemoScenarioPassesEveryStep() async throws {
         let trace = DemoTrace()
-        let passed = await DemoScenario().run(trace: trace)
+        let passed = await DemoScenario(walletTiming: .lenient).run(trace: trace)
         #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
         #expect(trace.steps.map(\.name) == [
             "cards.load", "status.initial", "inapp.phone", "status.requiresActivation", "activation.link", "status.active",
@@ -96,7 +97,7 @@ struct EndToEndTests {
     func theDemoScenarioPassesOnPostgreSQL() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"])
         let trace = DemoTrace()
-        let passed = await DemoScenario(database: url).run(trace: trace)
+        let passed = await DemoScenario(database: url, walletTiming: .lenient).run(trace: trace)
         #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
     }
 
@@ -284,8 +285,9 @@ struct EndToEndTests {
             let configuration = IssuerExtensionConfiguration(tmpURL: world.platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets")))
             let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
             // A generous budget: this checks what the status says, not how fast a loaded test
-            // machine schedules it (the demo runs with Apple's 100 ms).
-            let host = SimulatedExtensionHost(wallet: world.wallet, pki: world.platform.pki, network: TokenServicePaymentNetwork(world.platform.tokenService), statusBudget: .seconds(5))
+            // machine schedules it (the demo runs with Apple's 100 ms; the answer comes through
+            // the main actor, and on two busy cores that hop has taken more than 10 s).
+            let host = SimulatedExtensionHost(wallet: world.wallet, pki: world.platform.pki, network: TokenServicePaymentNetwork(world.platform.tokenService), statusBudget: .seconds(60))
             let status = await host.status(of: handler)
             #expect(status.violations.isEmpty)
             #expect(status.value == .init(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
@@ -301,6 +303,15 @@ struct EndToEndTests {
             #expect(configuration.directory.readSnapshot() == nil)
             #expect(await host.status(of: handler).value == .init(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
         }
+    }
+}
+extension DemoScenario.WalletTiming {
+    /// Budgets that a loaded test machine cannot overrun: Wallet waits a minute, and the
+    /// extension's own budgets run on a clock that stands still. Whether the answers come in
+    /// Apple's time is measured by Benchmarks/extension-status.sh, and the budgets' ends are
+    /// tested with a manual clock (ProvisioningSDKTests) and short budgets (ExtensionHostTests).
+    static var lenient: Self {
+        Self(statusBudget: .seconds(60), entriesBudget: .seconds(60), requestBudget: .seconds(60), extensionClock: ManualClock())
     }
 }
 #endif
