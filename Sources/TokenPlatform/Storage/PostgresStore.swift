@@ -30,6 +30,8 @@ public struct PostgresStore: TMPStore {
 
     /// Attempts per transaction before a lost race is reported as an error.
     static let maximumAttempts = 8
+    /// Provisioning attempts inserted together while an insert is in flight (``InsertBatch``).
+    let attempts = InsertBatch<ProvisioningAttempt>()
 
     /// Connects to `url` and starts a pool of at most `poolSize` connections.
     ///
@@ -415,11 +417,19 @@ public struct PostgresStore: TMPStore {
     // MARK: Provisioning attempts and decisions
 
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
-        // One row, one statement: its own transaction.
+        // With other calls' attempts that arrive while an insert is in flight: one statement,
+        // its own transaction, for all of them.
+        try await attempts.insert(attempt) { batch in try await insertAttempts(batch) }
+    }
+
+    /// Inserts `batch` in one statement (one transaction): all of its rows or none.
+    func insertAttempts(_ batch: [ProvisioningAttempt]) async throws {
         _ = try await rows(
             """
             INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
-            VALUES (\(attempt.activationDataId), \(attempt.externalCardId), \(attempt.userId), \(attempt.deviceType.rawValue), \(attempt.nonceHash), \(attempt.leafFingerprint), \(attempt.createdAt), \(attempt.expiresAt))
+            SELECT * FROM unnest(\(batch.map(\.activationDataId))::text[], \(batch.map(\.externalCardId))::text[], \(batch.map(\.userId))::text[],
+                \(batch.map(\.deviceType.rawValue))::text[], \(batch.map(\.nonceHash))::text[], \(batch.map(\.leafFingerprint))::text[],
+                \(batch.map(\.createdAt))::timestamptz[], \(batch.map(\.expiresAt))::timestamptz[])
             """
         )
     }
