@@ -168,24 +168,30 @@ struct DatabaseOutageTests {
             defer { Task { await store.close() } }
             // A statement longer than the wait holds the pool's only connection (once it has
             // one: on a loaded machine opening it can take a while, so it may try again).
+            // The holder keeps it, after the statement, until the second call has given up,
+            // however slowly a loaded machine runs either.
             let holding = Locked(false)
+            let release = AsyncGate()
             let long = Task {
                 for attempt in 1...5 {
                     do {
                         return try await store.withConnection { connection in
                             holding.withValue { $0 = true }
-                            return try await connection.query("SELECT pg_sleep(3)", logger: PostgresTestDatabase.logger).collect().count
+                            let count = try await connection.query("SELECT pg_sleep(3)", logger: PostgresTestDatabase.logger).collect().count
+                            await release.wait()
+                            return count
                         }
                     } catch is DatabaseUnavailable where attempt < 5 {}
                 }
                 return 0
             }
-            for _ in 0..<200 where !holding.current { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<600 where !holding.current { try await Task.sleep(for: .milliseconds(50)) }
             try #require(holding.current)
             let ran = Locked(false)
             let error = await #expect(throws: DatabaseUnavailable.self) {
                 try await store.withConnection { _ in ran.withValue { $0 = true } }
             }
+            release.open()
             #expect(error?.reason == "no database connection within 1 s")
             #expect(try await long.value == 1)
             // The queued request was withdrawn: once the connection is free it does not run.

@@ -57,13 +57,15 @@ struct TestPlatform {
     /// An instance on a fresh SQLite database (in memory unless `databasePath` is given).
     ///
     /// `tokenService` replaces ``connector`` as the token service (which then sees nothing);
-    /// `connectorTimeout` and `connectorClock` time its commands.
+    /// `connectorTimeout` and `connectorClock` time its commands. The clock stands still unless
+    /// a test passes one: a command a test holds at a gate, on a loaded machine, must not run
+    /// into the 10 s limit (ConnectorTimeoutTests move their own clock past it).
     init(
         policy: ActivationPolicy = .inApp,
         databasePath: String? = nil,
         tokenService: (any TokenServiceConnector)? = nil,
         connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
-        connectorClock: any Clock<Duration> = ContinuousClock()
+        connectorClock: any Clock<Duration> = ManualClock()
     ) async throws {
         let store = try databasePath.map { try SQLiteStore(path: $0) } ?? SQLiteStore.inMemory()
         try await store.migrate()
@@ -79,7 +81,7 @@ struct TestPlatform {
         instance: String = "",
         tokenService: (any TokenServiceConnector)? = nil,
         connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
-        connectorClock: any Clock<Duration> = ContinuousClock()
+        connectorClock: any Clock<Duration> = ManualClock()
     ) throws {
         self.store = store
         self.secrets = secrets

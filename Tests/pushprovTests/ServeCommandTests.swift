@@ -211,13 +211,15 @@ struct ServeCommandTests {
         #expect(try await Self.get(cards, bearer: try token(new)).0 == 401)
         try publish([new])
         var status = 0
-        for _ in 0..<100 {
+        for _ in 0..<600 {
             status = try await Self.get(cards, bearer: try token(new)).0
             if status == 200 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(status == 200, "the new key was not put in force: \(server.text)")
         #expect(try await Self.get(cards, bearer: try token(old)).0 == 401)
+        // The log comes through a pipe, and may arrive after the answer that followed it.
+        for _ in 0..<600 where !server.text.contains("cardholder keys reloaded") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("cardholder keys reloaded"), "\(server.text)")
         #expect(server.stop() == 0)
     }
@@ -245,7 +247,7 @@ struct ServeCommandTests {
         let server = try Server(environment: ["PUSHPROV_CONNECTOR_TIMEOUT": "20"])
         defer { server.removeDataDirectory() }
         _ = try await server.port()
-        for _ in 0..<50 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<600 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("token realignment runs"))
         #expect(server.text.contains("interval=30 s") && server.text.contains("grace=120 s"), "\(server.text)")
         #expect(server.stop() == 0)
