@@ -15,7 +15,7 @@ final class OutageProxy: Sendable {
     /// The loopback port clients connect to.
     let port: Int
     private let listener: any Channel
-    private let state = NIOLockedValueBox<(cut: Bool, silent: Bool, holdingQueries: Bool, open: [ObjectIdentifier: any Channel])>((false, false, false, [:]))
+    private let state = NIOLockedValueBox<(cut: Bool, silent: Bool, holdingQueries: Bool, heldQueries: Int, open: [ObjectIdentifier: any Channel])>((false, false, false, 0, [:]))
 
     private init(listener: any Channel) {
         self.listener = listener
@@ -91,12 +91,17 @@ final class OutageProxy: Sendable {
         state.withLockedValue { $0.holdingQueries = true }
     }
 
+    /// How many queries ``holdQueries()`` has held so far.
+    var heldQueries: Int { state.withLockedValue { $0.heldQueries } }
+
     /// Whether `chunk`, sent by a client, is to be dropped (``silence()``, ``holdQueries()``).
     fileprivate func drops(clientChunk chunk: ByteBuffer) -> Bool {
         let (silent, holding) = state.withLockedValue { ($0.silent, $0.holdingQueries) }
         if silent { return true }
         guard holding, let first = chunk.getInteger(at: chunk.readerIndex, as: UInt8.self) else { return false }
-        return first == UInt8(ascii: "P") || first == UInt8(ascii: "Q")
+        guard first == UInt8(ascii: "P") || first == UInt8(ascii: "Q") else { return false }
+        state.withLockedValue { $0.heldQueries += 1 }
+        return true
     }
 
     /// Lets connections and bytes through again.

@@ -77,16 +77,17 @@ struct PoolRenewalTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
     func aCallWaitingInThePoolThatIsReplacedMovesToTheNewOneWithinItsWait() async throws {
         let logs = Locked<[String]>([])
-        try await withStuckFirstPool(connectionWait: .seconds(6), logs: logs) { store in
-            // The first call's wait runs out at 6 s and starts the renewal; the second, queued
-            // in the first pool since 3 s, is served by the new pool before its own wait ends.
+        try await withStuckFirstPool(connectionWait: .seconds(12), logs: logs) { store in
+            // The first call's wait runs out at 12 s and starts the renewal; the second, queued
+            // in the first pool since 6 s, is served by the new pool before its own wait ends
+            // (6 s for the probe, the pool check and the new pool's connect, on a busy machine).
             let first = Task { try await store.ping() }
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(6))
             let started = ContinuousClock.now
             let second = Task { try await store.ping() }
             await #expect(throws: DatabaseUnavailable.self) { try await first.value }
             try await second.value
-            #expect(ContinuousClock.now - started < .seconds(6))
+            #expect(ContinuousClock.now - started < .seconds(12))
             #expect(store.pool.renewals == 1)
         }
     }
@@ -139,7 +140,9 @@ struct PoolRenewalTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
     func aRenewedPoolServesOnThroughTheGracefulShutdownOfTheServiceWhoseCallStartedIt() async throws {
         let logs = Locked<[String]>([])
-        try await withStuckFirstPool(connectionWait: .seconds(1), logs: logs) { store in
+        // A 5 s wait: the call after the shutdown is the renewed pool's first, and opens its
+        // connection.
+        try await withStuckFirstPool(connectionWait: .seconds(5), logs: logs) { store in
             // A service's call (a request, the realignment) finds no connection and starts the
             // renewal; the renewed pool must not stop when that service's graceful shutdown
             // begins, since requests are still being drained then.
@@ -147,7 +150,7 @@ struct PoolRenewalTests {
             let group = ServiceGroup(configuration: .init(services: [service], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                for _ in 0..<500 where store.pool.renewals == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                for _ in 0..<1_500 where store.pool.renewals == 0 { try await Task.sleep(for: .milliseconds(20)) }
                 #expect(store.pool.renewals == 1)
                 await group.triggerGracefulShutdown()
                 try await tasks.waitForAll()
@@ -171,17 +174,20 @@ struct PoolRenewalTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
     func aPoolThatLendsWhenAskedAfterASuccessfulProbeIsKept() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
+            // The pool's check gets 30 s instead of 250 ms: a loaded machine's slow lease is not
+            // what this tests (without the check the pool is replaced however long it is).
             let store = try await PostgresStore.connect(
                 url: url, connectionWait: .seconds(2), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
-                schema: schema, probeInterval: .milliseconds(50), logger: PostgresTestDatabase.logger
+                schema: schema, probeInterval: .milliseconds(50), poolCheckWait: .seconds(30), logger: PostgresTestDatabase.logger
             )
             // As after a call whose wait ran out just before the pool could lend (it was slow
             // to connect, or busy until then): the probe succeeds, and so does the pool once
-            // asked again. (Its connection is opened first, so the check's 250 ms do not
-            // depend on how fast this machine connects.)
+            // asked again. (Its connection is opened first.)
             try await store.ping()
             store.pool.starved()
-            try await Task.sleep(for: .seconds(1))
+            #expect(store.pool.isProbing)
+            for _ in 0..<3_000 where store.pool.isProbing { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(!store.pool.isProbing)
             try await store.ping()
             #expect(store.pool.renewals == 0)
             await store.close()
@@ -239,7 +245,7 @@ struct PoolRenewalTests {
             do {
                 store = try await PostgresStore.connect(
                     url: url.through(pooler), connectionWait: .seconds(1), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
-                    schema: schema, probeInterval: .milliseconds(100), firstPool: url.through(down), logger: PostgresTestDatabase.logger
+                    schema: schema, probeInterval: .milliseconds(100), probeQueryTimeout: .seconds(60), firstPool: url.through(down), logger: PostgresTestDatabase.logger
                 )
             } catch {
                 await pooler.stop()
@@ -249,12 +255,14 @@ struct PoolRenewalTests {
             pooler.holdQueries()
             await #expect(throws: DatabaseUnavailable.self) { try await store.ping() }
             #expect(store.pool.isProbing)
-            // The check is now waiting on its query: closing the store does not wait for it.
-            try await Task.sleep(for: .milliseconds(500))
+            // Once the check waits on its query (its bound: 60 s), closing the store does not
+            // wait for it.
+            for _ in 0..<3_000 where pooler.heldQueries == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(pooler.heldQueries > 0)
             let closing = ContinuousClock.now
             await store.close()
             let took = ContinuousClock.now - closing
-            #expect(took < .seconds(3), "close took \(took)")
+            #expect(took < .seconds(30), "close took \(took)")
             #expect(store.pool.renewals == 0)
             await pooler.stop()
             await down.stop()

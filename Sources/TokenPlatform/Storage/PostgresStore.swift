@@ -67,6 +67,8 @@ public struct PostgresStore: TMPStore {
     ///
     /// `firstPool`, for tests: where the first pool connects instead of `url` (a database that
     /// is down), while the start-up check, the probes and renewed pools use `url`.
+    /// `poolCheckWait` and `probeQueryTimeout`, for tests: the pool's check after a probe
+    /// succeeded, and the bound of a probe's query (``RenewablePool``).
     static func connect(
         url: PostgresURL,
         poolSize: Int = DatabaseConfiguration.defaultPoolSize,
@@ -75,6 +77,8 @@ public struct PostgresStore: TMPStore {
         silenceGrace: Duration,
         schema: String? = nil,
         probeInterval: Duration = RenewablePool.defaultProbeInterval,
+        poolCheckWait: Duration = RenewablePool.defaultPoolCheckWait,
+        probeQueryTimeout: TimeAmount = RenewablePool.probeQueryTimeout,
         firstPool: PostgresURL? = nil,
         logger: Logger
     ) async throws -> PostgresStore {
@@ -103,7 +107,7 @@ public struct PostgresStore: TMPStore {
             throw ConfigurationError("cannot connect to database \(url): \(reason(error))")
         }
         let (tls, probeConfiguration, poolLogger) = (clientTLS(url.tls), probe, logger)
-        let pool = RenewablePool(probeInterval: probeInterval, logger: poolLogger) { generation in
+        let pool = RenewablePool(probeInterval: probeInterval, poolCheckWait: poolCheckWait, logger: poolLogger) { generation in
             let target = generation == 0 ? firstPool ?? url : url
             var configuration = PostgresClient.Configuration(host: target.host, port: target.port, username: url.username, password: url.password, database: url.database, tls: tls)
             configuration.options.maximumConnections = poolSize
@@ -116,7 +120,7 @@ public struct PostgresStore: TMPStore {
             // may take the login and then hold the query (PgBouncer's query_wait_timeout): the
             // query gets the connect's 5 s, and a cancelled check (close) does not wait for it.
             // Closing the connection fails the query.
-            let bound = connection.eventLoop.scheduleTask(in: RenewablePool.probeQueryTimeout) { () -> Void in let _: EventLoopFuture<Void> = connection.close() }
+            let bound = connection.eventLoop.scheduleTask(in: probeQueryTimeout) { () -> Void in let _: EventLoopFuture<Void> = connection.close() }
             defer { bound.cancel() }
             do {
                 try await withTaskCancellationHandler {

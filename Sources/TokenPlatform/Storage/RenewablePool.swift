@@ -68,7 +68,7 @@ final class RenewablePool: Sendable {
     ///   - minimumRenewalInterval: The least time between two replacements.
     init(
         probeInterval: Duration = RenewablePool.defaultProbeInterval,
-        poolCheckWait: Duration = .milliseconds(250),
+        poolCheckWait: Duration = RenewablePool.defaultPoolCheckWait,
         minimumRenewalInterval: Duration = .seconds(30),
         logger: Logger,
         makeClient: @escaping @Sendable (_ generation: Int) -> PostgresClient,
@@ -89,6 +89,9 @@ final class RenewablePool: Sendable {
 
     /// How long after a failed probe the next one starts.
     static let defaultProbeInterval: Duration = .seconds(1)
+
+    /// How long the pool gets to lend a connection once a probe succeeded.
+    static let defaultPoolCheckWait: Duration = .milliseconds(250)
 
     /// How long a probe's connect may take, and then its query.
     static let probeQueryTimeout: TimeAmount = .seconds(5)
