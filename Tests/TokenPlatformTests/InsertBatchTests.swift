@@ -7,51 +7,72 @@ import Testing
 
 /// Group commit of independent inserts (PostgreSQL's provisioning attempts): rows that arrive
 /// while an insert is in flight share the next statement, each caller returns once its own
-/// statement committed, a refused row fails alone, an outage fails its batch at once.
-@Suite struct InsertBatchTests {
+/// statement committed, a refused row fails alone, an outage fails its batch and everyone
+/// queued behind it at once, and a row queued past the wait fails as an outage would.
+@Suite(.timeLimit(.minutes(1))) struct InsertBatchTests {
+    /// A row the database refuses (an integrity constraint).
     struct Refused: Error, Equatable {}
+    /// A statement the database refuses whatever its rows (a missing table).
+    struct Broken: Error, Equatable {}
 
-    /// An insert that records each statement's rows; the first statement waits at `gate`.
+    /// An insert that records each statement's rows; the statements numbered in `held` (from 0)
+    /// wait at their gate until the test opens it; `failure` decides each statement's fate.
     final class Database: Sendable {
-        let gate = AsyncGate()
+        let held: [Int: AsyncGate]
         let statements = Locked<[[String]]>([])
-        let failure: @Sendable ([String]) -> (any Error)?
+        /// When each statement's wait for a connection began, as the batch passed it.
+        let waits = Locked<[ContinuousClock.Instant]>([])
+        let failure: @Sendable (_ index: Int, _ rows: [String]) -> (any Error)?
 
-        init(failure: @escaping @Sendable ([String]) -> (any Error)? = { _ in nil }) {
+        init(holding held: Set<Int> = [0], failure: @escaping @Sendable (_ index: Int, _ rows: [String]) -> (any Error)? = { _, _ in nil }) {
+            self.held = Dictionary(uniqueKeysWithValues: held.map { ($0, AsyncGate()) })
             self.failure = failure
         }
 
+        var gate: AsyncGate { held[0]! }
+
         var insert: InsertBatch<String>.Insert {
-            { [self] rows in
-                let isFirst = statements.withValue { statements in
+            { [self] rows, waitingSince in
+                waits.withValue { $0.append(waitingSince) }
+                let index = statements.withValue { statements in
                     statements.append(rows)
-                    return statements.count == 1
+                    return statements.count - 1
                 }
-                if isFirst { await gate.wait() }
-                if let error = failure(rows) { throw error }
+                if let gate = held[index] { await gate.wait() }
+                if let error = failure(index, rows) { throw error }
             }
         }
     }
 
-    /// Starts a first insert that is held in flight, then `rows` behind it, and returns their
-    /// tasks once all of them wait.
-    func queue(_ rows: [String], behind first: String, in batch: InsertBatch<String>, database: Database) async throws -> (first: Task<Void, any Error>, rest: [String: Task<Void, any Error>]) {
+    func batch(maximum: Int = 256, queueWait: Duration = .seconds(600)) -> InsertBatch<String> {
+        InsertBatch<String>(maximumBatch: maximum, queueWait: queueWait, isRowRefusal: { $0 is Refused })
+    }
+
+    /// Queues `rows` behind the statement in flight and returns their tasks once all of them wait.
+    func enqueue(_ rows: [String], in batch: InsertBatch<String>, database: Database) async throws -> [String: Task<Void, any Error>] {
         let insert = database.insert
-        let firstTask = Task { try await batch.insert(first, with: insert) }
-        await database.gate.waitForArrivals(1)
+        let before = batch.waitingRows
         var tasks: [String: Task<Void, any Error>] = [:]
         for row in rows {
             tasks[row] = Task { try await batch.insert(row, with: insert) }
         }
         // Bounded by iterations, not by time: a loaded machine only makes it take longer.
-        for _ in 0..<10_000 where batch.waitingRows < rows.count { try await Task.sleep(for: .milliseconds(1)) }
-        try #require(batch.waitingRows == rows.count)
-        return (firstTask, tasks)
+        for _ in 0..<10_000 where batch.waitingRows < before + rows.count { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(batch.waitingRows == before + rows.count)
+        return tasks
+    }
+
+    /// Starts a first insert that is held in flight, then `rows` behind it.
+    func queue(_ rows: [String], behind first: String, in batch: InsertBatch<String>, database: Database) async throws -> (first: Task<Void, any Error>, rest: [String: Task<Void, any Error>]) {
+        let insert = database.insert
+        let firstTask = Task { try await batch.insert(first, with: insert) }
+        await database.gate.waitForArrivals(1)
+        return (firstTask, try await enqueue(rows, in: batch, database: database))
     }
 
     @Test func rowsArrivingDuringAnInsertShareTheNextStatementAndReturnOnlyOnceItCommitted() async throws {
         let database = Database()
-        let batch = InsertBatch<String>()
+        let batch = batch()
         let (first, rest) = try await queue(["b", "c", "d", "e"], behind: "a", in: batch, database: database)
         // Nothing is answered while the statement before theirs is in flight.
         #expect(database.statements.current == [["a"]])
@@ -67,8 +88,8 @@ import Testing
     }
 
     @Test func aRowTheDatabaseRefusesFailsAloneAndTheOthersAreInsertedOneByOne() async throws {
-        let database = Database { rows in rows.contains("bad") ? Refused() : nil }
-        let batch = InsertBatch<String>()
+        let database = Database { _, rows in rows.contains("bad") ? Refused() : nil }
+        let batch = batch()
         let (first, rest) = try await queue(["b", "bad", "c"], behind: "a", in: batch, database: database)
         database.gate.open()
         try await first.value
@@ -83,24 +104,118 @@ import Testing
         #expect(statements[2...].allSatisfy { $0.count == 1 })
     }
 
-    @Test func anOutageFailsTheWholeBatchWithoutTryingEachRow() async throws {
-        let database = Database { rows in rows.count > 1 ? DatabaseUnavailable("connection lost") : nil }
-        let batch = InsertBatch<String>()
+    @Test func aStatementRefusedWhateverItsRowsFailsItsBatchWithoutTryingEachRow() async throws {
+        let database = Database { index, _ in index > 0 ? Broken() : nil }
+        let batch = batch()
         let (first, rest) = try await queue(["b", "c", "d"], behind: "a", in: batch, database: database)
         database.gate.open()
         try await first.value
         for task in rest.values {
+            await #expect(throws: Broken.self) { try await task.value }
+        }
+        #expect(database.statements.current.count == 2)
+    }
+
+    @Test func anOutageOfTheFirstInsertFailsEveryoneQueuedBehindItAtOnce() async throws {
+        let database = Database { _, _ in DatabaseUnavailable("connection lost") }
+        let batch = batch()
+        let (first, rest) = try await queue(["b", "c", "d"], behind: "a", in: batch, database: database)
+        database.gate.open()
+        await #expect(throws: DatabaseUnavailable.self) { try await first.value }
+        for task in rest.values {
+            await #expect(throws: DatabaseUnavailable.self) { try await task.value }
+        }
+        // Not one statement more: each would only have waited out the same outage.
+        #expect(database.statements.current.count == 1)
+        #expect(batch.waitingRows == 0)
+    }
+
+    @Test func anOutageOfABatchFailsItAndEveryoneQueuedBehindIt() async throws {
+        // The batch (statement 1) is held too, and more rows queue behind it.
+        let database = Database(holding: [0, 1]) { index, _ in index == 1 ? DatabaseUnavailable("connection lost") : nil }
+        let batch = batch()
+        let (first, rest) = try await queue(["b", "c"], behind: "a", in: batch, database: database)
+        database.gate.open()
+        try await first.value
+        let second = try #require(database.held[1])
+        await second.waitForArrivals(1)
+        let behind = try await enqueue(["d", "e"], in: batch, database: database)
+        second.open()
+        for task in Array(rest.values) + Array(behind.values) {
             await #expect(throws: DatabaseUnavailable.self) { try await task.value }
         }
         #expect(database.statements.current.count == 2)
-        // The next caller, alone, is inserted at once.
+        #expect(batch.waitingRows == 0)
+    }
+
+    @Test func anOutageWhileRowsAreInsertedOneByOneEndsThatToo() async throws {
+        // The batch is refused for a row; then the first row alone goes in and the second
+        // meets an outage: the rest fail with it, without a statement each.
+        let database = Database { index, _ in
+            switch index {
+            case 1: Refused()
+            case 3: DatabaseUnavailable("connection lost")
+            default: nil
+            }
+        }
+        let batch = batch()
+        let (first, queuedFirst) = try await queue(["b"], behind: "a", in: batch, database: database)
+        let rest = try await enqueue(["c", "d", "e"], in: batch, database: database)
+        database.gate.open()
+        try await first.value
+        // b, queued first, is the batch's first row and goes in alone; the outage meets the
+        // second row, and neither it nor the two after it get a statement of their own.
+        try await #require(queuedFirst["b"]).value
+        for task in rest.values {
+            await #expect(throws: DatabaseUnavailable.self) { try await task.value }
+        }
+        let statements = database.statements.current
+        #expect(statements.count == 4)
+        #expect(statements[1].first == "b" && Set(statements[1]) == ["b", "c", "d", "e"])
+        #expect(statements[2] == ["b"] && statements[3].count == 1)
+    }
+
+    @Test func aRowQueuedPastTheWaitFailsAsAnOutageWithoutAStatement() async throws {
+        let database = Database()
+        let batch = batch(queueWait: .zero)
+        let (first, rest) = try await queue(["b", "c"], behind: "a", in: batch, database: database)
+        database.gate.open()
+        try await first.value
+        for task in rest.values {
+            let error = await #expect(throws: DatabaseUnavailable.self) { try await task.value }
+            #expect(error?.reason == "no database connection within 0 s")
+        }
+        #expect(database.statements.current == [["a"]])
+        // The queue is empty and nothing is in flight: the next caller goes first.
         try await batch.insert("f", with: database.insert)
         #expect(database.statements.current.last == ["f"])
+        #expect(batch.statistics.batches == 2)
+    }
+
+    @Test func aBatchWaitsForItsConnectionOnlyWhatIsLeftOfItsOldestRowsWait() async throws {
+        let database = Database()
+        let batch = batch()
+        let beforeFirst = ContinuousClock.now
+        let first = Task { try await batch.insert("a", with: database.insert) }
+        await database.gate.waitForArrivals(1)
+        let beforeQueue = ContinuousClock.now
+        let rest = try await enqueue(["b", "c"], in: batch, database: database)
+        let afterQueue = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(20))
+        database.gate.open()
+        try await first.value
+        for task in rest.values { try await task.value }
+        let waits = database.waits.current
+        try #require(waits.count == 2)
+        // The first caller's wait began with its call; the batch's when its first row queued,
+        // not when its statement started.
+        #expect(waits[0] >= beforeFirst && waits[0] <= beforeQueue)
+        #expect(waits[1] >= beforeQueue && waits[1] <= afterQueue)
     }
 
     @Test func aStatementHoldsAtMostTheMaximum() async throws {
         let database = Database()
-        let batch = InsertBatch<String>(maximumBatch: 2)
+        let batch = batch(maximum: 2)
         let (first, rest) = try await queue(["b", "c", "d", "e", "f"], behind: "a", in: batch, database: database)
         database.gate.open()
         try await first.value
@@ -114,8 +229,8 @@ import Testing
     @Test func aCallerAloneInsertsInItsOwnTaskAndABatchRunsApartFromEveryCaller() async throws {
         let seenBy = Locked<[String: String]>([:])
         let gate = AsyncGate()
-        let batch = InsertBatch<String>()
-        let insert: InsertBatch<String>.Insert = { rows in
+        let batch = batch()
+        let insert: InsertBatch<String>.Insert = { rows, _ in
             for row in rows { seenBy.withValue { $0[row] = Self.caller ?? "none" } }
             if rows == ["held"] { await gate.wait() }
         }
@@ -147,9 +262,9 @@ import Testing
             try await store.recordProvisioningAttempt(attempt("jti-0"))
             // The store's own statement, with the first one held so the rest form one batch.
             let gate = AsyncGate()
-            let insert: InsertBatch<ProvisioningAttempt>.Insert = { rows in
+            let insert: InsertBatch<ProvisioningAttempt>.Insert = { rows, waitingSince in
                 if rows.map(\.activationDataId) == ["jti-held"] { await gate.wait() }
-                try await store.insertAttempts(rows)
+                try await store.insertAttempts(rows, waitingSince: waitingSince)
             }
             let held = Task { try await store.attempts.insert(attempt("jti-held"), with: insert) }
             await gate.waitForArrivals(1)

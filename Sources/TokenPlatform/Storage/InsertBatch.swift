@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import PostgresNIO
 
 /// Group commit for independent inserts into a database reached over the network
 /// (PostgreSQL's provisioning attempts).
@@ -15,22 +16,38 @@ import NIOConcurrencyHelpers
 /// - a caller that finds nothing in flight inserts its row at once, in its own task: with one
 ///   call at a time nothing waits and no task is started. Rows that arrive meanwhile are
 ///   inserted by one detached task, a batch at a time, until none is waiting;
-/// - a statement the database refuses for one of its rows (a duplicate key) is not a reason to
-///   fail the others: the batch's rows are then inserted one by one, and only the refused row's
-///   caller gets the error. An outage (``DatabaseUnavailable/isUnavailable(_:)``) fails the
-///   whole batch at once, since each row alone would only wait out the same outage again;
-/// - at most ``maximumBatch`` rows go into one statement; more wait for the next.
+/// - waiting in the queue counts as waiting for a connection: a row still queued when
+///   ``queueWait`` (the store's `--database-wait`) has passed is not inserted, and its caller
+///   gets ``DatabaseUnavailable`` (503), as a call that found no connection within its wait
+///   does; and a batch's statement gets what is left of its oldest row's wait. So a call's
+///   time in the store stays bounded as before: one wait, then one statement. (Rows inserted
+///   one by one after their batch was refused for one of them each get a wait of their own:
+///   that is rare, and their batch did get a connection in time.)
+/// - a batch the database refuses for an outage (``DatabaseUnavailable/isUnavailable(_:)``)
+///   fails with every row waiting behind it, at once: each of them would only wait out the
+///   same outage again;
+/// - a batch refused for one of its rows (``isRowRefusal``: an integrity constraint, such as a
+///   key already recorded) is inserted again row by row, so only that row's caller gets the
+///   error; an outage meanwhile ends that too. Any other error (a missing table or
+///   privilege, a server fault) fails the batch's callers with it;
+/// - at most ``maximumBatch`` rows go into one statement; more wait for the next;
+/// - a queued caller's cancellation is not heeded: its row goes in with its batch or fails
+///   with it (within the bounds above), as a statement already sent would.
 ///
 /// Only rows that depend on nothing else belong here; writes that read and decide keep their
 /// own transaction.
 final class InsertBatch<Row: Sendable>: Sendable {
-    /// Inserts rows in one statement (one transaction).
-    typealias Insert = @Sendable ([Row]) async throws -> Void
+    /// Inserts rows in one statement (one transaction), its wait for a connection counted from
+    /// the instant given (when its oldest row began waiting).
+    typealias Insert = @Sendable (_ rows: [Row], _ waitingSince: ContinuousClock.Instant) async throws -> Void
 
     private struct Waiting {
         let row: Row
         let insert: Insert
-        let continuation: CheckedContinuation<Void, any Error>
+        let queuedAt: ContinuousClock.Instant
+        /// Resumed with `true` when the caller is to insert its row itself after all (the
+        /// insert in flight ended between its two looks), `false` once its row committed.
+        let continuation: CheckedContinuation<Bool, any Error>
     }
 
     private struct State {
@@ -42,12 +59,25 @@ final class InsertBatch<Row: Sendable>: Sendable {
 
     /// The most rows inserted by one statement.
     let maximumBatch: Int
+    /// How long a row may wait in the queue before it fails as ``DatabaseUnavailable``.
+    let queueWait: Duration
+    /// Whether an error refuses one row of a statement rather than the statement itself.
+    let isRowRefusal: @Sendable (any Error) -> Bool
     private let state = NIOLockedValueBox(State())
 
-    /// Batches of at most `maximumBatch` rows.
-    init(maximumBatch: Int = 256) {
+    /// Batches of at most `maximumBatch` rows, each waiting at most `queueWait` for its turn.
+    init(maximumBatch: Int = 256, queueWait: Duration, isRowRefusal: @escaping @Sendable (any Error) -> Bool = InsertBatch.isIntegrityViolation) {
         precondition(maximumBatch > 0, "a batch holds at least one row")
         self.maximumBatch = maximumBatch
+        self.queueWait = queueWait
+        self.isRowRefusal = isRowRefusal
+    }
+
+    /// PostgreSQL's refusal of a row (SQLSTATE class 23: a unique key, a foreign key, a check,
+    /// a value that may not be null).
+    static func isIntegrityViolation(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("23")
     }
 
     /// Rows waiting for the insert in flight (diagnostics and tests).
@@ -57,66 +87,53 @@ final class InsertBatch<Row: Sendable>: Sendable {
 
     /// Inserts `row` through `insert`, together with the rows of other callers that wait
     /// meanwhile, and returns once it has committed; throws the error of the statement that
-    /// held it, or its own statement's when the batch was inserted row by row.
+    /// held it, its own statement's when the batch was inserted row by row, or
+    /// ``DatabaseUnavailable`` when it waited past ``queueWait``.
     ///
     /// A batch is inserted by the `insert` of its first row: every caller passes the same
     /// statement (the store's), given per call so that the batch holds no reference to its store.
     func insert(_ row: Row, with insert: @escaping Insert) async throws {
-        let first = state.withLockedValue { state -> Bool in
-            guard !state.inFlight else { return false }
-            state.inFlight = true
-            state.batches += 1
-            state.largestBatch = max(state.largestBatch, 1)
-            return true
-        }
-        guard first else {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let runsNow = state.withLockedValue { state -> Bool in
-                    guard state.inFlight else {
-                        // The insert in flight ended between the two looks: go first after all.
-                        state.inFlight = true
-                        state.batches += 1
-                        state.largestBatch = max(state.largestBatch, 1)
-                        return true
-                    }
-                    state.queue.append(Waiting(row: row, insert: insert, continuation: continuation))
+        let called = ContinuousClock.now
+        var first = state.withLockedValue { state in Self.goFirst(&state) }
+        if !first {
+            first = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+                let goesFirst = state.withLockedValue { state -> Bool in
+                    // The insert in flight may have ended since the first look.
+                    if Self.goFirst(&state) { return true }
+                    state.queue.append(Waiting(row: row, insert: insert, queuedAt: called, continuation: continuation))
                     return false
                 }
-                if runsNow { startDraining(with: [Waiting(row: row, insert: insert, continuation: continuation)]) }
+                if goesFirst { continuation.resume(returning: true) }
             }
-            return
         }
+        guard first else { return }
         defer { handOver() }
-        try await insert([row])
+        do {
+            try await insert([row], called)
+        } catch where DatabaseUnavailable.isUnavailable(error) {
+            // The rows queued meanwhile would only wait out the same outage.
+            for waiting in takeAll() { waiting.continuation.resume(throwing: error) }
+            throw error
+        }
+    }
+
+    /// Takes the turn when nothing is in flight.
+    private static func goFirst(_ state: inout State) -> Bool {
+        guard !state.inFlight else { return false }
+        state.inFlight = true
+        state.batches += 1
+        state.largestBatch = max(state.largestBatch, 1)
+        return true
     }
 
     /// After the caller's own insert: the rows that came meanwhile go to a detached task, or,
     /// with none, the next caller goes first.
     private func handOver() {
-        let waiting = takeBatch()
-        if !waiting.isEmpty { startDraining(with: waiting) }
-    }
-
-    /// The next batch, counted; empty (and nothing in flight any more) when nobody waits.
-    private func takeBatch() -> [Waiting] {
-        state.withLockedValue { state in
-            guard !state.queue.isEmpty else {
-                state.inFlight = false
-                return []
-            }
-            let count = min(state.queue.count, maximumBatch)
-            let batch = Array(state.queue.prefix(count))
-            state.queue.removeFirst(count)
-            state.batches += 1
-            state.largestBatch = max(state.largestBatch, count)
-            return batch
-        }
-    }
-
-    /// Inserts `batch`, then every batch that forms meanwhile, apart from any caller's task
-    /// (and its task-local values: a request's logger, a service's graceful shutdown).
-    private func startDraining(with batch: [Waiting]) {
+        let batch = takeBatch()
+        guard !batch.isEmpty else { return }
         Task.detached { [self] in
+            // Apart from any caller's task (and its task-local values: a request's logger, a
+            // service's graceful shutdown).
             var batch = batch
             while !batch.isEmpty {
                 await commit(batch)
@@ -125,19 +142,57 @@ final class InsertBatch<Row: Sendable>: Sendable {
         }
     }
 
+    /// The next batch, counted; empty (and nothing in flight any more) when nobody waits.
+    /// Rows that waited past ``queueWait`` fail here, without a statement.
+    private func takeBatch() -> [Waiting] {
+        let deadline = ContinuousClock.now - queueWait
+        let (batch, expired): ([Waiting], [Waiting]) = state.withLockedValue { state in
+            let expired = state.queue.filter { $0.queuedAt <= deadline }
+            if !expired.isEmpty { state.queue.removeAll { $0.queuedAt <= deadline } }
+            guard !state.queue.isEmpty else {
+                state.inFlight = false
+                return ([], expired)
+            }
+            let count = min(state.queue.count, maximumBatch)
+            let batch = Array(state.queue.prefix(count))
+            state.queue.removeFirst(count)
+            state.batches += 1
+            state.largestBatch = max(state.largestBatch, count)
+            return (batch, expired)
+        }
+        if !expired.isEmpty {
+            let error = DatabaseUnavailable("no database connection within \(queueWait.formattedSeconds)")
+            for waiting in expired { waiting.continuation.resume(throwing: error) }
+        }
+        return batch
+    }
+
+    /// Everyone still queued (an outage: they would fail the same way).
+    private func takeAll() -> [Waiting] {
+        state.withLockedValue { state in
+            defer { state.queue.removeAll() }
+            return state.queue
+        }
+    }
+
     private func commit(_ batch: [Waiting]) async {
         do {
-            try await batch[0].insert(batch.map(\.row))
-            for waiting in batch { waiting.continuation.resume() }
-        } catch where batch.count > 1 && !DatabaseUnavailable.isUnavailable(error) {
-            for waiting in batch {
+            try await batch[0].insert(batch.map(\.row), batch.map(\.queuedAt).min() ?? .now)
+            for waiting in batch { waiting.continuation.resume(returning: false) }
+        } catch where batch.count > 1 && isRowRefusal(error) {
+            for (index, waiting) in batch.enumerated() {
                 do {
-                    try await waiting.insert([waiting.row])
-                    waiting.continuation.resume()
+                    try await waiting.insert([waiting.row], .now)
+                    waiting.continuation.resume(returning: false)
+                } catch where DatabaseUnavailable.isUnavailable(error) {
+                    for rest in batch[index...] + takeAll() { rest.continuation.resume(throwing: error) }
+                    return
                 } catch {
                     waiting.continuation.resume(throwing: error)
                 }
             }
+        } catch where DatabaseUnavailable.isUnavailable(error) {
+            for waiting in batch + takeAll() { waiting.continuation.resume(throwing: error) }
         } catch {
             for waiting in batch { waiting.continuation.resume(throwing: error) }
         }

@@ -31,7 +31,7 @@ public struct PostgresStore: TMPStore {
     /// Attempts per transaction before a lost race is reported as an error.
     static let maximumAttempts = 8
     /// Provisioning attempts inserted together while an insert is in flight (``InsertBatch``).
-    let attempts = InsertBatch<ProvisioningAttempt>()
+    let attempts: InsertBatch<ProvisioningAttempt>
 
     /// Connects to `url` and starts a pool of at most `poolSize` connections.
     ///
@@ -140,6 +140,7 @@ public struct PostgresStore: TMPStore {
     private init(pool: RenewablePool, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, logger: Logger) {
         self.pool = pool
         self.connectionWait = connectionWait
+        self.attempts = InsertBatch(queueWait: connectionWait)
         self.statementTimeout = statementTimeout
         self.callGrace = silenceGrace
         self.logger = logger
@@ -423,18 +424,20 @@ public struct PostgresStore: TMPStore {
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
         // With other calls' attempts that arrive while an insert is in flight: one statement,
         // its own transaction, for all of them.
-        try await attempts.insert(attempt) { batch in try await insertAttempts(batch) }
+        try await attempts.insert(attempt) { batch, waitingSince in try await insertAttempts(batch, waitingSince: waitingSince) }
     }
 
-    /// Inserts `batch` in one statement (one transaction): all of its rows or none.
-    func insertAttempts(_ batch: [ProvisioningAttempt]) async throws {
+    /// Inserts `batch` in one statement (one transaction): all of its rows or none. The wait
+    /// for a connection began `waitingSince` (when its oldest row was queued).
+    func insertAttempts(_ batch: [ProvisioningAttempt], waitingSince: ContinuousClock.Instant? = nil) async throws {
         _ = try await rows(
             """
             INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
             SELECT * FROM unnest(\(batch.map(\.activationDataId))::text[], \(batch.map(\.externalCardId))::text[], \(batch.map(\.userId))::text[],
                 \(batch.map(\.deviceType.rawValue))::text[], \(batch.map(\.nonceHash))::text[], \(batch.map(\.leafFingerprint))::text[],
                 \(batch.map(\.createdAt))::timestamptz[], \(batch.map(\.expiresAt))::timestamptz[])
-            """
+            """,
+            waitingSince: waitingSince
         )
     }
 
@@ -581,8 +584,8 @@ public struct PostgresStore: TMPStore {
     }
 
     /// Runs one statement outside a transaction and collects its rows.
-    private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await withConnection { connection in try await connection.all(query, logger: logger) }
+    private func rows(_ query: PostgresQuery, waitingSince: ContinuousClock.Instant? = nil) async throws -> [PostgresRow] {
+        try await withConnection(waitingSince: waitingSince) { connection in try await connection.all(query, logger: logger) }
     }
 
     /// Runs `body` on a pooled connection, waiting at most ``connectionWait`` for one.
@@ -604,8 +607,10 @@ public struct PostgresStore: TMPStore {
     /// call stops this bound, like the wait's. Without this, a statement on a connection that goes silent (a network that drops
     /// packets without a reset) would wait for TCP to give up, minutes later. A `body` that
     /// finished is never reported as failed, even if its connection is closed just after.
-    /// `bounded: false` (migrations) lets `body` run as long as it takes.
-    func withConnection<Value: Sendable>(bounded: Bool = true, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+    /// `bounded: false` (migrations) lets `body` run as long as it takes. `waitingSince`: when
+    /// the wait began, if before this call (a row queued for a batched insert, whose time in
+    /// the queue counts as waiting for a connection).
+    func withConnection<Value: Sendable>(bounded: Bool = true, waitingSince: ContinuousClock.Instant? = nil, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
         let (pool, wait, logger) = (pool, connectionWait, logger)
         let limit = bounded ? statementTimeout + callGrace : nil
         let lease = NIOLockedValueBox(Lease())
@@ -666,7 +671,7 @@ public struct PostgresStore: TMPStore {
                 // a call lent its connection late is still closed on time. Cancelled (the
                 // caller was, or the call ended first): the lease task's outcome decides, so a
                 // body that committed is never reported as failed.
-                let started = ContinuousClock.now
+                let started = waitingSince ?? ContinuousClock.now
                 let waitEnds = started + wait
                 var wake = limit.map { min(waitEnds, started + $0) } ?? waitEnds
                 while true {
