@@ -116,36 +116,53 @@ import Testing
         #expect(database.statements.current.count == 2)
     }
 
-    @Test func anOutageOfTheFirstInsertFailsEveryoneQueuedBehindItAtOnce() async throws {
-        let database = Database { _, _ in DatabaseUnavailable("connection lost") }
-        let batch = batch()
-        let (first, rest) = try await queue(["b", "c", "d"], behind: "a", in: batch, database: database)
-        database.gate.open()
-        await #expect(throws: DatabaseUnavailable.self) { try await first.value }
-        for task in rest.values {
-            await #expect(throws: DatabaseUnavailable.self) { try await task.value }
-        }
-        // Not one statement more: each would only have waited out the same outage.
-        #expect(database.statements.current.count == 1)
-        #expect(batch.waitingRows == 0)
-    }
-
-    @Test func anOutageOfABatchFailsItAndEveryoneQueuedBehindIt() async throws {
-        // The batch (statement 1) is held too, and more rows queue behind it.
-        let database = Database(holding: [0, 1]) { index, _ in index == 1 ? DatabaseUnavailable("connection lost") : nil }
+    @Test func anOutageFailsTheRowsOfItsStatementAndTheRowsBehindTryInTurn() async throws {
+        // The first insert and the batch behind it meet an outage; rows queued behind that
+        // batch are not failed with it: they try, each within its own wait, and go in.
+        let database = Database(holding: [0, 1]) { index, _ in index < 2 ? DatabaseUnavailable("connection lost") : nil }
         let batch = batch()
         let (first, rest) = try await queue(["b", "c"], behind: "a", in: batch, database: database)
         database.gate.open()
-        try await first.value
+        await #expect(throws: DatabaseUnavailable.self) { try await first.value }
         let second = try #require(database.held[1])
         await second.waitForArrivals(1)
         let behind = try await enqueue(["d", "e"], in: batch, database: database)
         second.open()
-        for task in Array(rest.values) + Array(behind.values) {
+        for task in rest.values {
             await #expect(throws: DatabaseUnavailable.self) { try await task.value }
         }
-        #expect(database.statements.current.count == 2)
+        for task in behind.values { try await task.value }
+        #expect(database.statements.current.map(Set.init) == [["a"], ["b", "c"], ["d", "e"]])
         #expect(batch.waitingRows == 0)
+    }
+
+    @Test func aBatchWhoseWaitForAConnectionRanOutSendsItsRowsWithTimeLeftAgain() async throws {
+        // Nothing was sent: rows whose own wait lasts go back to the front of the queue. (Here
+        // no row's wait is over; in the store the oldest row's always is, and it fails.)
+        let database = Database { index, _ in index == 1 ? DatabaseUnavailable.waitRanOut(.seconds(5)) : nil }
+        let batch = batch()
+        let (first, rest) = try await queue(["b", "c"], behind: "a", in: batch, database: database)
+        database.gate.open()
+        try await first.value
+        for task in rest.values { try await task.value }
+        #expect(database.statements.current.map(Set.init) == [["a"], ["b", "c"], ["b", "c"]])
+    }
+
+    @Test func aCallersCancellationDoesNotReachItsStatement() async throws {
+        let cancelledInside = Locked<Bool?>(nil)
+        let gate = AsyncGate()
+        let batch = batch()
+        let first = Task {
+            try await batch.insert("a") { _, _ in
+                await gate.wait()
+                cancelledInside.withValue { $0 = Task.isCancelled }
+            }
+        }
+        await gate.waitForArrivals(1)
+        first.cancel()
+        gate.open()
+        try await first.value
+        #expect(cancelledInside.current == false)
     }
 
     @Test func anOutageWhileRowsAreInsertedOneByOneEndsThatToo() async throws {
@@ -249,6 +266,36 @@ import Testing
         try await queued.value
         #expect(seenBy.current["held"] == "first")
         #expect(seenBy.current["queued"] == "none")
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    func onPostgreSQLAStatementGetsOnlyWhatIsLeftOfItsRowsWait() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            // One connection, held; a wait of 30 s, of which the batch's rows have spent it all.
+            let store = try await PostgresStore.connect(url: url, poolSize: 1, connectionWait: .seconds(30), schema: schema, logger: PostgresTestDatabase.logger)
+            do {
+                try await store.migrate()
+                let gate = AsyncGate()
+                let holder = Task { try await store.withConnection { _ in await gate.wait() } }
+                await gate.waitForArrivals(1)
+                let now = Date(timeIntervalSince1970: 1_800_000_000)
+                let attempt = ProvisioningAttempt(activationDataId: "jti-late", externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "n", leafFingerprint: "f", createdAt: now, expiresAt: now + 600)
+                let started = ContinuousClock.now
+                let error = await #expect(throws: DatabaseUnavailable.self) {
+                    try await store.insertAttempts([attempt], waitingSince: started - .seconds(30))
+                }
+                // It gave up at once (not after a wait of its own: 30 s), having sent nothing.
+                #expect(ContinuousClock.now - started < .seconds(15))
+                #expect(error?.waitRanOut == true)
+                gate.open()
+                try await holder.value
+                #expect(try await store.provisioningAttempt(activationDataId: "jti-late") == nil)
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
     }
 
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))

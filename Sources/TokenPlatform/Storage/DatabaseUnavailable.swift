@@ -11,6 +11,9 @@ import PostgresNIO
 public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
     /// What happened, for the operator's log (never a statement's arguments).
     public var reason: String
+    /// Whether the call's wait for a connection ran out: it sent nothing, so what it was to
+    /// write can be tried again while its caller's wait lasts (batched inserts).
+    var waitRanOut = false
 
     /// Creates the error.
     public init(_ reason: String) {
@@ -19,6 +22,13 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
 
     /// The reason.
     public var description: String { reason }
+
+    /// A call that found no connection within `wait`, and so sent nothing.
+    static func waitRanOut(_ wait: Duration) -> DatabaseUnavailable {
+        var error = DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+        error.waitRanOut = true
+        return error
+    }
 
     /// Whether `error` means the database is unreachable or cannot take the request for now
     /// (as opposed to a bug, a broken schema or a refused statement):

@@ -13,26 +13,28 @@ import PostgresNIO
 ///
 /// - a caller returns only once the statement holding its row has committed, so an answer is
 ///   never sent for a row that could still be lost (durability unchanged);
-/// - a caller that finds nothing in flight inserts its row at once, in its own task: with one
-///   call at a time nothing waits and no task is started. Rows that arrive meanwhile are
-///   inserted by one detached task, a batch at a time, until none is waiting;
+/// - a caller that finds nothing in flight inserts its row at once, with nothing to wait for.
+///   Rows that arrive meanwhile are inserted by one detached task, a batch at a time, until
+///   none is waiting;
 /// - waiting in the queue counts as waiting for a connection: a row still queued when
 ///   ``queueWait`` (the store's `--database-wait`) has passed is not inserted, and its caller
 ///   gets ``DatabaseUnavailable`` (503), as a call that found no connection within its wait
-///   does; and a batch's statement gets what is left of its oldest row's wait. So a call's
-///   time in the store stays bounded as before: one wait, then one statement. (Rows inserted
-///   one by one after their batch was refused for one of them each get a wait of their own:
-///   that is rare, and their batch did get a connection in time.)
-/// - a batch the database refuses for an outage (``DatabaseUnavailable/isUnavailable(_:)``)
-///   fails with every row waiting behind it, at once: each of them would only wait out the
-///   same outage again;
+///   does; a batch's statement gets what is left of its oldest row's wait, and when that runs
+///   out (nothing was sent) the rows whose own wait lasts go back to the front of the queue.
+///   So a call's time in the store stays bounded as before: one wait, then one statement.
+///   (Rows inserted one by one after their batch was refused for one of them each get a wait
+///   of their own: that is rare, and their batch did get a connection in time.)
+/// - a batch that fails for an outage (``DatabaseUnavailable/isUnavailable(_:)``) fails its
+///   own rows; the rows queued behind it try in turn, each within its own wait, as calls that
+///   were not batched would (one lost connection is not the whole pool's outage);
 /// - a batch refused for one of its rows (``isRowRefusal``: an integrity constraint, such as a
 ///   key already recorded) is inserted again row by row, so only that row's caller gets the
-///   error; an outage meanwhile ends that too. Any other error (a missing table or
-///   privilege, a server fault) fails the batch's callers with it;
+///   error; an outage meanwhile fails the rows not yet inserted. Any other error (a missing
+///   table or privilege, a server fault) fails the batch's callers with it;
 /// - at most ``maximumBatch`` rows go into one statement; more wait for the next;
-/// - a queued caller's cancellation is not heeded: its row goes in with its batch or fails
-///   with it (within the bounds above), as a statement already sent would.
+/// - a caller's cancellation is not heeded: its row goes in or fails within the bounds above,
+///   as a statement already sent would. (A cancelled statement would lose the store's bound
+///   on a connection gone silent, and hold up every row queued behind it.)
 ///
 /// Only rows that depend on nothing else belong here; writes that read and decide keep their
 /// own transaction.
@@ -108,13 +110,9 @@ final class InsertBatch<Row: Sendable>: Sendable {
         }
         guard first else { return }
         defer { handOver() }
-        do {
-            try await insert([row], called)
-        } catch where DatabaseUnavailable.isUnavailable(error) {
-            // The rows queued meanwhile would only wait out the same outage.
-            for waiting in takeAll() { waiting.continuation.resume(throwing: error) }
-            throw error
-        }
+        // In a task of its own, which the caller's cancellation does not reach (it keeps the
+        // caller's task-local values: its request's logger).
+        try await Task { try await insert([row], called) }.value
     }
 
     /// Takes the turn when nothing is in flight.
@@ -167,14 +165,6 @@ final class InsertBatch<Row: Sendable>: Sendable {
         return batch
     }
 
-    /// Everyone still queued (an outage: they would fail the same way).
-    private func takeAll() -> [Waiting] {
-        state.withLockedValue { state in
-            defer { state.queue.removeAll() }
-            return state.queue
-        }
-    }
-
     private func commit(_ batch: [Waiting]) async {
         do {
             try await batch[0].insert(batch.map(\.row), batch.map(\.queuedAt).min() ?? .now)
@@ -185,14 +175,18 @@ final class InsertBatch<Row: Sendable>: Sendable {
                     try await waiting.insert([waiting.row], .now)
                     waiting.continuation.resume(returning: false)
                 } catch where DatabaseUnavailable.isUnavailable(error) {
-                    for rest in batch[index...] + takeAll() { rest.continuation.resume(throwing: error) }
+                    for rest in batch[index...] { rest.continuation.resume(throwing: error) }
                     return
                 } catch {
                     waiting.continuation.resume(throwing: error)
                 }
             }
-        } catch where DatabaseUnavailable.isUnavailable(error) {
-            for waiting in batch + takeAll() { waiting.continuation.resume(throwing: error) }
+        } catch let error as DatabaseUnavailable where error.waitRanOut {
+            // Nothing was sent. The oldest row's wait is over; rows with time left try again.
+            let deadline = ContinuousClock.now - queueWait
+            let retry = batch.filter { $0.queuedAt > deadline }
+            for waiting in batch where waiting.queuedAt <= deadline { waiting.continuation.resume(throwing: error) }
+            if !retry.isEmpty { state.withLockedValue { $0.queue.insert(contentsOf: retry, at: 0) } }
         } catch {
             for waiting in batch { waiting.continuation.resume(throwing: error) }
         }

@@ -429,7 +429,7 @@ public struct PostgresStore: TMPStore {
 
     /// Inserts `batch` in one statement (one transaction): all of its rows or none. The wait
     /// for a connection began `waitingSince` (when its oldest row was queued).
-    func insertAttempts(_ batch: [ProvisioningAttempt], waitingSince: ContinuousClock.Instant? = nil) async throws {
+    func insertAttempts(_ batch: [ProvisioningAttempt], waitingSince: ContinuousClock.Instant) async throws {
         _ = try await rows(
             """
             INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
@@ -632,7 +632,7 @@ public struct PostgresStore: TMPStore {
                             }
                             guard started else {
                                 pool.returned()
-                                throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+                                throw DatabaseUnavailable.waitRanOut(wait)
                             }
                             // The body ends the lease's bound before the connection goes back to the
                             // pool. If the timer closed the connection meanwhile, the close completes
@@ -700,7 +700,7 @@ public struct PostgresStore: TMPStore {
                     switch step {
                     case .expire:
                         pool.starved()
-                        throw DatabaseUnavailable("no database connection within \(wait.formattedSeconds)")
+                        throw DatabaseUnavailable.waitRanOut(wait)
                     case .sleep(let until): wake = until
                     case .stop: return nil
                     case .close(let connection):
