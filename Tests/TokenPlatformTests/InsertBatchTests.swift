@@ -209,6 +209,24 @@ import Testing
         #expect(batch.statistics.batches == 2)
     }
 
+    @Test func onlyTheRowsQueuedPastTheWaitFailAndTheOthersGoIn() async throws {
+        // The batch's clock, moved by hand: b queues at 0 s and c at 3 s; at 6 s, when the
+        // statement in flight ends, b has waited past the 5 s wait and c has not.
+        let base = ContinuousClock.now
+        let moved = Locked<Duration>(.zero)
+        let database = Database()
+        let batch = InsertBatch<String>(queueWait: .seconds(5), isRowRefusal: { $0 is Refused }, now: { base + moved.current })
+        let (first, early) = try await queue(["b"], behind: "a", in: batch, database: database)
+        moved.withValue { $0 = .seconds(3) }
+        let late = try await enqueue(["c"], in: batch, database: database)
+        moved.withValue { $0 = .seconds(6) }
+        database.gate.open()
+        try await first.value
+        await #expect(throws: DatabaseUnavailable.self) { try await #require(early["b"]).value }
+        try await #require(late["c"]).value
+        #expect(database.statements.current == [["a"], ["c"]])
+    }
+
     @Test func aBatchWaitsForItsConnectionOnlyWhatIsLeftOfItsOldestRowsWait() async throws {
         let database = Database()
         let batch = batch()

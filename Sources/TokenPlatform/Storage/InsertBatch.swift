@@ -67,12 +67,21 @@ final class InsertBatch<Row: Sendable>: Sendable {
     let isRowRefusal: @Sendable (any Error) -> Bool
     private let state = NIOLockedValueBox(State())
 
+    /// The time rows are queued and expire by (tests move it by hand).
+    private let now: @Sendable () -> ContinuousClock.Instant
+
     /// Batches of at most `maximumBatch` rows, each waiting at most `queueWait` for its turn.
-    init(maximumBatch: Int = 256, queueWait: Duration, isRowRefusal: @escaping @Sendable (any Error) -> Bool = InsertBatch.isIntegrityViolation) {
+    init(
+        maximumBatch: Int = 256,
+        queueWait: Duration,
+        isRowRefusal: @escaping @Sendable (any Error) -> Bool = InsertBatch.isIntegrityViolation,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
         precondition(maximumBatch > 0, "a batch holds at least one row")
         self.maximumBatch = maximumBatch
         self.queueWait = queueWait
         self.isRowRefusal = isRowRefusal
+        self.now = now
     }
 
     /// PostgreSQL's refusal of a row (SQLSTATE class 23: a unique key, a foreign key, a check,
@@ -95,7 +104,7 @@ final class InsertBatch<Row: Sendable>: Sendable {
     /// A batch is inserted by the `insert` of its first row: every caller passes the same
     /// statement (the store's), given per call so that the batch holds no reference to its store.
     func insert(_ row: Row, with insert: @escaping Insert) async throws {
-        let called = ContinuousClock.now
+        let called = now()
         var first = state.withLockedValue { state in Self.goFirst(&state) }
         if !first {
             first = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
@@ -143,7 +152,7 @@ final class InsertBatch<Row: Sendable>: Sendable {
     /// The next batch, counted; empty (and nothing in flight any more) when nobody waits.
     /// Rows that waited past ``queueWait`` fail here, without a statement.
     private func takeBatch() -> [Waiting] {
-        let deadline = ContinuousClock.now - queueWait
+        let deadline = now() - queueWait
         let (batch, expired): ([Waiting], [Waiting]) = state.withLockedValue { state in
             let expired = state.queue.filter { $0.queuedAt <= deadline }
             if !expired.isEmpty { state.queue.removeAll { $0.queuedAt <= deadline } }
@@ -167,12 +176,12 @@ final class InsertBatch<Row: Sendable>: Sendable {
 
     private func commit(_ batch: [Waiting]) async {
         do {
-            try await batch[0].insert(batch.map(\.row), batch.map(\.queuedAt).min() ?? .now)
+            try await batch[0].insert(batch.map(\.row), batch.map(\.queuedAt).min() ?? now())
             for waiting in batch { waiting.continuation.resume(returning: false) }
         } catch where batch.count > 1 && isRowRefusal(error) {
             for (index, waiting) in batch.enumerated() {
                 do {
-                    try await waiting.insert([waiting.row], .now)
+                    try await waiting.insert([waiting.row], now())
                     waiting.continuation.resume(returning: false)
                 } catch where DatabaseUnavailable.isUnavailable(error) {
                     for rest in batch[index...] { rest.continuation.resume(throwing: error) }
@@ -183,7 +192,7 @@ final class InsertBatch<Row: Sendable>: Sendable {
             }
         } catch let error as DatabaseUnavailable where error.waitRanOut {
             // Nothing was sent. The oldest row's wait is over; rows with time left try again.
-            let deadline = ContinuousClock.now - queueWait
+            let deadline = now() - queueWait
             let retry = batch.filter { $0.queuedAt > deadline }
             for waiting in batch where waiting.queuedAt <= deadline { waiting.continuation.resume(throwing: error) }
             if !retry.isEmpty { state.withLockedValue { $0.queue.insert(contentsOf: retry, at: 0) } }
