@@ -85,14 +85,56 @@ struct ServerLogHandlerTests {
         #expect(lines.current.count == 1)
         #expect(line.filter { $0 == "\n" }.count == 1 && line.hasSuffix("\n"))
         #expect(!line.unicodeScalars.dropLast().contains { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x202E })
-        #expect(line.contains(#"error=upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}\u{202E}end"#))
+        #expect(line.contains(#"error="upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}\u{202E}end""#))
         #expect(line.contains(#"path=C:\\tmp\tx"#))
+    }
+
+    @Test func aValueFromOutsideCannotReadAsMoreKeysOfItsLine() throws {
+        struct UpstreamError: Error, CustomStringConvertible { var description: String { #"refused: decision=APPROVED reason="ok""# } }
+        let (logger, lines) = Self.logger()
+        logger.warning(
+            "token service command failed",
+            error: UpstreamError(),
+            metadata: ["detail": "x=1 admin=true", "empty": "", "quote": #"a"b"#, "slash": #"C:\" end"#, "plain": "r-1"]
+        )
+        let line = try #require(lines.current.first)
+        #expect(line.hasSuffix(#" warning pushprov: detail="x=1 admin=true" empty="" plain=r-1 quote="a\"b" slash="C:\\\" end" token service command failed error="refused: decision=APPROVED reason=\"ok\""\#n"#), "\(line)")
+        // Read back as logfmt: exactly the keys the code wrote, each with its whole value.
+        let fields = try Self.logfmtFields(of: String(line.dropLast()))
+        #expect(fields.map(\.key) == ["detail", "empty", "plain", "quote", "slash"])
+        #expect(fields.map(\.value) == ["x=1 admin=true", "", "r-1", #"a"b"#, #"C:\" end"#])
+    }
+
+    /// The `key=value` fields after the label, as a logfmt reader takes them (a quoted value
+    /// runs to its unescaped closing quote; `\\` and `\"` stand for `\` and `"`), until the
+    /// first word that is not a field: the message.
+    static func logfmtFields(of line: String) throws -> [(key: String, value: String)] {
+        var rest = Substring(try #require(line.range(of: "pushprov: ").map { line[$0.upperBound...] }))
+        var fields: [(key: String, value: String)] = []
+        while let equals = rest.firstIndex(of: "="), !rest[..<equals].contains(" ") {
+            let key = String(rest[..<equals])
+            rest = rest[rest.index(after: equals)...]
+            var value = ""
+            if rest.first == "\"" {
+                rest = rest.dropFirst()
+                while let character = rest.first, character != "\"" {
+                    if character == "\\", let next = rest.dropFirst().first { value.append(next); rest = rest.dropFirst(2) } else { value.append(character); rest = rest.dropFirst() }
+                }
+                rest = rest.dropFirst()
+            } else {
+                value = String(rest.prefix { $0 != " " })
+                rest = rest.dropFirst(value.count)
+            }
+            fields.append((key, value))
+            rest = rest.drop { $0 == " " }
+        }
+        return fields
     }
 
     @Test func plainLinesAreWrittenAsTheyAre() {
         let (logger, lines) = Self.logger()
         logger.notice("card sealed", metadata: ["name": "ünïcode ✓"])
-        #expect(lines.current.first?.hasSuffix(" notice pushprov: name=ünïcode ✓ card sealed\n") == true)
+        #expect(lines.current.first?.hasSuffix(#" notice pushprov: name="ünïcode ✓" card sealed\#n"#) == true)
     }
 
     @Test func logLevelIsReadInAnyCaseAndAnUnknownOneIsSaid() {

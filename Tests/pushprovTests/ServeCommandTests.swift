@@ -249,7 +249,7 @@ struct ServeCommandTests {
         _ = try await server.port()
         for _ in 0..<600 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("token realignment runs"))
-        #expect(server.text.contains("interval=30 s") && server.text.contains("grace=120 s"), "\(server.text)")
+        #expect(server.text.contains(#"interval="30 s""#) && server.text.contains(#"grace="120 s""#), "\(server.text)")
         #expect(server.stop() == 0)
         let off = try Server(arguments: ["--realign-interval", "0"])
         defer { off.removeDataDirectory() }

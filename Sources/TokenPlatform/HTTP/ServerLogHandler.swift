@@ -10,8 +10,10 @@ import NIOConcurrencyHelpers
 /// paid for sorting and formatting metadata that, at the default `notice` level, no line ever
 /// used. This handler keeps the metadata as values and formats it only in ``log(event:)``.
 ///
-/// Lines read `2026-11-22T02:24:14Z notice pushprov: key=value … message`: keys sorted, the
-/// handler's metadata, then the metadata provider's, then the event's (later ones win).
+/// Lines read `2026-11-22T02:24:14Z notice pushprov: key=value key="a value" … message`: keys
+/// sorted, the handler's metadata, then the metadata provider's, then the event's (later ones
+/// win); a value in double quotes when it is empty or holds a space, `=` or `"` (see
+/// ``value(_:)``).
 public struct ServerLogHandler: LogHandler {
     /// Where finished lines go; standard error unless a test captures them.
     public typealias Sink = @Sendable (String) -> Void
@@ -70,11 +72,21 @@ public struct ServerLogHandler: LogHandler {
         if let extra = event.metadata { all.merge(extra) { $1 } }
         var line = Self.timestamp() + " \(event.level) \(label):"
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
-            line += " \(key)=\(value)"
+            line += " " + Self.escapingControlCharacters(key) + "=" + Self.value("\(value)")
         }
-        line += " \(event.message)"
-        if let error = event.error { line += " error=\(error)" }
-        sink(Self.escapingControlCharacters(line) + "\n")
+        line += " " + Self.escapingControlCharacters("\(event.message)")
+        if let error = event.error { line += " error=" + Self.value("\(error)") }
+        sink(line + "\n")
+    }
+
+    /// A value as it follows its `key=`: control characters escaped (see
+    /// ``escapingControlCharacters(_:)``), and in double quotes when it is empty or holds a
+    /// space, a `=` or a `"` (then written `\"`), so text from outside (an error's, a header's)
+    /// cannot read as more keys of the same line: `error="upstream said: decision=APPROVED"`.
+    static func value(_ text: String) -> String {
+        let escaped = escapingControlCharacters(text)
+        guard escaped.isEmpty || escaped.utf8.contains(where: { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 }) else { return escaped }
+        return "\"" + escaped.replacing("\"", with: "\\\"") + "\""
     }
 
     /// The current second as ISO 8601 (`2026-11-22T02:24:14Z`), formatted once per second:
