@@ -27,6 +27,8 @@ public struct PostgresStore: TMPStore {
     let statementTimeout: Duration
     /// ``silenceGrace``, unless a test set another.
     let callGrace: Duration
+    /// Whether a connection the pool lends can be used: not closed (a test may say otherwise).
+    let isUsable: @Sendable (PostgresConnection) -> Bool
 
     /// Attempts per transaction before a lost race is reported as an error.
     static let maximumAttempts = 8
@@ -68,7 +70,8 @@ public struct PostgresStore: TMPStore {
     /// `firstPool`, for tests: where the first pool connects instead of `url` (a database that
     /// is down), while the start-up check, the probes and renewed pools use `url`.
     /// `poolCheckWait` and `probeQueryTimeout`, for tests: the pool's check after a probe
-    /// succeeded, and the bound of a probe's query (``RenewablePool``).
+    /// succeeded, and the bound of a probe's query (``RenewablePool``). `isUsable`, for tests:
+    /// whether a lent connection can be used (by default, whether it is still open).
     static func connect(
         url: PostgresURL,
         poolSize: Int = DatabaseConfiguration.defaultPoolSize,
@@ -80,6 +83,7 @@ public struct PostgresStore: TMPStore {
         poolCheckWait: Duration = RenewablePool.defaultPoolCheckWait,
         probeQueryTimeout: TimeAmount = RenewablePool.probeQueryTimeout,
         firstPool: PostgresURL? = nil,
+        isUsable: @escaping @Sendable (PostgresConnection) -> Bool = { !$0.isClosed },
         logger: Logger
     ) async throws -> PostgresStore {
         precondition(statementTimeout > .zero, "the statement timeout must be positive")
@@ -134,10 +138,11 @@ public struct PostgresStore: TMPStore {
             }
             try? await connection.close()
         }
-        return PostgresStore(pool: pool, connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, logger: logger)
+        return PostgresStore(pool: pool, connectionWait: connectionWait, statementTimeout: statementTimeout, silenceGrace: silenceGrace, isUsable: isUsable, logger: logger)
     }
 
-    private init(pool: RenewablePool, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, logger: Logger) {
+    private init(pool: RenewablePool, connectionWait: Duration, statementTimeout: Duration, silenceGrace: Duration, isUsable: @escaping @Sendable (PostgresConnection) -> Bool, logger: Logger) {
+        self.isUsable = isUsable
         self.pool = pool
         self.connectionWait = connectionWait
         self.attempts = InsertBatch(queueWait: connectionWait)
@@ -597,7 +602,8 @@ public struct PostgresStore: TMPStore {
     /// ``DatabaseUnavailable`` (503). `body` never starts once the wait is over, so a timed-out
     /// request has run nothing. A call that found no connection also has ``pool`` check whether
     /// the database answers again while the pool waits out its back-off (``RenewablePool``);
-    /// a call waiting in a pool that is replaced moves to the new one within its wait.
+    /// a call waiting in a pool that is replaced moves to the new one within its wait, and a
+    /// connection lent already closed (the pool not yet told) is given back and another leased.
     ///
     /// Once leased, `body` is bounded: the server cancels each statement running longer than
     /// ``statementTimeout`` (SQLSTATE 57014, an outage like the others), and if `body` as a
@@ -611,13 +617,14 @@ public struct PostgresStore: TMPStore {
     /// the wait began, if before this call (a row queued for a batched insert, whose time in
     /// the queue counts as waiting for a connection).
     func withConnection<Value: Sendable>(bounded: Bool = true, waitingSince: ContinuousClock.Instant? = nil, _ body: @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
-        let (pool, wait, logger) = (pool, connectionWait, logger)
+        let (pool, wait, logger, isUsable) = (pool, connectionWait, logger, isUsable)
         let limit = bounded ? statementTimeout + callGrace : nil
         let lease = NIOLockedValueBox(Lease())
         // The task group ends only once both tasks have, so `body` does not outlive the call.
         return try await withoutActuallyEscaping(body) { body in try await withThrowingTaskGroup(of: Value?.self) { group in
             group.addTask {
                 var current = pool.current
+                var closedLends = 0
                 while true {
                     let generation = current.generation
                     do {
@@ -625,6 +632,14 @@ public struct PostgresStore: TMPStore {
                             // A pool replaced meanwhile is being shut down: its connection is
                             // not used, and the call leases again from the new pool.
                             guard pool.claim(generation: generation) else { throw RenewablePool.Retired() }
+                            // A connection that closed while idle (the server restarted, a
+                            // proxy or firewall dropped it) can be lent before the pool has
+                            // learned of the close. Nothing was sent on it, so the call leases
+                            // again, within its wait, instead of failing with 503.
+                            guard isUsable(connection) else {
+                                pool.returned()
+                                throw LentClosed()
+                            }
                             let started = lease.withLockedValue { lease in
                                 guard lease.phase == .waiting else { return false }
                                 lease.phase = .leased(connection, at: .now)
@@ -650,6 +665,13 @@ public struct PostgresStore: TMPStore {
                             if case .success(let value) = result { return value }
                             throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
                         }
+                    } catch is LentClosed where !Task.isCancelled {
+                        logger.debug("the pool lent a connection already closed; leasing another")
+                        closedLends += 1
+                        // The pool may lend the same connection again until its close has
+                        // reached it: a short pause, growing, keeps this from spinning.
+                        try? await Task.sleep(for: .milliseconds(min(closedLends, 20)))
+                        continue
                     } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
                         // The pool gave up before lending a connection, or lent one after it
                         // was replaced: it was replaced (the call moves to the new one, within
@@ -761,6 +783,9 @@ public struct PostgresStore: TMPStore {
         case sleep(until: ContinuousClock.Instant)
         case close(PostgresConnection)
     }
+
+    /// The pool lent a connection already closed; the call leases again.
+    private struct LentClosed: Error {}
 
     /// How long after ``statementTimeout`` (when the server would have cancelled a statement
     /// and answered) a call still unanswered has its connection closed.

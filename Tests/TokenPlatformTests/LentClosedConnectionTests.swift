@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SDKTestSupport
+import Testing
+@testable import TokenPlatform
+
+/// A connection that closed while idle in the pool (the server restarted, a proxy dropped it)
+/// can be lent before the pool learns of the close: the call leases another within its wait
+/// instead of answering 503.
+@Suite(
+    "A connection lent already closed is given back and another leased",
+    .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun),
+    .timeLimit(.minutes(1))
+)
+struct LentClosedConnectionTests {
+    /// A store on a fresh schema whose lent connections are judged by `isUsable`.
+    func withStore(connectionWait: Duration, isUsable: @escaping @Sendable (PostgresConnection) -> Bool, _ body: (PostgresStore) async throws -> Void) async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(
+                url: url, poolSize: 2, connectionWait: connectionWait, statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
+                schema: schema, isUsable: isUsable, logger: PostgresTestDatabase.logger
+            )
+            do { try await body(store) } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
+    }
+
+    @Test func theCallIsServedOnTheNextConnectionLent() async throws {
+        let asked = Locked(0)
+        // The first connection lent counts as closed, as if its server had gone away while it
+        // was idle and the pool had not noticed yet when it lent it.
+        try await withStore(connectionWait: .seconds(30)) { connection in
+            asked.withValue { $0 += 1 }
+            return asked.current > 1 && !connection.isClosed
+        } _: { store in
+            let ran = try await store.withConnection { connection in
+                try await connection.run("SELECT 1", logger: PostgresTestDatabase.logger).collect().count
+            }
+            #expect(ran == 1)
+            #expect(asked.current == 2, "the call leased once more")
+        }
+    }
+
+    @Test func whenEveryConnectionLentIsClosedTheCallFailsAtTheEndOfItsWaitHavingRunNothing() async throws {
+        let (refusing, asked) = (Locked(false), Locked(0))
+        try await withStore(connectionWait: .seconds(1)) { _ in
+            guard refusing.current else { return true }
+            asked.withValue { $0 += 1 }
+            return false
+        } _: { store in
+            // The pool's connection is opened first (on a loaded machine that can take longer
+            // than one wait), so the call below is lent a connection at once, each time.
+            var opened = false
+            for _ in 0..<60 where !opened {
+                do {
+                    try await store.ping()
+                    opened = true
+                } catch is DatabaseUnavailable {}
+            }
+            try #require(opened)
+            refusing.withValue { $0 = true }
+            let ran = Locked(false)
+            let started = ContinuousClock.now
+            await #expect(throws: DatabaseUnavailable.self) {
+                try await store.withConnection { _ in ran.withValue { $0 = true } }
+            }
+            #expect(!ran.current, "no body ran on a connection judged closed")
+            #expect(asked.current >= 2, "it leased again until its wait ran out")
+            #expect(ContinuousClock.now - started >= .seconds(1), "not before the wait ran out")
+        }
+    }
+}
