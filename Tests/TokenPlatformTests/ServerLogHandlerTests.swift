@@ -95,14 +95,14 @@ struct ServerLogHandlerTests {
         logger.warning(
             "token service command failed",
             error: UpstreamError(),
-            metadata: ["detail": "x=1 admin=true", "empty": "", "quote": #"a"b"#, "slash": #"C:\" end"#, "plain": "r-1"]
+            metadata: ["detail": "x=1 admin=true", "empty": "", "quote": #"a"b"#, "slash": #"C:\" end"#, "plain": "r-1", "two words=\"": "k"]
         )
         let line = try #require(lines.current.first)
-        #expect(line.hasSuffix(#" warning pushprov: detail="x=1 admin=true" empty="" plain=r-1 quote="a\"b" slash="C:\\\" end" token service command failed error="refused: decision=APPROVED reason=\"ok\""\#n"#), "\(line)")
+        #expect(line.hasSuffix(#" warning pushprov: detail="x=1 admin=true" empty="" plain=r-1 quote="a\"b" slash="C:\\\" end" two_words__=k token service command failed error="refused: decision=APPROVED reason=\"ok\""\#n"#), "\(line)")
         // Read back as logfmt: exactly the keys the code wrote, each with its whole value.
         let fields = try Self.logfmtFields(of: String(line.dropLast()))
-        #expect(fields.map(\.key) == ["detail", "empty", "plain", "quote", "slash"])
-        #expect(fields.map(\.value) == ["x=1 admin=true", "", "r-1", #"a"b"#, #"C:\" end"#])
+        #expect(fields.map(\.key) == ["detail", "empty", "plain", "quote", "slash", "two_words__"])
+        #expect(fields.map(\.value) == ["x=1 admin=true", "", "r-1", #"a"b"#, #"C:\" end"#, "k"])
     }
 
     /// The `key=value` fields after the label, as a logfmt reader takes them (a quoted value

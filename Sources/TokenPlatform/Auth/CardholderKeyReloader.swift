@@ -106,7 +106,7 @@ public final class CardholderKeyReloader: Service, Sendable {
             if identity != last.identity || reason != last.refusal {
                 logger.error(
                     "cardholder keys not reloaded: the keys in force stay",
-                    metadata: ["file": "\(path)", "reason": "\(reason)", "keys in force": "\(inForce.keys.sorted().joined(separator: ","))"]
+                    metadata: ["file": "\(path)", "reason": "\(reason)", "keys_in_force": "\(inForce.keys.sorted().joined(separator: ","))"]
                 )
             }
             return .refused(reason)

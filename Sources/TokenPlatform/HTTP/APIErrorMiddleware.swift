@@ -25,7 +25,7 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 if let refused = outageWarnings.admit() {
                     context.logger.warning(
                         "database unavailable: requests are answered 503 until it is back",
-                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "refused since last warning": "\(refused)"]
+                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "refused_since_last_warning": "\(refused)"]
                     )
                 }
             case .unexpected:

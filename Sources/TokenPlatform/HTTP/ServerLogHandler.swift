@@ -72,11 +72,19 @@ public struct ServerLogHandler: LogHandler {
         if let extra = event.metadata { all.merge(extra) { $1 } }
         var line = Self.timestamp() + " \(event.level) \(label):"
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
-            line += " " + Self.escapingControlCharacters(key) + "=" + Self.value("\(value)")
+            line += " " + Self.key(key) + "=" + Self.value("\(value)")
         }
         line += " " + Self.escapingControlCharacters("\(event.message)")
         if let error = event.error { line += " error=" + Self.value("\(error)") }
         sink(line + "\n")
+    }
+
+    /// A key as written: control characters escaped, and a space, `=` or `"` written `_`, so a
+    /// key stays one word of its line (the server's own keys have none: `failed_probes`).
+    static func key(_ text: String) -> String {
+        let escaped = escapingControlCharacters(text)
+        guard escaped.isEmpty || escaped.utf8.contains(where: { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 }) else { return escaped }
+        return escaped.isEmpty ? "_" : String(escaped.map { $0 == " " || $0 == "=" || $0 == "\"" ? "_" : $0 })
     }
 
     /// A value as it follows its `key=`: control characters escaped (see

@@ -109,7 +109,7 @@ public struct TokenPlatformRouter: Sendable {
                 if let failed = pingWarnings.admit() {
                     context.logger.warning(
                         "health check: the database did not answer; /health answers 503",
-                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "failed since last warning": "\(failed)"]
+                        metadata: ["reason": "\(Redaction.cardNumbers(in: DatabaseUnavailable.reason(error)))", "failed_since_last_warning": "\(failed)"]
                     )
                 }
                 return try JSONCoding.response(["status": "unavailable", "database": "unreachable"], status: .serviceUnavailable)

@@ -67,7 +67,7 @@ public struct PushProvisioningService: Sendable {
             let keyID = EncryptedPAN(serialized: card.encryptedPAN)?.keyID ?? "unreadable"
             environment.logger.error(
                 "a stored card number cannot be decrypted: the card cannot be provisioned",
-                metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "vault key": "\(keyID)", "error": "\(type(of: error))"]
+                metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "vault_key": "\(keyID)", "error": "\(type(of: error))"]
             )
             throw error
         }

@@ -216,7 +216,7 @@ struct TokenCorrection {
             done = false
             environment.logger.error(
                 "token service did not confirm correcting a token its card's status forbids",
-                metadata: ["token": "\(Redaction.prefix(reference))", "token status": "\(token.status.rawValue)", "card status": "\(card.status.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]
+                metadata: ["token": "\(Redaction.prefix(reference))", "token_status": "\(token.status.rawValue)", "card_status": "\(card.status.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]
             )
         }
         guard let change = done ? confirmed : unconfirmed else { return .notConfirmed(token) }

@@ -98,14 +98,14 @@ public struct TokenRealigner: Service {
             } else {
                 environment.logger.notice(
                     "token realigned with its card",
-                    metadata: ["token": "\(Redaction.prefix(outcome.tokenUniqueReference))", "result": "\(outcome.result)", "token status": "\(outcome.status.rawValue)"]
+                    metadata: ["token": "\(Redaction.prefix(outcome.tokenUniqueReference))", "result": "\(outcome.result)", "token_status": "\(outcome.status.rawValue)"]
                 )
             }
         }
         if failed > 0 {
             environment.logger.error(
                 "tokens still at odds with their card: the token service did not confirm the commands sent again",
-                metadata: ["tokens": "\(failed)", "next try in": "\(grace.formattedSeconds)"]
+                metadata: ["tokens": "\(failed)", "next_try_in": "\(grace.formattedSeconds)"]
             )
         }
         return outcomes

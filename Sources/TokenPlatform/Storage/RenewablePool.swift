@@ -175,7 +175,7 @@ final class RenewablePool: Sendable {
             replaced.task.cancel()
             logger.warning(
                 "the database answers again but the connection pool was still waiting out its back-off: replaced the pool",
-                metadata: ["failed probes": "\(failedProbes)", "last probe failure": "\(lastReason.isEmpty ? "none" : lastReason)", "pool generation": "\(generation)"]
+                metadata: ["failed_probes": "\(failedProbes)", "last_probe_failure": "\(lastReason.isEmpty ? "none" : lastReason)", "pool_generation": "\(generation)"]
             )
             await replaced.task.value
             state.withLockedValue { state in state.runners.removeAll { $0.generation == replaced.generation } }
