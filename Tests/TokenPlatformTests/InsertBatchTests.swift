@@ -87,6 +87,36 @@ import Testing
         #expect(batch.waitingRows == 0)
     }
 
+    @Test func aCallerWhoseFirstLookFoundAnInsertThatEndedBeforeItsSecondInsertsItsOwnRow() async throws {
+        let database = Database()
+        let insert = database.insert
+        // Between the second caller's two looks the first insert commits and, with nobody
+        // queued, leaves nothing in flight: a caller that queued then would wait for a batch
+        // that no insert will ever start.
+        let ended = AsyncGate()
+        let batch = InsertBatch<String>(queueWait: .seconds(600), isRowRefusal: { $0 is Refused }, betweenLooks: {
+            database.gate.open()
+            await ended.wait()
+        })
+        let first = Task { try await batch.insert("a", with: insert) }
+        await database.gate.waitForArrivals(1)
+        let secondDone = Locked(false)
+        let second = Task {
+            try await batch.insert("b", with: insert)
+            secondDone.withValue { $0 = true }
+        }
+        try await first.value
+        for _ in 0..<10_000 where batch.isInFlight { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(!batch.isInFlight)
+        ended.open()
+        // Bounded: without its second look the call would wait forever.
+        for _ in 0..<10_000 where !secondDone.current { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(secondDone.current, "the second caller inserted its row")
+        try await second.value
+        #expect(database.statements.current == [["a"], ["b"]])
+        #expect(batch.statistics.batches == 2 && batch.waitingRows == 0 && !batch.isInFlight)
+    }
+
     @Test func aRowTheDatabaseRefusesFailsAloneAndTheOthersAreInsertedOneByOne() async throws {
         let database = Database { _, rows in rows.contains("bad") ? Refused() : nil }
         let batch = batch()
@@ -269,7 +299,9 @@ import Testing
             for row in rows { seenBy.withValue { $0[row] = Self.caller ?? "none" } }
             if rows == ["held"] { await gate.wait() }
         }
-        // One call at a time: the insert runs in the caller's task (no task is started).
+        // One call at a time: the insert runs in a task of its own that keeps the caller's
+        // task-local values (a request's logger), and that the caller's cancellation does not
+        // reach (aCallersCancellationDoesNotReachItsStatement).
         try await Self.$caller.withValue("alone") { try await batch.insert("one", with: insert) }
         try await Self.$caller.withValue("alone too") { try await batch.insert("two", with: insert) }
         #expect(seenBy.current["one"] == "alone" && seenBy.current["two"] == "alone too")

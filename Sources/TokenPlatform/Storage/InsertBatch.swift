@@ -69,19 +69,23 @@ final class InsertBatch<Row: Sendable>: Sendable {
 
     /// The time rows are queued and expire by (tests move it by hand).
     private let now: @Sendable () -> ContinuousClock.Instant
+    /// Run between a caller's two looks at the insert in flight (tests end that insert there).
+    private let betweenLooks: (@Sendable () async -> Void)?
 
     /// Batches of at most `maximumBatch` rows, each waiting at most `queueWait` for its turn.
     init(
         maximumBatch: Int = 256,
         queueWait: Duration,
         isRowRefusal: @escaping @Sendable (any Error) -> Bool = InsertBatch.isIntegrityViolation,
-        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
+        betweenLooks: (@Sendable () async -> Void)? = nil
     ) {
         precondition(maximumBatch > 0, "a batch holds at least one row")
         self.maximumBatch = maximumBatch
         self.queueWait = queueWait
         self.isRowRefusal = isRowRefusal
         self.now = now
+        self.betweenLooks = betweenLooks
     }
 
     /// PostgreSQL's refusal of a row (SQLSTATE class 23: a unique key, a foreign key, a check,
@@ -93,6 +97,8 @@ final class InsertBatch<Row: Sendable>: Sendable {
 
     /// Rows waiting for the insert in flight (diagnostics and tests).
     var waitingRows: Int { state.withLockedValue { $0.queue.count } }
+    /// Whether an insert is in flight (tests).
+    var isInFlight: Bool { state.withLockedValue { $0.inFlight } }
     /// Statements run so far, and the most rows one of them held (tests).
     var statistics: (batches: Int, largestBatch: Int) { state.withLockedValue { ($0.batches, $0.largestBatch) } }
 
@@ -107,6 +113,7 @@ final class InsertBatch<Row: Sendable>: Sendable {
         let called = now()
         var first = state.withLockedValue { state in Self.goFirst(&state) }
         if !first {
+            if let betweenLooks { await betweenLooks() }
             first = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
                 let goesFirst = state.withLockedValue { state -> Bool in
                     // The insert in flight may have ended since the first look.
