@@ -9,13 +9,20 @@ final class AcceptedChainCache: @unchecked Sendable {
     // @unchecked: every access to `entries` happens while holding `lock`.
     private let lock = NSLock()
     private var entries: FirstInFirstOutMap<[Data], AcceptedChain>
+    private var found = 0
 
     init(capacity: Int) {
         entries = FirstInFirstOutMap(capacity: capacity)
     }
 
     subscript(key: [Data]) -> AcceptedChain? {
-        get { lock.withLock { entries[key] } }
+        get {
+            lock.withLock {
+                let chain = entries[key]
+                if chain != nil { found &+= 1 }
+                return chain
+            }
+        }
         set {
             guard let newValue else { return }
             lock.withLock { entries.insert(newValue, for: key) }
@@ -23,4 +30,7 @@ final class AcceptedChainCache: @unchecked Sendable {
     }
 
     var count: Int { lock.withLock { entries.count } }
+
+    /// Chains remembered, and how many lookups found theirs.
+    var statistics: (chains: Int, hits: Int) { lock.withLock { (entries.count, found) } }
 }

@@ -57,6 +57,10 @@ public final class AppleChainValidator: Sendable {
         self.cache = AcceptedChainCache(capacity: configuration.cacheCapacity)
     }
 
+    /// The accepted chains remembered, and how many validations were answered from them
+    /// (each still checked against the clock).
+    public var cacheStatistics: (chains: Int, hits: Int) { cache.statistics }
+
     /// Validates DER certificates, leaf first, with or without the root.
     public func validate(_ certificates: [Data]) async -> ChainVerdict {
         if let refusal = checkBounds(certificates) { return .refused(refusal) }

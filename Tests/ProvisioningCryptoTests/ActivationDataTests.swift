@@ -143,10 +143,19 @@ struct ActivationDataTests {
     }
 
     @Test func refusesAnotherAlgorithmOrType() throws {
-        let hs256 = Data(#"{"alg":"HS256","kid":"k"}"#.utf8).base64URLEncodedString + ".e30.AAAA"
-        #expect(refusalCode(hs256) == .malformed)
-        let jwt = try CompactJWS.sign(payload: Data("{}".utf8), key: key.privateKey, keyID: key.id, type: "JWT")
-        #expect(refusalCode(jwt) == .malformed)
+        // Valid claims of a valid token, each variant differing from it in one header field.
+        let valid = try ActivationDataIssuer(signingKey: key).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+        #expect(verifier.verify(valid, panUniqueReference: "pur-1", nonce: nonce, now: now).claims != nil)
+        let payload = try CompactJWS.parse(valid).payload
+        let header = #"{"alg":"HS256","kid":"\#(key.id)","typ":"\#(ActivationDataIssuer.type)"}"#
+        let hs256 = Data(header.utf8).base64URLEncodedString + "." + payload.base64URLEncodedString + "." + Data(repeating: 7, count: 32).base64URLEncodedString
+        let algorithm = try #require(verifier.verify(hs256, panUniqueReference: "pur-1", nonce: nonce, now: now).refusal)
+        #expect(algorithm.code == .malformed)
+        #expect(algorithm.message == "activation data must be signed with ES256, not HS256")
+        let jwt = try CompactJWS.sign(payload: payload, key: key.privateKey, keyID: key.id, type: "JWT")
+        let type = try #require(verifier.verify(jwt, panUniqueReference: "pur-1", nonce: nonce, now: now).refusal)
+        #expect(type.code == .malformed)
+        #expect(type.message == "activation data has type JWT, expected \(ActivationDataIssuer.type)")
     }
 
     @Test func verifiesWithEveryPublishedKeyDuringRotation() throws {

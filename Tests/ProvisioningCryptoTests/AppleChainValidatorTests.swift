@@ -261,8 +261,18 @@ struct ChainCacheTests {
         let validator = pki.validator()
         let chain = try pki.chain()
         let first = try #require(await validator.validate(chain).acceptedChain)
+        #expect(validator.cacheStatistics == (chains: 1, hits: 0))
         let second = try #require(await validator.validate(chain).acceptedChain)
+        #expect(validator.cacheStatistics == (chains: 1, hits: 1))
         #expect(first.leafFingerprint == second.leafFingerprint)
+        // A refused chain is not remembered.
+        #expect(await validator.validate(Array(chain.reversed())).acceptedChain == nil)
+        #expect(validator.cacheStatistics == (chains: 1, hits: 1))
+        // Capacity 0: nothing is remembered, every call checks the chain again.
+        let uncached = pki.validator(cacheCapacity: 0)
+        _ = try #require(await uncached.validate(chain).acceptedChain)
+        _ = try #require(await uncached.validate(chain).acceptedChain)
+        #expect(uncached.cacheStatistics == (chains: 0, hits: 0))
     }
 
     @Test func aCachedChainIsStillCheckedAgainstTheClock() async throws {

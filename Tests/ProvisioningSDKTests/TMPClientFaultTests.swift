@@ -110,10 +110,19 @@ struct TMPClientFaultTests {
         #expect(error.message.contains("ephemeralPublicKey") || error.message.contains("encryptedData"))
     }
 
-    @Test func anOversizedBodyIsRefused() async throws {
-        let transport = ScriptedTransport { _, _ in TransportResponse(statusCode: 200, body: Data(repeating: 0x20, count: (1 << 20) + 1)) }
-        let error = try #require(await failure { _ = try await Fixtures.client(transport).cards() })
+    @Test func anOversizedBodyIsRefusedAndOneAtTheLimitIsRead() async throws {
+        // A valid answer padded with white space: only its size can refuse it.
+        @Sendable func padded(to size: Int) -> Data {
+            let json = Data(#"{"cards":[]}"#.utf8)
+            return json + Data(repeating: 0x20, count: size - json.count)
+        }
+        let limit = 1 << 20
+        let over = ScriptedTransport { _, _ in TransportResponse(statusCode: 200, body: padded(to: limit + 1)) }
+        let error = try #require(await failure { _ = try await Fixtures.client(over).cards() })
         #expect(error.kind == .malformedResponse)
+        #expect(error.message.contains("the response body has \(limit + 1) bytes; at most \(limit) are accepted"), "\(error.message)")
+        let atLimit = ScriptedTransport { _, _ in TransportResponse(statusCode: 200, body: padded(to: limit)) }
+        #expect(try await Fixtures.client(atLimit).cards().isEmpty)
     }
 
     @Test func connectionRefusedIsUnreachableAndRetriedOnlyForReads() async throws {
