@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
+import TestSupport
 import Testing
 import TokenPlatform
 
@@ -30,13 +31,18 @@ struct IdentityTests {
             try await api.putCard("card-1", user: owner)
             let token = try await api.provision("card-1", user: owner, token: "TOKEN1")
             #expect(token.decision == .requireAdditionalAuthentication)
+            // The card has art, so a refusal of it can only be the card's.
+            #expect(try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: TestPNG.file(width: 1536, height: 969), contentType: "image/png").status == .ok)
+            let withArt = CardUpsertRequest(userId: owner, primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Jane Appleseed", network: .visa, productTitle: "Everyday Debit", artId: "art-1")
+            #expect(try await api.send(.put, "/lifecycle/cards/card-1", as: .issuer, json: withArt).status == .ok)
+            #expect(try await api.send(.get, "/issuer/push-provisioning/cards/card-1/art", as: .cardholder(owner)).status == .ok)
 
             let sealed = try await api.signCard("card-1", user: other)
             #expect(sealed.status == .notFound)
             let listed = try await api.send(.get, "/issuer/push-provisioning/cards", as: .cardholder(other))
             #expect(listed.status == .ok && listed.text.contains("\"cards\":[]"), "\(listed.text)")
             let art = try await api.send(.get, "/issuer/push-provisioning/cards/card-1/art", as: .cardholder(other))
-            #expect(art.status == .notFound)
+            #expect(art.status == .notFound && art.error?.code == "card_not_found", "\(art.text)")
             let activation = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder(other), json: TokenActivationRequest(tokenUniqueReference: "TOKEN1"))
             #expect(activation.status == .notFound)
             #expect(try await api.tokenStatus("TOKEN1") == .inactive)
