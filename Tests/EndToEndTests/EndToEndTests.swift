@@ -227,7 +227,8 @@ struct EndToEndTests {
             }
             #expect(refusal == .unknownPass)
             // …and asking TMP directly for Alice's token answers 404.
-            await #expect(throws: TMPClientError.self) { try await bob.client.activateToken(tokenUniqueReference: pass.deviceAccountIdentifier) }
+            let direct = await #expect(throws: TMPClientError.self) { try await bob.client.activateToken(tokenUniqueReference: pass.deviceAccountIdentifier) }
+            #expect(direct?.kind == .server(status: 404) && direct?.code == "token_not_found", "\(String(describing: direct))")
             #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier)?.status == .inactive)
             #expect(!(try await world.platform.store.auditEntries(subject: "token:\(pass.deviceAccountIdentifier)")).map(\.action).contains("token.activate"))
         }

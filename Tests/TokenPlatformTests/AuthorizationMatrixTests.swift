@@ -146,11 +146,17 @@ struct AuthorizationMatrixTests {
         let key = platform.cardholderKey
         let noExp = try CompactJWS.sign(payload: Data(#"{"sub":"alice"}"#.utf8), key: key.privateKey, keyID: key.id, type: "JWT")
         let noSub = try CompactJWS.sign(payload: Data(#"{"exp":9999999999}"#.utf8), key: key.privateKey, keyID: key.id, type: "JWT")
+        let both = try CompactJWS.sign(payload: Data(#"{"sub":"alice","exp":9999999999}"#.utf8), key: key.privateKey, keyID: key.id, type: "JWT")
         try await platform.run { api in
-            for token in [noExp, noSub] {
+            for (token, reason) in [(noExp, "missing_expiry"), (noSub, "missing_subject")] {
+                let before = platform.logs.current.count
                 let reply = try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer \(token)"))
                 #expect(reply.status == .unauthorized)
+                let lines = platform.logs.current.dropFirst(before).filter { $0.contains("credential refused") }
+                #expect(lines.contains { $0.contains("\"reason\": \(reason)") }, "\(reason): \(lines)")
             }
+            // The same token with both claims, signed the same way, is accepted.
+            #expect(try await api.send(.get, "/issuer/push-provisioning/cards", as: .raw("Bearer \(both)")).status == .ok)
         }
     }
 

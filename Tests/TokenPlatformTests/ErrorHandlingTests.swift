@@ -12,6 +12,19 @@ struct ErrorHandlingTests {
 
     static let goodCard = #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#
 
+    @Test func theErrorEnvelopeIsAlwaysWrittenInOneOrder() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            // Each envelope is encoded anew: a member order that varied (it did, from one
+            // process to the next) would show within a few answers.
+            for _ in 0..<8 {
+                let reply = try await putCardRaw(api, Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "4111111111111112"))
+                #expect(reply.status == .badRequest)
+                #expect(reply.text == #"{"error":{"code":"invalid_pan","message":"primaryAccountNumber: fails the Luhn check digit"}}"#, "\(reply.text)")
+            }
+        }
+    }
+
     @Test(arguments: [
         (#"{"userId":"alice""#, "body is not valid JSON"),
         (#"[1,2]"#, "body must be a JSON object"),

@@ -287,15 +287,22 @@ struct LifecycleRaceTests {
             _ = try await api.provision("c1", user: "alice", token: "T1")
             // The token service's echo of the deactivation overtakes TMP's own record of it.
             let card = try await platform.store.card(externalCardId: "c1")
+            let echo = Locked<APIClient.Reply?>(nil)
             platform.connector.meanwhile.withValue { $0 = { command, _ in
                 guard command == "deactivate" else { return }
-                _ = try await api.event("T1", pur: card!.panUniqueReference, .deactivated)
+                let reply = try await api.event("T1", pur: card!.panUniqueReference, .deactivated)
+                echo.withValue { $0 = reply }
             } }
             let deactivated = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
             #expect(deactivated.status == .ok, "\(deactivated.text)")
             platform.connector.meanwhile.withValue { $0 = nil }
-            let trail = try await platform.store.auditEntries(subject: "token:T1").map(\.action)
-            #expect(trail.filter { $0.contains("deactivat") }.count == 1, "\(trail)")
+            // The race happened: the echo was applied before TMP recorded its own command.
+            let reply = try #require(echo.current)
+            #expect(reply.status == .ok, "\(reply.text)")
+            #expect(try reply.decode(TokenEventResponse.self).result == "APPLIED")
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            let deactivations = trail.filter { $0.action.contains("deactivat") }
+            #expect(deactivations.map(\.actor) == ["tsp"], "\(trail.map { "\($0.actor) \($0.action)" })")
         }
     }
 
@@ -486,12 +493,15 @@ struct LifecycleRaceTests {
             platform.connector.meanwhile.withValue { $0 = { command, _ in
                 switch command {
                 case "activate": _ = try await api.putCard("c1", user: "bob")
-                case "deactivate": _ = try await LifecycleRaceTests.patch(api, "c1", .blocked)
+                case "deactivate":
+                    let blocked = try await LifecycleRaceTests.patch(api, "c1", .blocked)
+                    #expect(blocked.status == .ok, "\(blocked.text)")
                 default: break
                 }
             } }
             let reply = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
             platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
             #expect(try reply.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .declined)
             #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "deactivate T1"])
             #expect(try await api.tokenStatus("T1") == .deactivated)

@@ -38,6 +38,10 @@ struct PANSecrecyTests {
                 // A token service whose request ids look like card numbers: logged hidden.
                 let panLikeRequest = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(requestId: Self.cardNumberLikeRequestIds[index], primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .watch))
                 #expect(panLikeRequest.status == .ok)
+                // Each of them is the refusal it stands for.
+                #expect(refused.status == .conflict && refused.error?.code == "duplicate_pan", "\(refused.text)")
+                #expect(badLuhn.status == .badRequest && badLuhn.error?.code == "invalid_pan" && badLuhn.text.contains("primaryAccountNumber: fails the Luhn check digit"), "\(badLuhn.text)")
+                #expect(decision.status == .ok && decision.text.contains(#""reason":"expiration_mismatch""#), "\(decision.text)")
                 replies.withValue { $0 += [refused.text, badLuhn.text, decision.text] }
                 // A card number sent where an id or a path goes is not echoed by the error.
                 let asId = try await api.send(.get, "/lifecycle/cards/\(pan)", as: .issuer)

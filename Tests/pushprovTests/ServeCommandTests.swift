@@ -241,6 +241,14 @@ struct ServeCommandTests {
         #expect(policy.status != 0)
         #expect(policy.stderr.contains("activation policy must be in-app or immediate"))
         #expect(policy.stderr.split(separator: "\n").count == 1)
+        let flag = try await CLI.run(["serve", "--port", "70000", "--data-dir", "/tmp/pushprov-unused"])
+        #expect(flag.status != 0)
+        #expect(flag.stderr.contains("port must be a number from 0 to 65535 (got 70000)"), "\(flag.stderr)")
+        #expect(flag.stderr.split(separator: "\n").count == 1)
+        let variable = try await CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_PORT": "http"])
+        #expect(variable.status != 0)
+        #expect(variable.stderr.contains("port must be a number from 0 to 65535 (got http)"), "\(variable.stderr)")
+        #expect(variable.stderr.split(separator: "\n").count == 1)
     }
 
     @Test func tokenRealignmentRunsBesideTheServerUnlessTurnedOff() async throws {

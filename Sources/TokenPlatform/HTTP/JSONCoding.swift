@@ -53,8 +53,9 @@ enum JSONCoding {
         }
     }
 
-    /// One encoder for every response (JSONEncoder is thread-safe once configured).
-    private static let responseEncoder: JSONEncoder = {
+    /// One encoder for every response, error envelopes included, so members always come in
+    /// one order (JSONEncoder is thread-safe once configured).
+    static let responseEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         return encoder
