@@ -122,6 +122,8 @@ struct IssuerExtensionEndToEndTests {
                 let card1 = try #require(entries.first)
                 #expect(card1.title == "Everyday Debit")
                 #expect(card1.artWidth == 1536 && card1.artHeight == 969)
+                #expect(card1.artData == TestPNG.file(), "card-1 shows the art the app stored")
+                #expect(entries.last?.artData == Data("generic".utf8), "card-2, which has none, the issuer's generic art")
                 #expect(card1.encryptionScheme == "ECC_V2")
                 #expect(card1.cardholderName == "Jane Appleseed")
                 #expect(card1.primaryAccountSuffix == "1111")

@@ -15,6 +15,8 @@ struct ServeCommandTests {
         let process = Process()
         let lock = NSLock()
         var output = ""
+        /// Whether the server's output has ended (it exited and everything it wrote was read).
+        var ended = false
         let dataDirectory: String
 
         init(dataDirectory: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) throws {
@@ -28,9 +30,16 @@ struct ServeCommandTests {
             process.standardOutput = pipe
             process.standardError = pipe
             pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-                let chunk = String(decoding: handle.availableData, as: UTF8.self)
-                self?.lock.withLock { self?.output += chunk }
+                let data = handle.availableData
+                if data.isEmpty { handle.readabilityHandler = nil }
+                let chunk = String(decoding: data, as: UTF8.self)
+                self?.lock.withLock {
+                    self?.output += chunk
+                    if data.isEmpty { self?.ended = true }
+                }
             }
+            // Foundation closes its own copy of the pipe's write end once the server runs, so the
+            // output ends (an empty read) when the server exits.
             try process.run()
         }
 
@@ -52,6 +61,14 @@ struct ServeCommandTests {
             if process.isRunning { process.terminate() }
             process.waitUntilExit()
             return process.terminationStatus
+        }
+
+        /// Stops the server and waits until all it wrote has been read.
+        func stopAndReadAll() async throws -> Int32 {
+            let status = stop()
+            for _ in 0..<600 where !lock.withLock({ ended }) { try await Task.sleep(for: .milliseconds(100)) }
+            try #require(lock.withLock { ended }, "the server's output did not end")
+            return status
         }
 
         /// Stops the server and removes its data directory (call in a `defer` after the last
@@ -262,9 +279,12 @@ struct ServeCommandTests {
         let off = try Server(arguments: ["--realign-interval", "0"])
         defer { off.removeDataDirectory() }
         _ = try await off.port()
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(!off.text.contains("token realignment"))
-        #expect(off.stop() == 0)
+        // Served a request, then stopped: the services have all run (and logged their start)
+        // and the whole log has been read by the time the process has exited.
+        let (status, _) = try await Self.get("http://127.0.0.1:\(try await off.port())/health")
+        #expect(status == 200)
+        #expect(try await off.stopAndReadAll() == 0)
+        #expect(!off.text.contains("token realignment"), "\(off.text)")
     }
 
     @Test(arguments: [

@@ -74,6 +74,8 @@ public struct SimulatedExtensionHost: Sendable {
         public var artWidth: Int
         /// The art's pixel size.
         public var artHeight: Int
+        /// The art's encoded bytes (PNG or PDF), so a test can tell which image it is.
+        public var artData: Data
         /// Whether the entry is a payment pass entry with an add-request configuration.
         public var isPaymentPassEntry: Bool
         /// The configuration's values (nil fields where the issuer set none).
@@ -186,7 +188,7 @@ public struct SimulatedExtensionHost: Sendable {
     private static func entry(_ entry: PKIssuerProvisioningExtensionPassEntry) -> Entry {
         let configuration = (entry as? PKIssuerProvisioningExtensionPaymentPassEntry)?.addRequestConfiguration
         return Entry(
-            identifier: entry.identifier, title: entry.title, artWidth: entry.art.width, artHeight: entry.art.height,
+            identifier: entry.identifier, title: entry.title, artWidth: entry.art.width, artHeight: entry.art.height, artData: entry.art.passKitShimData,
             isPaymentPassEntry: configuration != nil, encryptionScheme: configuration?.encryptionScheme.rawValue,
             cardholderName: configuration?.cardholderName, primaryAccountSuffix: configuration?.primaryAccountSuffix,
             primaryAccountIdentifier: configuration?.primaryAccountIdentifier, localizedDescription: configuration?.localizedDescription
