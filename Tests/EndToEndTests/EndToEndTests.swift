@@ -1,5 +1,8 @@
 #if !canImport(PassKit)
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import PassKitShim
 import ProvisioningCrypto
 import ProvisioningDemo
@@ -285,6 +288,14 @@ struct EndToEndTests {
             defer { try? FileManager.default.removeItem(at: container) }
             let configuration = IssuerExtensionConfiguration(tmpURL: world.platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets")))
             let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
+            // What TMP served the app's routes so far, by TMP's own count.
+            @Sendable func appRequests() async throws -> [Substring] {
+                let (data, _) = try await URLSession.shared.data(from: world.platform.baseURL.appendingPathComponent("metrics"))
+                return String(decoding: data, as: UTF8.self).split(separator: "\n").filter {
+                    $0.hasPrefix("pushprov_http_requests_total") && $0.contains("/issuer/push-provisioning")
+                }
+            }
+            let before = try await appRequests()
             // A generous budget: this checks what the status says, not how fast a loaded test
             // machine schedules it (the demo runs with Apple's 100 ms; the answer comes through
             // the main actor, and on two busy cores that hop has taken more than 10 s).
@@ -295,6 +306,7 @@ struct EndToEndTests {
             // Without a session the entries are empty, and TMP was not asked for anything.
             let entries = await host.entries(of: handler, for: .phone)
             #expect(entries.value == [])
+            #expect(try await appRequests() == before, "no request reached TMP's app routes")
             #expect(try await world.audit().isEmpty == false)  // the back office's card.put
             #expect(!(try await world.audit()).contains("card.seal"))
             // A corrupt snapshot is no snapshot, never a crash.

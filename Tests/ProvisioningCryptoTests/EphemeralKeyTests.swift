@@ -59,6 +59,15 @@ struct EphemeralKeyTests {
             let point = try P256.KeyAgreement.PublicKey(x963Representation: key.publicKey.x963Representation)
             #expect(point.rawRepresentation == key.publicKey.rawRepresentation)
         }
+        // And each is a working pair: its scalar gives its public key, and a key agreement with
+        // it gives both sides the same secret.
+        let peer = P256.KeyAgreement.PrivateKey()
+        for key in keys.prefix(8) {
+            #expect(try P256.KeyAgreement.PrivateKey(rawRepresentation: key.rawRepresentation).publicKey.rawRepresentation == key.publicKey.rawRepresentation)
+            let ours = try key.sharedSecretFromKeyAgreement(with: peer.publicKey)
+            let theirs = try peer.sharedSecretFromKeyAgreement(with: key.publicKey)
+            #expect(ours == theirs)
+        }
     }
 
     @Test func aSealWithTheDefaultKeyOpensWithTheRecipientsKey() throws {

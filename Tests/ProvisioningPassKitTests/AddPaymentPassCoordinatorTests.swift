@@ -71,14 +71,17 @@ struct AddPaymentPassCoordinatorTests {
     @Test func aSecondRequestFromWalletIsAnsweredAndTheFirstCompletesEmptyOnce() async throws {
         let shim = ShimWallet()
         let gate = AsyncGate()
+        let answeredLate = AsyncGate()
         let server = ScriptedTransport { request, _ in
             switch ScriptedTransport.operation(of: request) {
             case .listCards: return ScriptedTransport.json(CardListResponse(cards: [Fixtures.card("card-1")]))
             case .signCard:
                 let nonce = try ScriptedTransport.body(of: request, as: SignedCardRequest.self).nonce.data
                 if nonce == Data("nonce-1".utf8) {
+                    // The first request's answer comes, but only after the second was answered.
                     await gate.wait()
-                    return try await ScriptedTransport.hang()
+                    defer { answeredLate.open() }
+                    return ScriptedTransport.json(Fixtures.signedCard)
                 }
                 return ScriptedTransport.json(Fixtures.signedCard)
             default: return ScriptedTransport.json([TokenSearchResult]())
@@ -93,8 +96,10 @@ struct AddPaymentPassCoordinatorTests {
             let sheet = try #require(presented)
 
             let (firstAnswers, firstAnswer) = AsyncStream.makeStream(of: AddPassRequest.self)
+            let firstCalls = Locked(0)
             let delegate = try #require(sheet.delegate)
             delegate.addPaymentPassViewController(sheet, generateRequestWithCertificateChain: [Data([1])], nonce: Data("nonce-1".utf8), nonceSignature: Data([3])) { request in
+                firstCalls.withValue { $0 += 1 }
                 firstAnswer.yield(AddPassRequest(encryptedPassData: request.encryptedPassData, activationData: request.activationData, ephemeralPublicKey: request.ephemeralPublicKey))
             }
             await gate.waitForArrivals(1)
@@ -102,8 +107,12 @@ struct AddPaymentPassCoordinatorTests {
             #expect(second == AddPassRequest(Fixtures.signedCard))
             var answers = firstAnswers.makeAsyncIterator()
             #expect(await answers.next() == .empty)
-            // The first request's handler has run; a late answer can no longer reach it.
+            // The first request's handler has run, empty; its answer, arriving now, does not
+            // call it again (given time to: the main actor's queue is drained twice over).
             gate.open()
+            await answeredLate.wait()
+            for _ in 0..<2 { await MainActor.run {}; try await Task.sleep(for: .milliseconds(50)) }
+            #expect(firstCalls.current == 1)
             coordinator.addPaymentPassViewController(sheet, didFinishAdding: nil, error: NSError(domain: PKPassKitErrorDomain, code: PKAddPaymentPassError.userCancelled.rawValue))
             firstAnswer.finish()
             #expect(await answers.next() == nil)

@@ -31,8 +31,10 @@ struct ReadmeModelTests {
         try await PassKitShim.withBackend(shim) {
             let client = TMPClient(configuration: .init(baseURL: Fixtures.baseURL), transport: server, clock: ManualClock(), cardholderToken: { try await FixedSession().accessToken() })
             let model = WalletCardsModel(wallet: IssuerWallet(client: client, passLibrary: PassKitPassLibrary(), activationLinks: ActivationLinkRoute(scheme: "bankapp", host: "wallet-activation")))
-            // The README's own initializer builds the same pieces.
-            _ = WalletCardsModel(tmpURL: Fixtures.baseURL, session: FixedSession())
+            // The README's own initializer builds the same pieces, sharing with the extension.
+            let fromReadme = WalletCardsModel(tmpURL: Fixtures.baseURL, session: FixedSession())
+            #expect(await fromReadme.wallet.client.configuration.baseURL == Fixtures.baseURL)
+            #expect(fromReadme.wallet.sharedStorage != nil)
 
             await model.reload()
             let card = try #require(model.cards.first)

@@ -97,8 +97,13 @@ struct AuthorizationMatrixTests {
                 }
             }
             #expect(checked == RouteTable.all.count * Presented.allCases.count)
-            // Nothing was changed by any refused request.
+            // Nothing was changed by any request (the refused ones, and the accepted ones whose
+            // empty bodies are invalid): the card as put, one audit entry, no token, no art.
             #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
+            #expect(try await platform.store.auditEntries(subject: "card:c1").map(\.action) == ["card.create"])
+            #expect(try await platform.store.tokens(externalCardId: "c1").isEmpty)
+            #expect(try await platform.store.token(reference: "T1") == nil)
+            #expect(try await platform.store.cardArt(id: "art-1") == nil)
         }
     }
 

@@ -44,6 +44,7 @@ struct CardArtCLITests {
 
     @Test func needsAtLeastOneFile() async throws {
         let result = try await CLI.run(["card-art", "check"])
-        #expect(result.status != 0)
+        #expect(result.status == 64)  // EX_USAGE
+        #expect(result.stderr.contains("Missing expected argument '<file> ...'"), "\(result.stderr)")
     }
 }
