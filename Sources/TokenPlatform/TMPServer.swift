@@ -110,12 +110,15 @@ public enum TMPServer {
 
     /// How much of a request's body the HTTP front holds, decided from its head: a card-art
     /// upload (`PUT /lifecycle/card-art/{artId}`) that carries the issuer key up to the art
-    /// limit (4,000,001 bytes), every other request up to the JSON limit (64 KiB). So no caller without
-    /// the issuer key makes the server hold more than 64 KiB for a request.
+    /// limit (4,000,001 bytes), a request with no bearer credential nothing (every route that
+    /// takes a body needs one, so it can only be refused, 401; the routes open to all are
+    /// `GET`s), every other request up to the JSON limit (64 KiB). So no caller without the
+    /// issuer key makes the server hold more than 64 KiB for a request, and one without any
+    /// credential, none of its body.
     public static func bodyLimit(issuerKey: APIKey) -> TMPHTTPServer.BodyLimit {
         { head in
+            guard let header = head.headerFields[.authorization], header.utf8.count <= Authenticator.maximumHeaderLength, Authenticator.hasBearerScheme(header) else { return 0 }
             guard head.method == .put, head.path?.hasPrefix("/lifecycle/card-art/") == true,
-                let header = head.headerFields[.authorization], header.utf8.count <= 8192, Authenticator.hasBearerScheme(header),
                 issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count)))
             else { return JSONCoding.maximumBodySize }
             return TMPHTTPServer.maximumBodySize

@@ -253,10 +253,37 @@ struct HTTPFrontTests {
         #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == large)
         #expect(limit(head(.put, "/lifecycle/card-art/a1", "bearer \(TestPlatform.issuerKey) ")) == large)
         #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.tspKey)")) == small)
-        #expect(limit(head(.put, "/lifecycle/card-art/a1", nil)) == small)
         #expect(limit(head(.post, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer x")) == small)
+        // Without a bearer credential, a request can only be refused: none of its body is held.
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", nil)) == 0)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", nil)) == 0)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Basic YWxpY2U6c2VjcmV0")) == 0)
+        #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer " + String(repeating: "a", count: 8192))) == 0)
+        // That holds because every route open to all callers is a GET, which takes no body.
+        #expect(RouteTable.all.filter { $0.auth == .none }.allSatisfy { $0.method == .get })
+    }
+
+    @Test func aRequestWithoutACredentialIsRefusedWithoutItsBodyBeingAskedFor() async throws {
+        try await Self.serveAsTheServerDoes { platform, port in
+            let (early, plain) = try await blocking {
+                // A client waiting for 100 Continue is refused from the head, for a body of any size.
+                let waiting = try RawConnection(port: port)
+                try waiting.send("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+                let early = try waiting.readResponse()
+                // One that sends its body anyway is refused once it is in, and keeps its connection.
+                let sending = try RawConnection(port: port)
+                let body = String(repeating: " ", count: 60_000) + "{}"
+                try sending.send("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                let refused = try sending.readResponse()
+                try sending.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                return (early, [refused.status, try sending.readResponse().status])
+            }
+            #expect(early.status == 401)
+            #expect(early.headers["connection"] == "close")
+            #expect(plain == [401, 200])
+        }
     }
 
     @Test func aLargeUploadIsReadOnlyForTheIssuer() async throws {

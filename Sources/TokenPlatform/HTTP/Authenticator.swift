@@ -44,6 +44,9 @@ public struct Authenticator: Sendable {
 
     /// Whether the header starts with the `Bearer` scheme and a space; the scheme name is
     /// case-insensitive (RFC 9110 §11.1).
+    /// The longest `Authorization` header read; a longer one is refused unread.
+    static let maximumHeaderLength = 8192
+
     static func hasBearerScheme(_ header: String) -> Bool {
         let scheme = "bearer ".utf8
         guard header.utf8.count >= scheme.count else { return false }
@@ -67,9 +70,9 @@ public struct Authenticator: Sendable {
     /// failed attempts at access are part of the audit trail.
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
         if requirement == .none { return nil }
-        guard let header = request.headers[.authorization], header.utf8.count <= 8192, Self.hasBearerScheme(header) else {
+        guard let header = request.headers[.authorization], header.utf8.count <= Self.maximumHeaderLength, Self.hasBearerScheme(header) else {
             let header = request.headers[.authorization]
-            logRefusal(logger, expected: requirement.rawValue, reason: header == nil ? "missing" : header!.utf8.count > 8192 ? "too_long" : "not_bearer")
+            logRefusal(logger, expected: requirement.rawValue, reason: header == nil ? "missing" : header!.utf8.count > Self.maximumHeaderLength ? "too_long" : "not_bearer")
             throw TMPError.unauthorized
         }
         let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
