@@ -112,6 +112,7 @@ public struct EventTime: Sendable, Hashable, Comparable, Codable, CustomStringCo
         return "\(digits(year, 4))-\(digits(month, 2))-\(digits(day, 2))T\(digits(rest / 3_600_000, 2)):\(digits(rest / 60_000 % 60, 2)):\(digits(rest / 1_000 % 60, 2)).\(digits(rest % 1_000, 3))Z"
     }
 
+    /// Whether `lhs` happened before `rhs`.
     public static func < (lhs: EventTime, rhs: EventTime) -> Bool {
         lhs.millisecondsSince1970 < rhs.millisecondsSince1970
     }

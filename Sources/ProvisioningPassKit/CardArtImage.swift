@@ -17,9 +17,9 @@ import PassKitShim
 /// 1536 × 969 bitmap with CoreGraphics. On Linux the shim's `CGImage` stand-in carries the
 /// file and its size.
 public enum CardArtImage {
-    /// The size a PDF page is rendered at: Apple's card art size.
+    /// The width, in pixels, a PDF page is rendered at: Apple's card art width.
     public static let renderedWidth = CardArtValidator.requiredWidth
-    /// The size a PDF page is rendered at: Apple's card art size.
+    /// The height, in pixels, a PDF page is rendered at: Apple's card art height.
     public static let renderedHeight = CardArtValidator.requiredHeight
 
     /// The image of `art`, or nil if it cannot be decoded.

@@ -19,6 +19,7 @@ public struct KeychainSecretStore: SecretStore {
         self.accessGroup = accessGroup
     }
 
+    /// Implements ``SecretStore/secret(for:)``.
     public func secret(for key: String) throws -> Data? {
         var query = baseQuery(account: key)
         query[kSecReturnData as String] = true
@@ -30,6 +31,7 @@ public struct KeychainSecretStore: SecretStore {
         return item as? Data
     }
 
+    /// Implements ``SecretStore/setSecret(_:for:)``.
     public func setSecret(_ secret: Data, for key: String) throws {
         let attributes: [String: Any] = [
             kSecValueData as String: secret,
@@ -42,11 +44,13 @@ public struct KeychainSecretStore: SecretStore {
         guard added == errSecSuccess else { throw Self.failure("add", key, added) }
     }
 
+    /// Implements ``SecretStore/removeSecret(for:)``.
     public func removeSecret(for key: String) throws {
         let status = SecItemDelete(baseQuery(account: key) as CFDictionary)
         guard status == errSecSuccess || status == errSecItemNotFound else { throw Self.failure("remove", key, status) }
     }
 
+    /// Implements ``SecretStore/removeAllSecrets()``.
     public func removeAllSecrets() throws {
         let status = SecItemDelete(baseQuery(account: nil) as CFDictionary)
         guard status == errSecSuccess || status == errSecItemNotFound else { throw Self.failure("remove all", "*", status) }

@@ -29,6 +29,7 @@ public struct FileSecretStore: SecretStore {
         self.directory = directory
     }
 
+    /// Implements ``SecretStore/secret(for:)``.
     public func secret(for key: String) throws -> Data? {
         try SecretKey.validate(key)
         let path = self.path(key)
@@ -60,6 +61,7 @@ public struct FileSecretStore: SecretStore {
         return data
     }
 
+    /// Implements ``SecretStore/setSecret(_:for:)``.
     public func setSecret(_ secret: Data, for key: String) throws {
         try SecretKey.validate(key)
         guard secret.count <= Self.maximumSecretBytes else {
@@ -88,6 +90,7 @@ public struct FileSecretStore: SecretStore {
         }
     }
 
+    /// Implements ``SecretStore/removeSecret(for:)``.
     public func removeSecret(for key: String) throws {
         try SecretKey.validate(key)
         guard unlink(path(key)) == 0 || errno == ENOENT else {
@@ -95,6 +98,7 @@ public struct FileSecretStore: SecretStore {
         }
     }
 
+    /// Implements ``SecretStore/removeAllSecrets()``.
     public func removeAllSecrets() throws {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
         for name in names {

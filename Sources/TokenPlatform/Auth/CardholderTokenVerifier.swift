@@ -32,9 +32,28 @@ public struct CardholderTokenVerifier: Sendable {
 
     /// Why a token was refused (logged, never returned to the caller).
     public enum Refusal: String, Error, Sendable {
-        case malformed, unknownKey = "unknown_key", badSignature = "bad_signature", expired, notYetValid = "not_yet_valid"
-        case missingSubject = "missing_subject", missingExpiry = "missing_expiry", wrongIssuer = "wrong_issuer", wrongAudience = "wrong_audience"
-        case invalidSubject = "invalid_subject", wrongType = "wrong_type"
+        /// Not a compact JWS with an ES256 header and JSON claims.
+        case malformed
+        /// Signed with a key id that no configured key has.
+        case unknownKey = "unknown_key"
+        /// The signature does not verify with the key its id names.
+        case badSignature = "bad_signature"
+        /// `exp` has passed (beyond the allowed clock skew).
+        case expired
+        /// `nbf` or `iat` is in the future (beyond the allowed clock skew).
+        case notYetValid = "not_yet_valid"
+        /// No `sub` claim: the token names no cardholder.
+        case missingSubject = "missing_subject"
+        /// No `exp` claim: tokens that never expire are refused.
+        case missingExpiry = "missing_expiry"
+        /// `iss` is not the configured issuer.
+        case wrongIssuer = "wrong_issuer"
+        /// `aud` does not include the configured audience.
+        case wrongAudience = "wrong_audience"
+        /// `sub` is empty, too long or holds control characters.
+        case invalidSubject = "invalid_subject"
+        /// The header's `typ` is not the type the verifier requires.
+        case wrongType = "wrong_type"
     }
 
     private struct Claims: Decodable {

@@ -33,9 +33,13 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
         self.clock = clock
     }
 
+    /// Implements ``TokenServiceConnector/activate(_:)``.
     public func activate(_ token: TokenRecord) async throws { try await run("activate", token, base.activate) }
+    /// Implements ``TokenServiceConnector/suspend(_:)``.
     public func suspend(_ token: TokenRecord) async throws { try await run("suspend", token, base.suspend) }
+    /// Implements ``TokenServiceConnector/resume(_:)``.
     public func resume(_ token: TokenRecord) async throws { try await run("resume", token, base.resume) }
+    /// Implements ``TokenServiceConnector/deactivate(_:)``.
     public func deactivate(_ token: TokenRecord) async throws { try await run("deactivate", token, base.deactivate) }
 
     /// Races `call` against the limit; the first to finish decides, the other is cancelled.

@@ -35,8 +35,12 @@ public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
     /// Creates the connector.
     public init() {}
 
+    /// Implements ``TokenServiceConnector/activate(_:)``.
     public func activate(_ token: TokenRecord) async throws { throw NotConfigured() }
+    /// Implements ``TokenServiceConnector/suspend(_:)``.
     public func suspend(_ token: TokenRecord) async throws { throw NotConfigured() }
+    /// Implements ``TokenServiceConnector/resume(_:)``.
     public func resume(_ token: TokenRecord) async throws { throw NotConfigured() }
+    /// Implements ``TokenServiceConnector/deactivate(_:)``.
     public func deactivate(_ token: TokenRecord) async throws { throw NotConfigured() }
 }

@@ -163,28 +163,34 @@ public struct PostgresStore: TMPStore {
 
     // MARK: Cards
 
+    /// Implements ``TMPStore/card(externalCardId:)``.
     public func card(externalCardId: String) async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(externalCardId)").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/card(panLookupHash:)``.
     public func card(panLookupHash: String) async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_lookup_hash = \(panLookupHash)").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/card(panUniqueReference:)``.
     public func card(panUniqueReference: String) async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_unique_reference = \(panUniqueReference)").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/card(retiredPanUniqueReference:)``.
     public func card(retiredPanUniqueReference: String) async throws -> CardRecord? {
         try await rows(
             "SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = (SELECT external_card_id FROM retired_pan_reference WHERE pan_unique_reference = \(retiredPanUniqueReference))"
         ).first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/cards(ownedBy:)``.
     public func cards(ownedBy userId: String) async throws -> [CardRecord] {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE user_id = \(userId) ORDER BY external_card_id").map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/putCard(_:audit:)``.
     public func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? {
         try await transaction { connection in
             if let other = try await connection.all("SELECT external_card_id FROM card WHERE pan_lookup_hash = \(card.panLookupHash) AND external_card_id <> \(card.externalCardId)", logger: logger).first {
@@ -232,6 +238,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/setCardStatus(externalCardId:status:at:audit:)``.
     public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         try await transaction { connection in
             // The row lock makes a concurrent status change (or putCard) wait until this one
@@ -256,14 +263,17 @@ public struct PostgresStore: TMPStore {
 
     // MARK: Tokens
 
+    /// Implements ``TMPStore/token(reference:)``.
     public func token(reference: String) async throws -> TokenRecord? {
         try await rows("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE token_unique_reference = \(reference)").first.map(TokenRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/tokens(externalCardId:)``.
     public func tokens(externalCardId: String) async throws -> [TokenRecord] {
         try await rows("SELECT \(unescaped: Self.tokenColumns) FROM token WHERE external_card_id = \(externalCardId) ORDER BY created_at, token_unique_reference").map(TokenRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/tokens(references:ownedBy:)``.
     public func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] {
         guard !references.isEmpty else { return [] }
         return try await rows(
@@ -271,6 +281,7 @@ public struct PostgresStore: TMPStore {
         ).map(TokenRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/updateToken(reference:audit:_:)``.
     public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         try await transaction { connection in
             // Card first, then token, as putCard locks them: a concurrent card change waits for
@@ -296,6 +307,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
     public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         // Two instances racing on one event id (or on creating one token) both get past the
         // checks below while the other's insert is uncommitted; the loser's insert then fails
@@ -364,6 +376,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/tokensAtOddsWithTheirCard(since:limit:)``.
     public func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try await rows(
@@ -371,11 +384,13 @@ public struct PostgresStore: TMPStore {
         ).map(TokenRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/historyCount(_:before:)``.
     public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
         let rows = try await rows("SELECT count(*) FROM \(unescaped: table.rawValue) WHERE \(unescaped: table.timeColumn) < \(cutoff)")
         return try rows.first?.decode(Int.self) ?? 0
     }
 
+    /// Implements ``TMPStore/deleteHistory(_:before:limit:after:)``.
     public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
         guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
         let start = position?.value ?? "(0,0)"
@@ -403,6 +418,7 @@ public struct PostgresStore: TMPStore {
         return HistoryBatch(deleted: deleted, next: found < limit ? nil : HistoryPosition(last))
     }
 
+    /// Implements ``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``.
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try await transaction { connection in
@@ -420,12 +436,14 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         _ = try await rows("UPDATE token SET at_odds_since = \(time) WHERE token_unique_reference = \(reference) AND at_odds_since IS NOT NULL")
     }
 
     // MARK: Provisioning attempts and decisions
 
+    /// Implements ``TMPStore/recordProvisioningAttempt(_:)``.
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
         // With other calls' attempts that arrive while an insert is in flight: one statement,
         // its own transaction, for all of them.
@@ -446,6 +464,7 @@ public struct PostgresStore: TMPStore {
         )
     }
 
+    /// Implements ``TMPStore/provisioningAttempt(activationDataId:)``.
     public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
         try await rows(
             """
@@ -455,6 +474,7 @@ public struct PostgresStore: TMPStore {
         ).first.map(ProvisioningAttempt.init(postgres:))
     }
 
+    /// Implements ``TMPStore/recordTokenizationDecision(_:consumingActivationData:)``.
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
         try await transaction { connection in
             if let id {
@@ -476,6 +496,7 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/tokenizationDecision(requestId:)``.
     public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
         try await rows(
             """
@@ -485,6 +506,7 @@ public struct PostgresStore: TMPStore {
         ).first.map(TokenizationDecisionRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/tokenizationDecision(requestId:usingUp:)``.
     public func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {
         try await rows(
             """
@@ -494,10 +516,12 @@ public struct PostgresStore: TMPStore {
         ).first.map(TokenizationDecisionRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/latestTokenizationDecision(panUniqueReference:deviceType:)``.
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
         try await latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "")
     }
 
+    /// Implements ``TMPStore/latestTokenizingDecision(panUniqueReference:deviceType:)``.
     public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
         try await latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "AND decision <> 'DECLINED'")
     }
@@ -515,6 +539,7 @@ public struct PostgresStore: TMPStore {
 
     // MARK: Card art and audit
 
+    /// Implements ``TMPStore/putCardArt(_:audit:)``.
     public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {
         try await transaction { connection in
             try await connection.run(
@@ -528,18 +553,22 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/cardArt(id:)``.
     public func cardArt(id: String) async throws -> CardArtRecord? {
         try await rows("SELECT art_id, content_type, data, updated_at FROM card_art WHERE art_id = \(id)").first.map(CardArtRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/anyCard()``.
     public func anyCard() async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card LIMIT 1").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/recordAudit(_:)``.
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await transaction { connection in try await insertAudit(connection, entry) }
     }
 
+    /// Implements ``TMPStore/auditEntries(subject:)``.
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         // One snapshot for both reads, so the trail is of one moment.
         try await transaction { connection in

@@ -124,18 +124,22 @@ public struct SQLiteStore: TMPStore {
 
     // MARK: Cards
 
+    /// Implements ``TMPStore/card(externalCardId:)``.
     public func card(externalCardId: String) async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/card(panLookupHash:)``.
     public func card(panLookupHash: String) async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByLookupHash), [panLookupHash], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/card(panUniqueReference:)``.
     public func card(panUniqueReference: String) async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByUniqueReference), [panUniqueReference], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/card(retiredPanUniqueReference:)``.
     public func card(retiredPanUniqueReference: String) async throws -> CardRecord? {
         try read { db in
             try Row.fetchOne(
@@ -146,12 +150,14 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/cards(ownedBy:)``.
     public func cards(ownedBy userId: String) async throws -> [CardRecord] {
         try read { db in
             try allRows(db.cachedStatement(sql: SQL.cardsByUser), [userId], CardRecord.init(row:))
         }
     }
 
+    /// Implements ``TMPStore/putCard(_:audit:)``.
     public func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? {
         try await writer.write { db in
             if let other = try String.fetchOne(db, sql: "SELECT external_card_id FROM card WHERE pan_lookup_hash = ? AND external_card_id != ?", arguments: [card.panLookupHash, card.externalCardId]) {
@@ -193,6 +199,7 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/setCardStatus(externalCardId:status:at:audit:)``.
     public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         // SQLite has one writer at a time: nothing changes the card between this read and the update.
         try await writer.write { db in
@@ -212,22 +219,26 @@ public struct SQLiteStore: TMPStore {
 
     // MARK: Tokens
 
+    /// Implements ``TMPStore/token(reference:)``.
     public func token(reference: String) async throws -> TokenRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [reference], TokenRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/tokens(externalCardId:)``.
     public func tokens(externalCardId: String) async throws -> [TokenRecord] {
         try read { db in
             try allRows(db.cachedStatement(sql: SQL.tokensByCard), [externalCardId], TokenRecord.init(row:))
         }
     }
 
+    /// Implements ``TMPStore/tokens(references:ownedBy:)``.
     public func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] {
         guard !references.isEmpty else { return [] }
         return try read { db in try allRows(db.cachedStatement(sql: SQL.tokensOwned(count: references.count)), StatementArguments([userId] + references), TokenRecord.init(row:))
         }
     }
 
+    /// Implements ``TMPStore/updateToken(reference:audit:_:)``.
     public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         try await writer.write { db in
             guard let before = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [reference], TokenRecord.init(row:)) else {
@@ -247,6 +258,7 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
     public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await writer.write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
@@ -297,6 +309,7 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/tokensAtOddsWithTheirCard(since:limit:)``.
     public func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try read { db in
@@ -304,12 +317,14 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/historyCount(_:before:)``.
     public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
         try await writer.read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.rawValue) WHERE \(table.timeColumn) < ?", arguments: [SQLiteTimestamp(cutoff)]) ?? 0
         }
     }
 
+    /// Implements ``TMPStore/deleteHistory(_:before:limit:after:)``.
     public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
         guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
         let start = position.flatMap { Int64($0.value) } ?? 0
@@ -334,6 +349,7 @@ public struct SQLiteStore: TMPStore {
         return HistoryBatch(deleted: deleted, next: found.count < limit ? nil : HistoryPosition(String(last)))
     }
 
+    /// Implements ``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``.
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
         return try await writer.write { db in
@@ -346,6 +362,7 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         try await writer.write { db in
             try db.execute(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ? AND at_odds_since IS NOT NULL", arguments: [time, reference])
@@ -354,6 +371,7 @@ public struct SQLiteStore: TMPStore {
 
     // MARK: Provisioning attempts and decisions
 
+    /// Implements ``TMPStore/recordProvisioningAttempt(_:)``.
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
         try await groupCommit.write { db in
             try db.cachedStatement(
@@ -367,12 +385,14 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/provisioningAttempt(activationDataId:)``.
     public func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? {
         try read { db in
             try firstRow(db.cachedStatement(sql: "SELECT * FROM provisioning_attempt WHERE activation_data_id = ?"), [activationDataId], ProvisioningAttempt.init(row:))
         }
     }
 
+    /// Implements ``TMPStore/recordTokenizationDecision(_:consumingActivationData:)``.
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
         try await groupCommit.write { db in
             if let id {
@@ -387,12 +407,14 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/tokenizationDecision(requestId:)``.
     public func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? {
         try read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM tokenization_decision WHERE request_id = ? ORDER BY id DESC LIMIT 1", arguments: [requestId]).map(Self.decision(row:))
         }
     }
 
+    /// Implements ``TMPStore/tokenizationDecision(requestId:usingUp:)``.
     public func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {
         try read { db in
             try Row.fetchOne(
@@ -401,10 +423,12 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/latestTokenizationDecision(panUniqueReference:deviceType:)``.
     public func latestTokenizationDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
         try latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "")
     }
 
+    /// Implements ``TMPStore/latestTokenizingDecision(panUniqueReference:deviceType:)``.
     public func latestTokenizingDecision(panUniqueReference: String, deviceType: DeviceType) async throws -> TokenizationDecisionRecord? {
         try latestDecision(panUniqueReference: panUniqueReference, deviceType: deviceType, condition: "AND decision <> 'DECLINED'")
     }
@@ -430,6 +454,7 @@ public struct SQLiteStore: TMPStore {
 
     // MARK: Card art and audit
 
+    /// Implements ``TMPStore/putCardArt(_:audit:)``.
     public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {
         try await writer.write { db in
             try db.execute(
@@ -443,6 +468,7 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/cardArt(id:)``.
     public func cardArt(id: String) async throws -> CardArtRecord? {
         try read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM card_art WHERE art_id = ?"), arguments: [id]).map { row in
@@ -451,14 +477,17 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/anyCard()``.
     public func anyCard() async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card LIMIT 1"), [], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/recordAudit(_:)``.
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await writer.write { db in try insertAudit(db, entry) }
     }
 
+    /// Implements ``TMPStore/auditEntries(subject:)``.
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         // Two statements: GRDB's read transaction gives them one snapshot.
         try await writer.read { db in

@@ -117,10 +117,11 @@ public protocol TMPStore: Sendable {
 
     /// Records a successful `signed-cards` call.
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
-    /// The attempt that issued the activation data `id`.
+    /// The attempt that issued the activation data whose id is `activationDataId`.
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt?
     /// Records a tokenization decision and, in the same transaction, marks the activation data
-    /// `consuming` used (at the decision's time); false, recording nothing, when that
+    /// whose id is `id` (the `consumingActivationData` argument) used, at the decision's time;
+    /// nil uses none. Returns false, recording nothing, when that
     /// activation data was used before. So activation data is never used up by a decision that
     /// was not recorded. The decision is recorded with the id it used up
     /// (``TokenizationDecisionRecord/activationDataId`` when read back).

@@ -13,6 +13,7 @@ public struct TokenServicePaymentNetwork: SimulatedPaymentNetwork {
         self.tokenService = tokenService
     }
 
+    /// Implements ``SimulatedPaymentNetwork/tokenize(_:activationData:deviceType:)``: asks the token service simulator.
     public func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
         do {
             switch try await tokenService.tokenize(TokenizationRequest(card: card, activationData: activationData, deviceType: deviceType)) {
@@ -25,6 +26,7 @@ public struct TokenServicePaymentNetwork: SimulatedPaymentNetwork {
         }
     }
 
+    /// Implements ``SimulatedPaymentNetwork/activationLink(tokenUniqueReference:serialNumber:)``.
     public func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
         try? await tokenService.activationLink(forToken: tokenUniqueReference, serialNumber: serialNumber)
     }
@@ -41,6 +43,7 @@ public struct WalletTokenObserver: TokenStateObserver {
         self.wallet = wallet
     }
 
+    /// Implements ``TokenStateObserver/tokenStateDidChange(tokenUniqueReference:to:)``.
     public func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async {
         wallet.setActivationState(SimulatedPass.ActivationState(status), deviceAccountIdentifier: tokenUniqueReference)
     }
