@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ProvisioningDemo
 import ProvisioningModels
 
 /// `pushprov card-art`: card-art tools.
@@ -7,8 +8,40 @@ struct CardArtCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "card-art",
         abstract: "Card-art tools.",
-        subcommands: [CardArtCheckCommand.self]
+        subcommands: [CardArtCheckCommand.self, CardArtSampleCommand.self]
     )
+}
+
+/// `pushprov card-art sample <file>`: writes placeholder art that meets Apple's rules, to try
+/// the card-art upload and the SDK's art with before the issuer's own art exists.
+struct CardArtSampleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sample",
+        abstract: "Write a placeholder card art PNG (1536×969, two flat bands) that passes `card-art check`.",
+        discussion: "An existing file is never overwritten."
+    )
+
+    @Argument(help: ArgumentHelp("Where to write the PNG.", valueName: "file"))
+    var file: String
+
+    func run() async throws {
+        let png = DemoArt.png()
+        // O_EXCL: a file already there (or a link in its place) is left as it is.
+        let descriptor = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            let reason = errno == EEXIST ? "it already exists; choose another name or remove it" : String(cString: strerror(errno))
+            throw CLIError("cannot write \(file): \(reason)")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        do {
+            try handle.write(contentsOf: png)
+            try handle.close()
+        } catch {
+            try? FileManager.default.removeItem(atPath: file)
+            throw CLIError("cannot write \(file): \(error.localizedDescription)")
+        }
+        print("\(file): PNG, 1536×969 pixels, \(png.count) bytes (placeholder card art)")
+    }
 }
 
 /// `pushprov card-art check <file>…`: Apple's card-art rules, as the server's upload and the

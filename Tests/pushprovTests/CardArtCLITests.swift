@@ -42,6 +42,27 @@ struct CardArtCLITests {
         #expect(result.stdout.contains("refused: too_large: file is 8388608 bytes; "))
     }
 
+    @Test func aSampleIsWrittenThatPassesTheCheckAndNothingIsOverwritten() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sample-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("art.png").path
+        let written = try await CLI.run(["card-art", "sample", path])
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(written.stdout.hasPrefix("\(path): PNG, 1536×969 pixels, "))
+        let checked = try await CLI.run(["card-art", "check", path])
+        #expect(checked.status == 0)
+        #expect(checked.stdout.contains("\(path): ok: PNG, 1536×969 pixels, "))
+        // A file already there is left as it is.
+        let mine = directory.appendingPathComponent("mine.png").path
+        try Data("my own art".utf8).write(to: URL(fileURLWithPath: mine))
+        let refused = try await CLI.run(["card-art", "sample", mine])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("cannot write \(mine): it already exists"), "\(refused.stderr)")
+        #expect(refused.stderr.split(separator: "\n").count == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: mine)) == Data("my own art".utf8))
+    }
+
     @Test func needsAtLeastOneFile() async throws {
         let result = try await CLI.run(["card-art", "check"])
         #expect(result.status == 64)  // EX_USAGE
