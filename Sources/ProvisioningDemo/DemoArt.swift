@@ -2,9 +2,11 @@ import Foundation
 
 /// Card art for the demo: a 1536 × 969 PNG (Apple's size), drawn as two flat bands.
 public enum DemoArt {
-    /// A PNG of two flat bands, `width` × `height` pixels (Apple's card art size by default),
-    /// that passes ``CardArtValidator`` at that size: a placeholder to try the art routes with.
+    /// A PNG of two flat bands, `width` × `height` pixels (at least 1 × 1). At the default size,
+    /// Apple's card art size, it passes the card-art rules: a placeholder to try the art
+    /// routes with (other sizes are for tests of the rules).
     public static func png(width: Int = 1536, height: Int = 969) -> Data {
+        precondition((1...0x7FFF_FFFF).contains(width) && (1...0x7FFF_FFFF).contains(height), "a PNG is 1 to 2^31 - 1 pixels each way")
         var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
         // A two-colour palette at one bit per pixel: about 190 KB uncompressed.
         png += chunk("IHDR", bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [1, 3, 0, 0, 0])

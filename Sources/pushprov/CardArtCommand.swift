@@ -26,19 +26,23 @@ struct CardArtSampleCommand: AsyncParsableCommand {
 
     func run() async throws {
         let png = DemoArt.png()
-        // O_EXCL: a file already there (or a link in its place) is left as it is.
-        let descriptor = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            let reason = errno == EEXIST ? "it already exists; choose another name or remove it" : String(cString: strerror(errno))
-            throw CLIError("cannot write \(file): \(reason)")
-        }
+        // Written whole beside the target, then linked to its name: link() never replaces a
+        // file (or a link) already there, and the name never holds half a file.
+        let url = URL(fileURLWithPath: file)
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp").path
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw CLIError("cannot write \(file): \(String(cString: strerror(errno)))") }
+        defer { unlink(temporary) }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         do {
             try handle.write(contentsOf: png)
             try handle.close()
         } catch {
-            try? FileManager.default.removeItem(atPath: file)
             throw CLIError("cannot write \(file): \(error.localizedDescription)")
+        }
+        guard link(temporary, file) == 0 else {
+            let reason = errno == EEXIST ? "it already exists; choose another name or remove it" : String(cString: strerror(errno))
+            throw CLIError("cannot write \(file): \(reason)")
         }
         print("\(file): PNG, 1536×969 pixels, \(png.count) bytes (placeholder card art)")
     }

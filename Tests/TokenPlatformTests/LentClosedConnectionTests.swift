@@ -73,4 +73,29 @@ struct LentClosedConnectionTests {
             #expect(ContinuousClock.now - started >= .seconds(1), "not before the wait ran out")
         }
     }
+
+    @Test func aCallCancelledWhileLeasingAgainEndsAsCancelled() async throws {
+        let (refusing, asked) = (Locked(false), Locked(0))
+        try await withStore(connectionWait: .seconds(30)) { _ in
+            guard refusing.current else { return true }
+            asked.withValue { $0 += 1 }
+            return false
+        } _: { store in
+            var opened = false
+            for _ in 0..<60 where !opened {
+                do {
+                    try await store.ping()
+                    opened = true
+                } catch is DatabaseUnavailable {}
+            }
+            try #require(opened)
+            refusing.withValue { $0 = true }
+            let call = Task { try await store.withConnection { _ in true } }
+            for _ in 0..<10_000 where asked.current < 3 { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(asked.current >= 3, "the call was leasing again")
+            call.cancel()
+            let outcome = await call.result
+            #expect(throws: CancellationError.self) { try outcome.get() }
+        }
+    }
 }

@@ -85,8 +85,8 @@ struct ServerLogHandlerTests {
         #expect(lines.current.count == 1)
         #expect(line.filter { $0 == "\n" }.count == 1 && line.hasSuffix("\n"))
         #expect(!line.unicodeScalars.dropLast().contains { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x202E })
-        #expect(line.contains(#"error="upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u{1B}[31m\u{85}\u{2028}\u{202E}end""#))
-        #expect(line.contains(#"path=C:\\tmp\tx"#))
+        #expect(line.contains(#"error="upstream said: bad\n2026-11-23T00:00:00Z notice pushprov: forged\r\u001B[31m\u0085\u2028\u202Eend""#))
+        #expect(line.contains(#"path="C:\\tmp\tx""#))
     }
 
     @Test func aValueFromOutsideCannotReadAsMoreKeysOfItsLine() throws {
@@ -95,19 +95,20 @@ struct ServerLogHandlerTests {
         logger.warning(
             "token service command failed",
             error: UpstreamError(),
-            metadata: ["detail": "x=1 admin=true", "empty": "", "quote": #"a"b"#, "slash": #"C:\" end"#, "plain": "r-1", "two words=\"": "k"]
+            metadata: ["detail": "x=1 admin=true", "empty": "", "quote": #"a"b"#, "slash": #"C:\" end"#, "plain": "r-1", "two words=\"": "k", "ctl": "a\u{1B}b\nc\\d"]
         )
         let line = try #require(lines.current.first)
-        #expect(line.hasSuffix(#" warning pushprov: detail="x=1 admin=true" empty="" plain=r-1 quote="a\"b" slash="C:\\\" end" two_words__=k token service command failed error="refused: decision=APPROVED reason=\"ok\""\#n"#), "\(line)")
+        #expect(line.hasSuffix(#" warning pushprov: ctl="a\u001Bb\nc\\d" detail="x=1 admin=true" empty="" plain=r-1 quote="a\"b" slash="C:\\\" end" two_words__=k token service command failed error="refused: decision=APPROVED reason=\"ok\""\#n"#), "\(line)")
         // Read back as logfmt: exactly the keys the code wrote, each with its whole value.
         let fields = try Self.logfmtFields(of: String(line.dropLast()))
-        #expect(fields.map(\.key) == ["detail", "empty", "plain", "quote", "slash", "two_words__"])
-        #expect(fields.map(\.value) == ["x=1 admin=true", "", "r-1", #"a"b"#, #"C:\" end"#, "k"])
+        #expect(fields.map(\.key) == ["ctl", "detail", "empty", "plain", "quote", "slash", "two_words__"])
+        #expect(fields.map(\.value) == ["a\u{1B}b\nc\\d", "x=1 admin=true", "", "r-1", #"a"b"#, #"C:\" end"#, "k"])
     }
 
     /// The `key=value` fields after the label, as a logfmt reader takes them (a quoted value
-    /// runs to its unescaped closing quote; `\\` and `\"` stand for `\` and `"`), until the
-    /// first word that is not a field: the message.
+    /// runs to its unescaped closing quote, and its escapes — `\\`, `\"`, `\n`, `\r`, `\t`,
+    /// `\uXXXX` — stand for their characters), until the first word that is not a field: the
+    /// message.
     static func logfmtFields(of line: String) throws -> [(key: String, value: String)] {
         var rest = Substring(try #require(line.range(of: "pushprov: ").map { line[$0.upperBound...] }))
         var fields: [(key: String, value: String)] = []
@@ -118,7 +119,22 @@ struct ServerLogHandlerTests {
             if rest.first == "\"" {
                 rest = rest.dropFirst()
                 while let character = rest.first, character != "\"" {
-                    if character == "\\", let next = rest.dropFirst().first { value.append(next); rest = rest.dropFirst(2) } else { value.append(character); rest = rest.dropFirst() }
+                    guard character == "\\", let next = rest.dropFirst().first else {
+                        value.append(character)
+                        rest = rest.dropFirst()
+                        continue
+                    }
+                    switch next {
+                    case "n": value.append("\n")
+                    case "r": value.append("\r")
+                    case "t": value.append("\t")
+                    case "u":
+                        let hex = rest.dropFirst(2).prefix(4)
+                        value.unicodeScalars.append(try #require(UInt32(hex, radix: 16).flatMap(Unicode.Scalar.init)))
+                        rest = rest.dropFirst(4)
+                    default: value.append(next)
+                    }
+                    rest = rest.dropFirst(2)
                 }
                 rest = rest.dropFirst()
             } else {

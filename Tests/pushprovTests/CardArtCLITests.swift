@@ -61,6 +61,12 @@ struct CardArtCLITests {
         #expect(refused.stderr.contains("cannot write \(mine): it already exists"), "\(refused.stderr)")
         #expect(refused.stderr.split(separator: "\n").count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: mine)) == Data("my own art".utf8))
+        // Nor is a link in its place followed, and nothing is left beside the files.
+        let link = directory.appendingPathComponent("link.png").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: directory.appendingPathComponent("elsewhere.png").path)
+        #expect(try await CLI.run(["card-art", "sample", link]).status != 0)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("elsewhere.png").path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["art.png", "link.png", "mine.png"])
     }
 
     @Test func needsAtLeastOneFile() async throws {

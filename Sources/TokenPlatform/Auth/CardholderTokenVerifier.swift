@@ -42,7 +42,7 @@ public struct CardholderTokenVerifier: Sendable {
         case expired
         /// `nbf` or `iat` is in the future (beyond the allowed clock skew).
         case notYetValid = "not_yet_valid"
-        /// No `sub` claim: the token names no cardholder.
+        /// No `sub` claim, or an empty one: the token names no cardholder.
         case missingSubject = "missing_subject"
         /// No `exp` claim: tokens that never expire are refused.
         case missingExpiry = "missing_expiry"
@@ -50,7 +50,7 @@ public struct CardholderTokenVerifier: Sendable {
         case wrongIssuer = "wrong_issuer"
         /// `aud` does not include the configured audience.
         case wrongAudience = "wrong_audience"
-        /// `sub` is empty, too long or holds control characters.
+        /// `sub` is too long or holds control characters.
         case invalidSubject = "invalid_subject"
         /// The header's `typ` is not the type the verifier requires.
         case wrongType = "wrong_type"

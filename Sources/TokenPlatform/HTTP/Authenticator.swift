@@ -42,11 +42,11 @@ public struct Authenticator: Sendable {
         self.now = now
     }
 
-    /// Whether the header starts with the `Bearer` scheme and a space; the scheme name is
-    /// case-insensitive (RFC 9110 §11.1).
     /// The longest `Authorization` header read; a longer one is refused unread.
     static let maximumHeaderLength = 8192
 
+    /// Whether the header starts with the `Bearer` scheme and a space; the scheme name is
+    /// case-insensitive (RFC 9110 §11.1).
     static func hasBearerScheme(_ header: String) -> Bool {
         let scheme = "bearer ".utf8
         guard header.utf8.count >= scheme.count else { return false }
@@ -122,7 +122,7 @@ extension Authenticator {
     private func logRefusal(_ logger: Logger, expected: String, reason: String) {
         guard let held = refusals.admit("\(expected) \(reason)") else { return }
         var metadata: Logger.Metadata = ["expected": "\(expected)", "reason": "\(reason)"]
-        if held > 0 { metadata["refused since last line"] = "\(held)" }
+        if held > 0 { metadata["refused_since_last_line"] = "\(held)" }
         logger.notice("credential refused", metadata: metadata)
     }
 }

@@ -294,9 +294,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // uploads); the answer comes once the whole body is in. A body announced over the
             // limit is not asked for: the request is answered at once from its head (the
             // route refuses it, 413, or its caller, 401, without reading a body), and the
-            // connection closes after the answer (RFC 9110 §10.1.1).
+            // connection closes after the answer (RFC 9110 §10.1.1). So is one whose limit is
+            // nothing, whatever its length (chunked, say): its answer cannot depend on a body.
             if head.headerFields[.expect]?.lowercased() == "100-continue" {
-                if head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true {
+                if limit > 0, head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true {
                     context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
                 } else {
                     self.head = nil

@@ -89,11 +89,13 @@ public struct ServerLogHandler: LogHandler {
 
     /// A value as it follows its `key=`: control characters escaped (see
     /// ``escapingControlCharacters(_:)``), and in double quotes when it is empty or holds a
-    /// space, a `=` or a `"` (then written `\"`), so text from outside (an error's, a header's)
-    /// cannot read as more keys of the same line: `error="upstream said: decision=APPROVED"`.
+    /// space, a `=`, a `"` (then written `\"`) or an escape, so text from outside (an error's,
+    /// a header's) cannot read as more keys of the same line —
+    /// `error="upstream said: decision=APPROVED"` — and a logfmt reader (which reads escapes
+    /// only inside quotes) gets the text back as it was.
     static func value(_ text: String) -> String {
         let escaped = escapingControlCharacters(text)
-        guard escaped.isEmpty || escaped.utf8.contains(where: { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 }) else { return escaped }
+        guard escaped.isEmpty || escaped.utf8.contains(where: { $0 == 0x20 || $0 == 0x3D || $0 == 0x22 || $0 == 0x5C }) else { return escaped }
         return "\"" + escaped.replacing("\"", with: "\\\"") + "\""
     }
 
@@ -109,7 +111,7 @@ public struct ServerLogHandler: LogHandler {
     private static let lastTimestamp = NIOLockedValueBox<(second: Int64, text: String)>((.min, ""))
 
     /// `line` with every control character written as an escape (`\n`, `\r`, `\t`, `\\`,
-    /// `\u{1B}`…), so a value that reached a log line from outside (an error's text, a header)
+    /// `\u001B`…, JSON's and logfmt's forms), so a value that reached a log line from outside (an error's text, a header)
     /// cannot end the line early and forge the next one, nor send terminal escapes to whoever
     /// reads the log. A backslash is doubled, so an escape in the log always stands for the
     /// character it names.
@@ -124,7 +126,8 @@ public struct ServerLogHandler: LogHandler {
             case "\t": escaped += "\\t"
             case "\\": escaped += "\\\\"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F || isInvisibleControl(scalar):
-                escaped += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                escaped += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
             default: escaped.unicodeScalars.append(scalar)
             }
         }

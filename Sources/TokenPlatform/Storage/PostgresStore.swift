@@ -660,15 +660,13 @@ public struct PostgresStore: TMPStore {
                         return try await current.client.withConnection { connection in
                             // A pool replaced meanwhile is being shut down: its connection is
                             // not used, and the call leases again from the new pool.
-                            guard pool.claim(generation: generation) else { throw RenewablePool.Retired() }
                             // A connection that closed while idle (the server restarted, a
                             // proxy or firewall dropped it) can be lent before the pool has
                             // learned of the close. Nothing was sent on it, so the call leases
-                            // again, within its wait, instead of failing with 503.
-                            guard isUsable(connection) else {
-                                pool.returned()
-                                throw LentClosed()
-                            }
+                            // again, within its wait, instead of failing with 503 (and the lend
+                            // is not counted as one: the pool has not served the call).
+                            guard isUsable(connection) else { throw LentClosed() }
+                            guard pool.claim(generation: generation) else { throw RenewablePool.Retired() }
                             let started = lease.withLockedValue { lease in
                                 guard lease.phase == .waiting else { return false }
                                 lease.phase = .leased(connection, at: .now)
@@ -694,7 +692,9 @@ public struct PostgresStore: TMPStore {
                             if case .success(let value) = result { return value }
                             throw DatabaseUnavailable("the database did not answer within \((limit ?? .zero).formattedSeconds); its connection was closed")
                         }
-                    } catch is LentClosed where !Task.isCancelled {
+                    } catch is LentClosed {
+                        // Cancelled meanwhile: the call ends as a cancelled call does.
+                        if Task.isCancelled { throw CancellationError() }
                         logger.debug("the pool lent a connection already closed; leasing another")
                         closedLends += 1
                         // The pool may lend the same connection again until its close has
