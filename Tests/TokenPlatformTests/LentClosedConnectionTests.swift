@@ -29,6 +29,29 @@ struct LentClosedConnectionTests {
         }
     }
 
+    /// A store whose pool has opened its connection (on a loaded machine that can take longer
+    /// than one wait, so it is retried) and from then on judges every connection lent closed,
+    /// counting them in `asked`: each call is lent one at once, each time, and refuses it.
+    func withStoreRefusingEveryLendOnceOpen(connectionWait: Duration, asked: Locked<Int>, _ body: (PostgresStore) async throws -> Void) async throws {
+        let refusing = Locked(false)
+        try await withStore(connectionWait: connectionWait) { _ in
+            guard refusing.current else { return true }
+            asked.withValue { $0 += 1 }
+            return false
+        } _: { store in
+            var opened = false
+            for _ in 0..<60 where !opened {
+                do {
+                    try await store.ping()
+                    opened = true
+                } catch is DatabaseUnavailable {}
+            }
+            try #require(opened)
+            refusing.withValue { $0 = true }
+            try await body(store)
+        }
+    }
+
     @Test func theCallIsServedOnTheNextConnectionLent() async throws {
         let asked = Locked(0)
         // The first connection lent counts as closed, as if its server had gone away while it
@@ -46,23 +69,8 @@ struct LentClosedConnectionTests {
     }
 
     @Test func whenEveryConnectionLentIsClosedTheCallFailsAtTheEndOfItsWaitHavingRunNothing() async throws {
-        let (refusing, asked) = (Locked(false), Locked(0))
-        try await withStore(connectionWait: .seconds(1)) { _ in
-            guard refusing.current else { return true }
-            asked.withValue { $0 += 1 }
-            return false
-        } _: { store in
-            // The pool's connection is opened first (on a loaded machine that can take longer
-            // than one wait), so the call below is lent a connection at once, each time.
-            var opened = false
-            for _ in 0..<60 where !opened {
-                do {
-                    try await store.ping()
-                    opened = true
-                } catch is DatabaseUnavailable {}
-            }
-            try #require(opened)
-            refusing.withValue { $0 = true }
+        let asked = Locked(0)
+        try await withStoreRefusingEveryLendOnceOpen(connectionWait: .seconds(1), asked: asked) { store in
             let ran = Locked(false)
             let started = ContinuousClock.now
             await #expect(throws: DatabaseUnavailable.self) {
@@ -75,21 +83,8 @@ struct LentClosedConnectionTests {
     }
 
     @Test func aCallCancelledWhileLeasingAgainEndsAsCancelled() async throws {
-        let (refusing, asked) = (Locked(false), Locked(0))
-        try await withStore(connectionWait: .seconds(30)) { _ in
-            guard refusing.current else { return true }
-            asked.withValue { $0 += 1 }
-            return false
-        } _: { store in
-            var opened = false
-            for _ in 0..<60 where !opened {
-                do {
-                    try await store.ping()
-                    opened = true
-                } catch is DatabaseUnavailable {}
-            }
-            try #require(opened)
-            refusing.withValue { $0 = true }
+        let asked = Locked(0)
+        try await withStoreRefusingEveryLendOnceOpen(connectionWait: .seconds(30), asked: asked) { store in
             let call = Task { try await store.withConnection { _ in true } }
             for _ in 0..<10_000 where asked.current < 3 { try await Task.sleep(for: .milliseconds(1)) }
             try #require(asked.current >= 3, "the call was leasing again")
