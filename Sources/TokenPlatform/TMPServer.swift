@@ -101,27 +101,37 @@ public enum TMPServer {
             port: configuration.port,
             serverName: "pushprov",
             logger: logger,
-            bodyLimit: bodyLimit(issuerKey: APIKey(configuration.issuerAPIKey)),
+            bodyLimit: bodyLimit(issuerKey: APIKey(configuration.issuerAPIKey), tspKey: APIKey(configuration.tspAPIKey)),
             maximumConnections: configuration.maximumConnections,
             metrics: metrics,
             onServerRunning: onServerRunning
         )
     }
 
-    /// How much of a request's body the HTTP front holds, decided from its head: a card-art
-    /// upload (`PUT /lifecycle/card-art/{artId}`) that carries the issuer key up to the art
-    /// limit (4,000,001 bytes), a request with no bearer credential nothing (every route that
-    /// takes a body needs one, so it can only be refused, 401; the routes open to all are
-    /// `GET`s), every other request up to the JSON limit (64 KiB). So no caller without the
-    /// issuer key makes the server hold more than 64 KiB for a request, and one without any
-    /// credential, none of its body.
-    public static func bodyLimit(issuerKey: APIKey) -> TMPHTTPServer.BodyLimit {
+    /// How much of a request's body the HTTP front holds, decided from its head:
+    /// - nothing for a request that can only be refused (401): one with no bearer credential
+    ///   (every route that takes a body needs one; the routes open to all are `GET`s), and one
+    ///   to the Lifecycle or TSP API without that API's key (judged here already, as cheaply as
+    ///   the route will);
+    /// - up to the art limit (4,000,001 bytes) for a card-art upload
+    ///   (`PUT /lifecycle/card-art/{artId}`) with the issuer key;
+    /// - up to the JSON limit (64 KiB) for every other request, a cardholder's included (a
+    ///   token is verified by its route).
+    ///
+    /// So no caller without the issuer key makes the server hold more than 64 KiB for a request,
+    /// and on the Lifecycle and TSP APIs none without that API's key holds any body at all.
+    public static func bodyLimit(issuerKey: APIKey, tspKey: APIKey) -> TMPHTTPServer.BodyLimit {
         { head in
             guard let header = head.headerFields[.authorization], header.utf8.count <= Authenticator.maximumHeaderLength, Authenticator.hasBearerScheme(header) else { return 0 }
-            guard head.method == .put, head.path?.hasPrefix("/lifecycle/card-art/") == true,
-                issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count)))
-            else { return JSONCoding.maximumBodySize }
-            return TMPHTTPServer.maximumBodySize
+            let path = head.path ?? ""
+            if path.hasPrefix("/lifecycle/") {
+                guard issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) else { return 0 }
+                return head.method == .put && path.hasPrefix("/lifecycle/card-art/") ? TMPHTTPServer.maximumBodySize : JSONCoding.maximumBodySize
+            }
+            if path.hasPrefix("/tsp/") {
+                return tspKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) ? JSONCoding.maximumBodySize : 0
+            }
+            return JSONCoding.maximumBodySize
         }
     }
 

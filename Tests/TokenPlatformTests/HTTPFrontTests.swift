@@ -235,14 +235,14 @@ struct HTTPFrontTests {
         try await TestTMP.runLive({ onRunning in
             TMPHTTPServer(
                 router: router, host: "127.0.0.1", port: 0, logger: logger,
-                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey)), idleTimeout: idleTimeout,
+                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey)), idleTimeout: idleTimeout,
                 requestReadTimeout: requestReadTimeout, onServerRunning: onRunning
             )
         }) { _, port in try await body(platform, port) }
     }
 
     @Test func onlyACardArtUploadWithTheIssuerKeyMayHaveALargeBody() {
-        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey))
+        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey))
         func head(_ method: HTTPRequest.Method, _ path: String, _ authorization: String?) -> HTTPRequest {
             var request = HTTPRequest(method: method, scheme: nil, authority: "localhost", path: path)
             if let authorization { request.headerFields[.authorization] = authorization }
@@ -252,7 +252,10 @@ struct HTTPFrontTests {
         let small = JSONCoding.maximumBodySize
         #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == large)
         #expect(limit(head(.put, "/lifecycle/card-art/a1", "bearer \(TestPlatform.issuerKey) ")) == large)
-        #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.tspKey)")) == small)
+        // The Lifecycle and TSP APIs' keys are judged from the head: a wrong one holds nothing.
+        #expect(limit(head(.put, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.tspKey)")) == 0)
+        #expect(limit(head(.post, "/tsp/token-events", "Bearer \(TestPlatform.issuerKey)")) == 0)
+        #expect(limit(head(.post, "/tsp/token-events", "Bearer \(TestPlatform.tspKey)")) == small)
         #expect(limit(head(.post, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer x")) == small)
@@ -263,6 +266,24 @@ struct HTTPFrontTests {
         #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer " + String(repeating: "a", count: 8192))) == 0)
         // That holds because every route open to all callers is a GET, which takes no body.
         #expect(RouteTable.all.filter { $0.auth == .none }.allSatisfy { $0.method == .get })
+    }
+
+    @Test func everyRouteHoldsABodyForItsOwnCredentialAndNoneForAnotherAPIKey() {
+        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey))
+        let credentials: [AuthRequirement: String] = [.cardholder: "Bearer eyJhbGciOiJFUzI1NiJ9.e30.AAAA", .issuer: "Bearer \(TestPlatform.issuerKey)", .tsp: "Bearer \(TestPlatform.tspKey)"]
+        for spec in RouteTable.all where spec.method != .get {
+            let path = spec.path.replacingOccurrences(of: "{externalCardId}", with: "c1").replacingOccurrences(of: "{tokenUniqueReference}", with: "T1").replacingOccurrences(of: "{artId}", with: "a1")
+            var request = HTTPRequest(method: spec.method, scheme: nil, authority: "localhost", path: path)
+            request.headerFields[.authorization] = credentials[spec.auth]
+            // A route's own credential never gets a body cut short: only a refusal can.
+            #expect(limit(request) >= JSONCoding.maximumBodySize, "\(spec)")
+            // On the Lifecycle and TSP APIs, another API's key holds nothing (a cardholder route
+            // cannot judge a bearer token from the head: it may be a JWT, verified by the route).
+            for (other, header) in credentials where spec.auth != .cardholder && other != spec.auth && other != .cardholder {
+                request.headerFields[.authorization] = header
+                #expect(limit(request) == 0, "\(spec) with the \(other) key")
+            }
+        }
     }
 
     @Test func aRequestWithoutACredentialIsRefusedWithoutItsBodyBeingAskedFor() async throws {
@@ -303,7 +324,7 @@ struct HTTPFrontTests {
                 }
                 return replies
             }
-            // Without the key: 401 (of the body only 64 KiB + 1 byte was held); with it, the
+            // Without the key: 401 (none of the body was held: the TSP key is judged from the head); with it, the
             // whole megabyte is read and judged as card art.
             #expect(replies.map(\.status) == [401, 400])
             #expect(String(decoding: replies[1].body, as: UTF8.self).contains("PNG"), "\(String(decoding: replies[1].body, as: UTF8.self))")
