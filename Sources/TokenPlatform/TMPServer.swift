@@ -85,8 +85,9 @@ public enum TMPServer {
 
     /// The HTTP server: bind address from `configuration`, graceful shutdown on SIGINT/SIGTERM
     /// when run with `runService()` (see ``TMPHTTPServer``). It authenticates with
-    /// `authenticator` (by default ``makeAuthenticator(configuration:)``); pass the one a
-    /// ``CardholderKeyReloader`` updates.
+    /// `authenticator` (by default ``makeAuthenticator(configuration:)``), both in its routes
+    /// and when it decides from a request's head how much of its body to hold
+    /// (``bodyLimit(authenticator:)``); pass the one a ``CardholderKeyReloader`` updates.
     public static func makeServer(
         configuration: ServerConfiguration,
         environment: PlatformEnvironment,
@@ -95,43 +96,47 @@ public enum TMPServer {
         logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> TMPHTTPServer {
-        TMPHTTPServer(
-            router: TokenPlatformRouter(environment: environment, authenticator: authenticator ?? makeAuthenticator(configuration: configuration), metrics: metrics).build(),
+        let authenticator = authenticator ?? makeAuthenticator(configuration: configuration)
+        return TMPHTTPServer(
+            router: TokenPlatformRouter(environment: environment, authenticator: authenticator, metrics: metrics).build(),
             host: configuration.host,
             port: configuration.port,
             serverName: "pushprov",
             logger: logger,
-            bodyLimit: bodyLimit(issuerKey: APIKey(configuration.issuerAPIKey), tspKey: APIKey(configuration.tspAPIKey)),
+            bodyLimit: bodyLimit(authenticator: authenticator),
             maximumConnections: configuration.maximumConnections,
             metrics: metrics,
             onServerRunning: onServerRunning
         )
     }
 
-    /// How much of a request's body the HTTP front holds, decided from its head:
+    /// How much of a request's body the HTTP front holds, decided from its head with the
+    /// credentials `authenticator` accepts:
     /// - nothing for a request that can only be refused (401): one with no bearer credential
-    ///   (every route that takes a body needs one; the routes open to all are `GET`s), and one
-    ///   to the Lifecycle or TSP API without that API's key (judged here already, as cheaply as
-    ///   the route will);
+    ///   (every route that takes a body needs one; the routes open to all are `GET`s), one to
+    ///   the Lifecycle or TSP API without that API's key, and any other with a bearer token
+    ///   that is not a cardholder JWT valid now (verified here already; the route finds the
+    ///   verdict remembered, so a token costs one ECDSA verification either way);
     /// - up to the art limit (4,000,001 bytes) for a card-art upload
     ///   (`PUT /lifecycle/card-art/{artId}`) with the issuer key;
-    /// - up to the JSON limit (64 KiB) for every other request, a cardholder's included (a
-    ///   token is verified by its route).
+    /// - up to the JSON limit (64 KiB) for every other request.
     ///
-    /// So no caller without the issuer key makes the server hold more than 64 KiB for a request,
-    /// and on the Lifecycle and TSP APIs none without that API's key holds any body at all.
-    public static func bodyLimit(issuerKey: APIKey, tspKey: APIKey) -> TMPHTTPServer.BodyLimit {
+    /// So no caller without the issuer key makes the server hold more than 64 KiB for a
+    /// request, and none without a credential its route accepts holds any body at all. (A
+    /// cardholder JWT whose keys are replaced, or which expires, between the head and the route
+    /// is refused by the route: 401 either way.)
+    public static func bodyLimit(authenticator: Authenticator) -> TMPHTTPServer.BodyLimit {
         { head in
             guard let header = head.headerFields[.authorization], header.utf8.count <= Authenticator.maximumHeaderLength, Authenticator.hasBearerScheme(header) else { return 0 }
             let path = head.path ?? ""
             if path.hasPrefix("/lifecycle/") {
-                guard issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) else { return 0 }
+                guard authenticator.issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) else { return 0 }
                 return head.method == .put && path.hasPrefix("/lifecycle/card-art/") ? TMPHTTPServer.maximumBodySize : JSONCoding.maximumBodySize
             }
             if path.hasPrefix("/tsp/") {
-                return tspKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) ? JSONCoding.maximumBodySize : 0
+                return authenticator.tspKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) ? JSONCoding.maximumBodySize : 0
             }
-            return JSONCoding.maximumBodySize
+            return authenticator.admitsCardholder(authorization: header) ? JSONCoding.maximumBodySize : 0
         }
     }
 

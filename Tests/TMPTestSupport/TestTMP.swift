@@ -72,13 +72,17 @@ public enum TestTMP {
 
         /// TMP's router serving `environment`, trusting these secrets' JWTs and the fixture API keys.
         public func router(environment: PlatformEnvironment, now: @escaping @Sendable () -> Date) -> Router<BasicRequestContext> {
-            let authenticator = Authenticator(
+            TokenPlatformRouter(environment: environment, authenticator: authenticator(now: now)).build()
+        }
+
+        /// An authenticator trusting these secrets' JWTs and the fixture API keys.
+        public func authenticator(now: @escaping @Sendable () -> Date) -> Authenticator {
+            Authenticator(
                 cardholderTokens: CardholderTokenVerifier(keys: [cardholderKey.id: cardholderKey.privateKey.publicKey]),
                 issuerKey: APIKey(TestTMP.issuerKey),
                 tspKey: APIKey(TestTMP.tspKey),
                 now: now
             )
-            return TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
         }
 
         /// TMP's application serving `environment` (for Hummingbird's in-process router tests;

@@ -185,6 +185,31 @@ struct CardholderKeyReloadTests {
         #expect(cache.claims(for: token) == .failure(.unknownKey), "the next request is checked under the keys in force")
     }
 
+    @Test func aRefusalIsRememberedOnlyUntilTheKeysChange() throws {
+        let key = SigningKey.generate()
+        let cache = VerifiedTokenCache(verifier: CardholderTokenVerifier(keys: [:]), capacity: 8, refusalCapacity: 2)
+        let token = try Self.token(key)
+        #expect(cache.claims(for: token) == .failure(.unknownKey))
+        #expect(cache.claims(for: token) == .failure(.unknownKey))
+        #expect(cache.verifications == 1, "the second judgement is remembered")
+        // The key arrives: the token is verified again, and accepted.
+        cache.replaceKeys([key.id: key.privateKey.publicKey])
+        #expect(cache.claims(for: token).map(\.subject) == .success("alice"))
+        #expect(cache.verifications == 2)
+        // A refusal reached under keys replaced meanwhile is not remembered either.
+        let forged = try Self.token(SigningKey(id: key.id, privateKey: P256.Signing.PrivateKey()))
+        #expect(cache.claims(for: forged, afterVerifying: { cache.replaceKeys([key.id: key.privateKey.publicKey]) }) == .failure(.badSignature))
+        #expect(cache.claims(for: forged) == .failure(.badSignature))
+        #expect(cache.verifications == 4)
+        // Refusals are bounded: the first of three is forgotten with room for two.
+        let others = try (0..<3).map { _ in try Self.token(SigningKey(id: key.id, privateKey: P256.Signing.PrivateKey())) }
+        for other in others { _ = cache.claims(for: other) }
+        _ = cache.claims(for: others[2])
+        #expect(cache.verifications == 7)
+        _ = cache.claims(for: others[0])
+        #expect(cache.verifications == 8)
+    }
+
     @Test func aFileChangedJustBeforeALookIsReadAgainAtTheNextUntilItsTimesHaveSettled() throws {
         let file = try JWKSFile()
         let key = SigningKey.generate(), other = SigningKey.generate()

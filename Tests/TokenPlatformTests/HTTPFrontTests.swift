@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ProvisioningCrypto
 import ProvisioningModels
 import SDKTestSupport
 import TMPTestSupport
@@ -229,20 +230,33 @@ struct HTTPFrontTests {
         requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
         _ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void
     ) async throws {
+        try await serveAsTheServerDoes(idleTimeout: idleTimeout, requestReadTimeout: requestReadTimeout) { platform, _, port in try await body(platform, port) }
+    }
+
+    /// ``serveAsTheServerDoes(idleTimeout:requestReadTimeout:_:)`` that also hands `body` the
+    /// authenticator the server judges credentials with.
+    static func serveAsTheServerDoes(
+        idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
+        requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        _ body: @escaping @Sendable (TestPlatform, Authenticator, Int) async throws -> Void
+    ) async throws {
         let platform = try await TestPlatform()
-        let router = platform.router()
+        let authenticator = platform.authenticator()
+        let router = platform.router(authenticator: authenticator)
         let logger = platform.logger
         try await TestTMP.runLive({ onRunning in
             TMPHTTPServer(
                 router: router, host: "127.0.0.1", port: 0, logger: logger,
-                bodyLimit: TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey)), idleTimeout: idleTimeout,
+                bodyLimit: TMPServer.bodyLimit(authenticator: authenticator), idleTimeout: idleTimeout,
                 requestReadTimeout: requestReadTimeout, onServerRunning: onRunning
             )
-        }) { _, port in try await body(platform, port) }
+        }) { _, port in try await body(platform, authenticator, port) }
     }
 
-    @Test func onlyACardArtUploadWithTheIssuerKeyMayHaveALargeBody() {
-        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey))
+    @Test func onlyACardArtUploadWithTheIssuerKeyMayHaveALargeBody() async throws {
+        let platform = try await TestPlatform()
+        let authenticator = platform.authenticator()
+        let limit = TMPServer.bodyLimit(authenticator: authenticator)
         func head(_ method: HTTPRequest.Method, _ path: String, _ authorization: String?) -> HTTPRequest {
             var request = HTTPRequest(method: method, scheme: nil, authority: "localhost", path: path)
             if let authorization { request.headerFields[.authorization] = authorization }
@@ -258,7 +272,12 @@ struct HTTPFrontTests {
         #expect(limit(head(.post, "/tsp/token-events", "Bearer \(TestPlatform.tspKey)")) == small)
         #expect(limit(head(.post, "/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer \(TestPlatform.issuerKey)")) == small)
-        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer x")) == small)
+        // So is a cardholder JWT: only one valid now holds a body.
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer \(platform.jwt("alice"))")) == small)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer x")) == 0)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer \(platform.jwt("alice", lifetime: -3600))")) == 0)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer \(platform.jwt("alice", key: SigningKey(id: platform.cardholderKey.id, privateKey: .init())))")) == 0)
+        #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer \(TestPlatform.issuerKey)")) == 0)
         // Without a bearer credential, a request can only be refused: none of its body is held.
         #expect(limit(head(.put, "/lifecycle/card-art/a1", nil)) == 0)
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", nil)) == 0)
@@ -268,21 +287,50 @@ struct HTTPFrontTests {
         #expect(RouteTable.all.filter { $0.auth == .none }.allSatisfy { $0.method == .get })
     }
 
-    @Test func everyRouteHoldsABodyForItsOwnCredentialAndNoneForAnotherAPIKey() {
-        let limit = TMPServer.bodyLimit(issuerKey: APIKey(TestPlatform.issuerKey), tspKey: APIKey(TestPlatform.tspKey))
-        let credentials: [AuthRequirement: String] = [.cardholder: "Bearer eyJhbGciOiJFUzI1NiJ9.e30.AAAA", .issuer: "Bearer \(TestPlatform.issuerKey)", .tsp: "Bearer \(TestPlatform.tspKey)"]
+    @Test func everyRouteHoldsABodyForItsOwnCredentialAndNoneForAnother() async throws {
+        let platform = try await TestPlatform()
+        let limit = TMPServer.bodyLimit(authenticator: platform.authenticator())
+        let credentials: [AuthRequirement: String] = [.cardholder: "Bearer \(platform.jwt("alice"))", .issuer: "Bearer \(TestPlatform.issuerKey)", .tsp: "Bearer \(TestPlatform.tspKey)"]
         for spec in RouteTable.all where spec.method != .get {
             let path = spec.path.replacingOccurrences(of: "{externalCardId}", with: "c1").replacingOccurrences(of: "{tokenUniqueReference}", with: "T1").replacingOccurrences(of: "{artId}", with: "a1")
             var request = HTTPRequest(method: spec.method, scheme: nil, authority: "localhost", path: path)
             request.headerFields[.authorization] = credentials[spec.auth]
             // A route's own credential never gets a body cut short: only a refusal can.
             #expect(limit(request) >= JSONCoding.maximumBodySize, "\(spec)")
-            // On the Lifecycle and TSP APIs, another API's key holds nothing (a cardholder route
-            // cannot judge a bearer token from the head: it may be a JWT, verified by the route).
-            for (other, header) in credentials where spec.auth != .cardholder && other != spec.auth && other != .cardholder {
+            // Another API's credential holds nothing: each is judged from the head.
+            for (other, header) in credentials where other != spec.auth {
                 request.headerFields[.authorization] = header
-                #expect(limit(request) == 0, "\(spec) with the \(other) key")
+                #expect(limit(request) == 0, "\(spec) with the \(other) credential")
             }
+        }
+    }
+
+    @Test func aCardholderTokenJudgedFromTheHeadIsVerifiedOnce() async throws {
+        try await Self.serveAsTheServerDoes { platform, authenticator, port in
+            let valid = platform.jwt("alice")
+            let forged = platform.jwt("alice", key: SigningKey(id: platform.cardholderKey.id, privateKey: .init()))
+            let replies = try await blocking { () -> [RawConnection.Response] in
+                var replies: [RawConnection.Response] = []
+                for token in [valid, forged] {
+                    // A client waiting for 100 Continue: a valid token is asked for its body, a
+                    // forged one refused from the head.
+                    let connection = try RawConnection(port: port)
+                    try connection.send("POST /issuer/push-provisioning/tokens/searches HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+                    let first = try connection.readResponse()
+                    replies.append(first)
+                    if first.status == 100 {
+                        try connection.send("{}")
+                        replies.append(try connection.readResponse())
+                    }
+                }
+                return replies
+            }
+            #expect(replies.map(\.status) == [100, 400, 401])
+            #expect(replies.last?.headers["connection"] == "close")
+            // Each token was judged at the head and by its route, and verified once.
+            #expect(authenticator.cardholderVerifications == 2)
+            // The route still logged the forged token's refusal, once.
+            #expect(platform.logs.current.filter { $0.contains("credential refused") && $0.contains("bad_signature") }.count == 1)
         }
     }
 

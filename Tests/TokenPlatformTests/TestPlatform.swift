@@ -110,6 +110,16 @@ struct TestPlatform {
         secrets.router(environment: environment, now: { [clock] in clock.current })
     }
 
+    /// The authenticator `router()` would use (a new one each call), following this platform's clock.
+    func authenticator() -> Authenticator {
+        secrets.authenticator(now: { [clock] in clock.current })
+    }
+
+    /// The router `application()` serves, authenticating with `authenticator`.
+    func router(authenticator: Authenticator) -> Router<BasicRequestContext> {
+        TokenPlatformRouter(environment: environment, authenticator: authenticator).build()
+    }
+
     /// A cardholder JWT for `user`.
     func jwt(_ user: String, lifetime: TimeInterval = 600, key: SigningKey? = nil) -> String {
         try! secrets.jwt(user, lifetime: lifetime, now: clock.current, key: key)

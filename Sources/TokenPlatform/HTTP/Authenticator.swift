@@ -112,6 +112,21 @@ public struct Authenticator: Sendable {
 }
 
 extension Authenticator {
+    /// Whether the request whose `Authorization` header is `header` would be let in as a
+    /// cardholder now: the HTTP front's verdict from the head, before any body is held. Logs
+    /// nothing (the route, judging again, logs a refusal once); either verdict is remembered,
+    /// so the route's judgement costs a lookup.
+    func admitsCardholder(authorization header: String?) -> Bool {
+        guard let header, header.utf8.count <= Self.maximumHeaderLength, Self.hasBearerScheme(header) else { return false }
+        let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
+        guard credential.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+        if case .success = verified.claims(for: credential).flatMap({ verified.check($0, now: now()) }) { return true }
+        return false
+    }
+
+    /// How many cardholder-token verifications this authenticator (and its copies) ran.
+    var cardholderVerifications: Int { verified.verifications }
+
     /// Puts `keys` in force for cardholder JWTs, in this authenticator and every copy of it, and
     /// forgets the tokens verified so far: a token signed with a key no longer listed is
     /// refused from the next request on, even if it was accepted before.
@@ -148,13 +163,17 @@ final class KeyedWarningThrottle: Sendable {
     }
 }
 
-/// The cardholder-token verifier in force, and a bounded map from a token's exact text to the
-/// claims its signature proved under that verifier's keys.
+/// The cardholder-token verifier in force, a bounded map from a token's exact text to the
+/// claims its signature proved under that verifier's keys, and a smaller one from the SHA-256
+/// of a token to why those keys refused it.
 ///
-/// Only tokens whose signature verified are stored, so a hit can only be the very same
-/// token; the time checks still run on every request. Eviction is first-in-first-out.
-/// Replacing the keys empties the map, and a verification that began under the keys before
-/// does not store its result (each change of keys starts a new generation).
+/// A hit can only be the very same token; the time checks still run on every request.
+/// Refusals are remembered because the HTTP front judges a token from the request's head and
+/// its route judges it again: a token with a bad signature costs one ECDSA verification, not
+/// two. They are keyed by digest, so a stream of distinct 8 KiB garbage tokens keeps at most
+/// 32 bytes of each. Eviction is first-in-first-out. Replacing the keys empties both maps, and
+/// a verification that began under the keys before does not store its result (each change of
+/// keys starts a new generation).
 final class VerifiedTokenCache: @unchecked Sendable {
     // @unchecked: every stored property but the constant `timeRules` is only touched while
     // holding `lock`.
@@ -162,31 +181,41 @@ final class VerifiedTokenCache: @unchecked Sendable {
     private var current: CardholderTokenVerifier
     private var generation: UInt64 = 0
     private var entries: FirstInFirstOutMap<String, CardholderTokenVerifier.VerifiedClaims>
+    private var refusals: FirstInFirstOutMap<SHA256Digest, CardholderTokenVerifier.Refusal>
     /// The time rules, which a key change leaves as they are.
     private let timeRules: CardholderTokenVerifier
 
-    init(verifier: CardholderTokenVerifier, capacity: Int) {
+    init(verifier: CardholderTokenVerifier, capacity: Int, refusalCapacity: Int = 1024) {
         self.current = verifier
         self.timeRules = verifier
         self.entries = FirstInFirstOutMap(capacity: max(1, capacity))
+        self.refusals = FirstInFirstOutMap(capacity: max(1, refusalCapacity))
     }
 
     /// The verifier in force.
     var verifier: CardholderTokenVerifier { lock.withLock { current } }
 
-    /// The claims `token` proves: remembered, or verified now (and remembered if valid).
-    /// `afterVerifying` runs between a verification and the storing of its result (tests: a
-    /// key change there).
+    /// How many verifications this cache has run (tests: a token judged twice is verified once).
+    var verifications: Int { lock.withLock { verificationCount } }
+    private var verificationCount = 0
+
+    /// The claims `token` proves, or why it is refused: remembered, or verified now (and
+    /// remembered). `afterVerifying` runs between a verification and the storing of its result
+    /// (tests: a key change there).
     func claims(for token: String, afterVerifying: () -> Void = {}) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal> {
         let (verifier, generation, cached) = lock.withLock { (current, self.generation, entries[token]) }
         if let cached { return .success(cached) }
+        let digest = SHA256.hash(data: Data(token.utf8))
+        if let refusal = lock.withLock({ self.generation == generation ? refusals[digest] : nil }) { return .failure(refusal) }
         let result = verifier.verify(token)
         afterVerifying()
-        if case .success(let claims) = result {
-            lock.withLock {
-                // Keys replaced meanwhile: this result is of keys no longer in force.
-                guard self.generation == generation else { return }
-                entries.insert(claims, for: token)
+        lock.withLock {
+            verificationCount += 1
+            // Keys replaced meanwhile: this result is of keys no longer in force.
+            guard self.generation == generation else { return }
+            switch result {
+            case .success(let claims): entries.insert(claims, for: token)
+            case .failure(let refusal): refusals.insert(refusal, for: digest)
             }
         }
         return result
@@ -203,6 +232,7 @@ final class VerifiedTokenCache: @unchecked Sendable {
             current.keys = keys
             generation &+= 1
             entries.removeAll()
+            refusals.removeAll()
         }
     }
 }
