@@ -15,7 +15,8 @@ public enum AppleIssuerEncryptionRules {
     /// Marker extension of the Apple Worldwide Developer Relations intermediate.
     public static let intermediateMarkerOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 15]
 
-    /// Checks the leaf: end entity, P-256 key, keyEncipherment + keyAgreement, critical marker.
+    /// Checks the leaf: end entity, P-256 key, keyEncipherment + keyAgreement in a critical
+    /// key usage, critical marker.
     public static func checkLeaf(_ leaf: Certificate) -> ChainRefusal? {
         if case .isCertificateAuthority = try? leaf.extensions.basicConstraints {
             return ChainRefusal(.leafIsCertificateAuthority, "the first certificate is a CA certificate; list the encipherment leaf first")
@@ -26,6 +27,9 @@ public enum AppleIssuerEncryptionRules {
         guard let usage = try? leaf.extensions.keyUsage, usage.keyEncipherment, usage.keyAgreement else {
             return ChainRefusal(.leafKeyUsage, "the leaf's key usage must include keyEncipherment and keyAgreement")
         }
+        guard leaf.extensions[oid: .X509ExtensionID.keyUsage]?.critical == true else {
+            return ChainRefusal(.leafKeyUsageNotCritical, "the leaf's key usage extension must be critical")
+        }
         guard let marker = leaf.extensions[oid: leafMarkerOID] else {
             return ChainRefusal(.leafMarkerMissing, "the leaf lacks Apple's encipherment marker extension \(leafMarkerOID)")
         }
@@ -35,13 +39,16 @@ public enum AppleIssuerEncryptionRules {
         return nil
     }
 
-    /// Checks the intermediate: a CA carrying Apple's WWDR marker extension.
+    /// Checks the intermediate: a CA carrying Apple's WWDR marker extension, with a P-256 key.
     public static func checkIntermediate(_ intermediate: Certificate) -> ChainRefusal? {
         guard case .isCertificateAuthority = try? intermediate.extensions.basicConstraints else {
             return ChainRefusal(.intermediateNotCertificateAuthority, "the second certificate is not a CA certificate; it must be the intermediate that issued the leaf")
         }
         guard intermediate.extensions[oid: intermediateMarkerOID] != nil else {
             return ChainRefusal(.intermediateMarkerMissing, "the intermediate lacks Apple's marker extension \(intermediateMarkerOID)")
+        }
+        guard P256.Signing.PublicKey(intermediate.publicKey) != nil else {
+            return ChainRefusal(.intermediateKeyNotP256, "the intermediate's key is \(keyDescription(intermediate.publicKey)); Apple's Worldwide Developer Relations CA - G2 has an EC P-256 key")
         }
         return nil
     }

@@ -21,12 +21,16 @@ public struct ChainRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         case leafKeyNotP256 = "leaf_key_not_p256"
         /// The leaf lacks keyEncipherment and keyAgreement.
         case leafKeyUsage = "leaf_key_usage"
+        /// The leaf's key usage extension is not marked critical.
+        case leafKeyUsageNotCritical = "leaf_key_usage_not_critical"
         /// The leaf lacks the Apple marker extension 1.2.840.113635.100.6.39.
         case leafMarkerMissing = "leaf_marker_missing"
         /// The leaf carries the marker extension but not as critical.
         case leafMarkerNotCritical = "leaf_marker_not_critical"
         /// The intermediate lacks the Apple marker extension 1.2.840.113635.100.6.2.15.
         case intermediateMarkerMissing = "intermediate_marker_missing"
+        /// The intermediate's key is not an EC P-256 key.
+        case intermediateKeyNotP256 = "intermediate_key_not_p256"
         /// The intermediate is not a CA certificate.
         case intermediateNotCertificateAuthority = "intermediate_not_ca"
         /// A certificate's signature does not verify with its issuer's key.

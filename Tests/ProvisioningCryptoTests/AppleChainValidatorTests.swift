@@ -133,6 +133,22 @@ struct ChainRefusalTests {
         #expect(try await refusal(try pki.chain(options: options)).code == .leafKeyUsage)
     }
 
+    @Test func refusesALeafKeyUsageNotMarkedCritical() async throws {
+        var options = TestPKI.Options()
+        options.leafKeyUsageCritical = false
+        let refusal = try await refusal(try pki.chain(options: options))
+        #expect(refusal.code == .leafKeyUsageNotCritical)
+        #expect(refusal.message.contains("critical"))
+    }
+
+    @Test func refusesAnIntermediateWithoutAP256Key() async throws {
+        var options = TestPKI.Options()
+        options.intermediateKeyP384 = true
+        let refusal = try await refusal(try pki.chain(options: options))
+        #expect(refusal.code == .intermediateKeyNotP256)
+        #expect(refusal.message.contains("P-384"))
+    }
+
     @Test func refusesP384Leaf() async throws {
         var options = TestPKI.Options()
         options.leafKey = .p384

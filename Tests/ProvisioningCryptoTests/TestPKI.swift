@@ -13,6 +13,8 @@ struct TestPKI {
     struct Options {
         var leafKey: LeafKey = .p256
         var leafKeyUsage = KeyUsage(keyEncipherment: true, keyAgreement: true)
+        var leafKeyUsageCritical = true
+        var intermediateKeyP384 = false
         var leafMarker: Marker = .critical
         var intermediateMarker = true
         var notValidBefore = Date(timeIntervalSince1970: 1_600_000_000)
@@ -72,7 +74,7 @@ struct TestPKI {
         return try Certificate(
             version: .v3,
             serialNumber: .init(),
-            publicKey: .init(intermediateKey.publicKey),
+            publicKey: options.intermediateKeyP384 ? .init(P384.Signing.PrivateKey().publicKey) : .init(intermediateKey.publicKey),
             notValidBefore: Date(timeIntervalSince1970: 1_400_000_000),
             notValidAfter: Date(timeIntervalSince1970: 2_100_000_000),
             issuer: Self.rootName,
@@ -87,7 +89,7 @@ struct TestPKI {
     func leaf(options: Options = Options()) throws -> (certificate: Certificate, key: P256.KeyAgreement.PrivateKey?) {
         var extensions = [
             try Certificate.Extension(BasicConstraints.notCertificateAuthority, critical: true),
-            try Certificate.Extension(options.leafKeyUsage, critical: true),
+            try Certificate.Extension(options.leafKeyUsage, critical: options.leafKeyUsageCritical),
         ]
         switch options.leafMarker {
         case .absent: break
