@@ -225,7 +225,9 @@ public struct ActivationDataVerifier: Sendable {
         guard CompactJWS.claimsHaveUniqueMemberNames(parts), let claims = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) else {
             return .refused(.init(.malformed, "activation data claims are missing, of the wrong type, or named twice"))
         }
-        guard claims.exp > claims.iat, TimeInterval(claims.exp - claims.iat) <= ActivationDataIssuer.maximumLifetime else {
+        // Subtracted with overflow reported: signed times far apart must be refused, not trap.
+        let (lifetime, overflow) = claims.exp.subtractingReportingOverflow(claims.iat)
+        guard !overflow, lifetime > 0, TimeInterval(lifetime) <= ActivationDataIssuer.maximumLifetime else {
             return .refused(.init(.lifetimeTooLong, "activation data lifetime exceeds \(Int(ActivationDataIssuer.maximumLifetime)) seconds"))
         }
         let nowSeconds = now.timeIntervalSince1970

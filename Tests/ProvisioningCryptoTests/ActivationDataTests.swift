@@ -137,6 +137,13 @@ struct ActivationDataTests {
         #expect(refusalCode(token) == .lifetimeTooLong)
     }
 
+    @Test(arguments: [(Int64.min, Int64.max), (Int64.max, Int64.min), (-1, Int64.max), (1_800_000_000, 1_800_000_000)] as [(Int64, Int64)])
+    func refusesTimesWhoseDifferenceOverflowsOrIsNotPositive(iat: Int64, exp: Int64) throws {
+        let claims = ActivationDataClaims(pur: "pur-1", nh: ActivationDataVerifier.nonceHash(nonce), dev: .phone, iat: iat, exp: exp, jti: "x")
+        let token = try CompactJWS.sign(payload: JSONEncoder().encode(claims), key: key.privateKey, keyID: key.id, type: ActivationDataIssuer.type)
+        #expect(refusalCode(token) == .lifetimeTooLong)
+    }
+
     @Test(arguments: ["", "a.b", "a.b.c.d", "!!!.???.***", String(repeating: "A", count: 9000)])
     func refusesMalformedData(_ token: String) {
         #expect(refusalCode(token) == .malformed)
