@@ -6,7 +6,7 @@ import Foundation
 /// ECDH on P-256 between a fresh ephemeral key and the leaf certificate's key, a one-round
 /// NIST SP 800-56A concatenation KDF over SHA-256, then AES-256-GCM with a 12-byte all-zero
 /// IV and no additional data. The constant IV is safe only because every call uses a new
-/// ephemeral key, and so a new AES key: ``seal(_:for:ephemeralKey:)`` generates one unless
+/// ephemeral key, and so a new AES key: ``seal(_:for:)`` generates one unless
 /// a test injects a fixed key to reproduce a known-answer vector.
 public enum ECCV2 {
     /// The KDF's algorithm identifier, preceded on the wire by its length byte (13).
@@ -18,18 +18,27 @@ public enum ECCV2 {
     /// Size of the raw uncompressed ephemeral public key.
     public static let ephemeralPublicKeySize = 65
 
-    /// Seals `plaintext` for the holder of `recipient` (the leaf certificate's P-256 key).
+    /// Seals `plaintext` for the holder of `recipient` (the leaf certificate's P-256 key), with
+    /// a fresh ephemeral key (``ephemeralKey()``).
     ///
     /// - Parameters:
     ///   - plaintext: The pass-data JSON (see ``PassDataPayload``).
     ///   - recipient: The P-256 key of Apple's encipherment leaf.
-    ///   - ephemeralKey: A fresh key for every call. Inject one only to reproduce a vector:
-    ///     reusing an ephemeral key with the constant IV breaks GCM's confidentiality.
     /// - Returns: `encryptedData` (ciphertext || tag) and the raw ephemeral public key.
+    public static func seal(_ plaintext: some DataProtocol, for recipient: P256.KeyAgreement.PublicKey) throws -> SealedPassData {
+        try seal(plaintext, for: recipient, ephemeralKey: ephemeralKey())
+    }
+
+    /// ``seal(_:for:)`` with a given ephemeral key: only to reproduce a known-answer vector
+    /// (tests, `pushprov crypto seal --ephemeral-key`), so it is not part of the public API
+    /// (`@_spi(KnownAnswerVectors) import ProvisioningCrypto`). Reusing an ephemeral key with the
+    /// scheme's constant IV reuses the GCM key stream and its authentication key: both messages'
+    /// XOR is revealed and tags can be forged.
+    @_spi(KnownAnswerVectors)
     public static func seal(
         _ plaintext: some DataProtocol,
         for recipient: P256.KeyAgreement.PublicKey,
-        ephemeralKey: P256.KeyAgreement.PrivateKey = ECCV2.ephemeralKey()
+        ephemeralKey: P256.KeyAgreement.PrivateKey
     ) throws -> SealedPassData {
         let ephemeralPublicKey = ephemeralKey.publicKey.x963Representation
         let sharedSecret = try ephemeralKey.sharedSecretFromKeyAgreement(with: recipient)
@@ -72,7 +81,7 @@ public enum ECCV2 {
         }
     }
 
-    /// A fresh ephemeral key for one ``seal(_:for:ephemeralKey:)``: a private scalar drawn
+    /// A fresh ephemeral key for one ``seal(_:for:)``: a private scalar drawn
     /// uniformly from [1, n − 1] (n, the order of P-256) out of 32 bytes of the system's
     /// cryptographic random number generator, by rejection.
     ///
@@ -107,7 +116,9 @@ public enum ECCV2 {
     /// stops the process.
     static let maximumEphemeralDraws = 64
 
-    /// The ECDH shared secret `Z` (the 32-byte x coordinate), exposed for known-answer tests.
+    /// The ECDH shared secret `Z` (the 32-byte x coordinate), exposed for known-answer tests
+    /// only (`@_spi(KnownAnswerVectors)`).
+    @_spi(KnownAnswerVectors)
     public static func sharedSecret(
         ephemeralKey: P256.KeyAgreement.PrivateKey,
         recipient: P256.KeyAgreement.PublicKey

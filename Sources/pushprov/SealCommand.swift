@@ -1,7 +1,7 @@
 import ArgumentParser
 import Crypto
 import Foundation
-import ProvisioningCrypto
+@_spi(KnownAnswerVectors) import ProvisioningCrypto
 
 /// `pushprov crypto seal`: ECC_V2-seal a plaintext for a leaf certificate.
 struct SealCommand: ParsableCommand {

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import ProvisioningCrypto
+@_spi(KnownAnswerVectors) import ProvisioningCrypto
 import Testing
 import X509
 
