@@ -153,6 +153,27 @@ struct ErrorHandlingTests {
         }
     }
 
+    @Test func aCardGivenANewPANThatItsIdHoldsIsRefusedAndKeepsItsPAN() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            // 4012 8888 8888 1881 is no card held here when the card is created under this id.
+            let id = "acct-4012-8888-8888-1881"
+            let first = Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "5555555555554444")
+            #expect(try await putCardRaw(api, first, id: id).status == .created)
+            // Given that number, the id would carry the card's PAN in clear from then on.
+            let second = Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "4012888888881881")
+            let reply = try await putCardRaw(api, second, id: id)
+            #expect(reply.status == .badRequest)
+            #expect(reply.error?.message == "externalCardId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own", "\(reply.text)")
+            let card = try #require(try await platform.store.card(externalCardId: id))
+            #expect(card.panLast4 == "4444")
+            // Any other new number is still taken.
+            let third = Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "378282246310005")
+            #expect(try await putCardRaw(api, third, id: id).status == .ok)
+            #expect(try await platform.store.card(externalCardId: id)?.panLast4 == "0005")
+        }
+    }
+
     @Test func aNewCardOrArtIdStartingWithADotIsRefused() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

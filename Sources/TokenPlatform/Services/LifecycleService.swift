@@ -66,6 +66,11 @@ public struct LifecycleService: Sendable {
         }
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
         let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
+        if existing != nil, !samePAN {
+            // The id of a card given a new PAN must not hold that PAN either, or the number
+            // would be stored, logged and returned in clear as the card's id from now on.
+            try refuseOwnCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
+        }
         if let existing, !samePAN {
             // A PAN another card has is refused before any token is touched: the store would
             // refuse the card after its tokens had been deactivated for nothing. (Two requests
@@ -375,12 +380,9 @@ public struct LifecycleService: Sendable {
     /// the Luhn check (one in ten does) is not refused. Every 12-to-19-digit stretch that passes
     /// the check is looked up by its keyed hash, like a tokenization decision's PAN.
     func refuseCardNumber(in id: String, field: String, own: PrimaryAccountNumber?) async throws {
-        let digits = String(decoding: id.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
+        let digits = Self.digits(of: id)
         guard digits.utf8.count >= PrimaryAccountNumber.minimumLength else { return }
-        let advice = "ids are stored, logged and returned in clear; use an id of your own"
-        if let own, digits.contains(own.digits) {
-            throw TMPError.badRequest("invalid_field", "\(field) must not hold the card's primaryAccountNumber: \(advice)")
-        }
+        if let own { try refuseOwnCardNumber(in: id, field: field, own: own) }
         let bytes = Array(digits.utf8)
         var looked: Set<String> = []
         for start in bytes.indices {
@@ -388,11 +390,25 @@ public struct LifecycleService: Sendable {
                 let stretch = String(decoding: bytes[start..<(start + length)], as: UTF8.self)
                 guard let number = try? PrimaryAccountNumber(stretch), looked.insert(stretch).inserted else { continue }
                 if try await environment.store.card(panLookupHash: environment.vault.lookupHash(number)) != nil {
-                    throw TMPError.badRequest("invalid_field", "\(field) must not hold the number of a card this platform holds: \(advice)")
+                    throw TMPError.badRequest("invalid_field", "\(field) must not hold the number of a card this platform holds: \(Self.idAdvice)")
                 }
             }
         }
     }
+
+    /// Refuses an id whose digits, read together, hold `own`, the card's PAN.
+    func refuseOwnCardNumber(in id: String, field: String, own: PrimaryAccountNumber) throws {
+        if Self.digits(of: id).contains(own.digits) {
+            throw TMPError.badRequest("invalid_field", "\(field) must not hold the card's primaryAccountNumber: \(Self.idAdvice)")
+        }
+    }
+
+    /// The ASCII digits of `id`, in order, whatever separates them.
+    static func digits(of id: String) -> String {
+        String(decoding: id.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
+    }
+
+    static let idAdvice = "ids are stored, logged and returned in clear; use an id of your own"
 
     /// `PUT card-art/{id}`: validates against Apple's rules and stores.
     public func putCardArt(artId: String, data: Data, contentType: String?) async throws -> CardArtInfo {
