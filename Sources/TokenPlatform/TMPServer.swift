@@ -122,22 +122,34 @@ public enum TMPServer {
     /// - up to the JSON limit (64 KiB) for every other request.
     ///
     /// So no caller without the issuer key makes the server hold more than 64 KiB for a
-    /// request, and none without a credential its route accepts holds any body at all. (A
-    /// cardholder JWT whose keys are replaced, or which expires, between the head and the route
-    /// is refused by the route: 401 either way.)
+    /// request, and none without a credential its route accepts holds any body at all. The API
+    /// is told by the path's first two segments as the router reads them (empty segments
+    /// skipped, the query ignored: `//lifecycle//card-art/a` is the card-art route). A
+    /// cardholder JWT that expires between the head and the route is refused by the route
+    /// (401); one that becomes acceptable in that instant (a key added by a reload, `nbf` just
+    /// reached) reaches its route with its body cut to one byte and is refused as malformed
+    /// JSON (400): sent again, it is read whole.
     public static func bodyLimit(authenticator: Authenticator) -> TMPHTTPServer.BodyLimit {
         { head in
             guard let header = head.headerFields[.authorization], header.utf8.count <= Authenticator.maximumHeaderLength, Authenticator.hasBearerScheme(header) else { return 0 }
-            let path = head.path ?? ""
-            if path.hasPrefix("/lifecycle/") {
+            let (api, resource) = leadingSegments(head.path ?? "")
+            if api == "lifecycle" {
                 guard authenticator.issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) else { return 0 }
-                return head.method == .put && path.hasPrefix("/lifecycle/card-art/") ? TMPHTTPServer.maximumBodySize : JSONCoding.maximumBodySize
+                return head.method == .put && resource == "card-art" ? TMPHTTPServer.maximumBodySize : JSONCoding.maximumBodySize
             }
-            if path.hasPrefix("/tsp/") {
+            if api == "tsp" {
                 return authenticator.tspKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) ? JSONCoding.maximumBodySize : 0
             }
             return authenticator.admitsCardholder(authorization: header) ? JSONCoding.maximumBodySize : 0
         }
+    }
+
+    /// The first two non-empty segments of a request target's path (before any `?` or `#`),
+    /// as Hummingbird's router reads them.
+    static func leadingSegments(_ target: String) -> (Substring, Substring) {
+        let path = target.prefix { $0 != "?" && $0 != "#" }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        return (segments.first ?? "", segments.dropFirst().first ?? "")
     }
 
     /// The watcher of the identity provider's JWKS file for `configuration`, updating
