@@ -12,9 +12,10 @@ public enum Redaction {
     }
 
     /// `text` with every card number in it — 12 to 19 ASCII digits passing the Luhn check,
-    /// written as one run or in groups of 3 to 6 digits joined by single spaces or hyphens, as
-    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`), or dots or underscores
-    /// (as a form or a URL may carry them) — replaced by its last
+    /// written as one run or in groups of any length joined by single spaces or hyphens, as
+    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`) and ids may split them
+    /// (`41-11111111111111`), or dots or underscores (as a form or a URL may carry them) —
+    /// replaced by its last
     /// four, as ``pan(last4:)`` writes them: for messages that echo what a caller sent (an id
     /// or a path), in case a card number was sent there. Other digit runs (most numeric ids,
     /// times, dates) are left as they are.
@@ -53,7 +54,6 @@ public enum Redaction {
             while isDigit(end) { end += 1 }
             return end
         }
-        let groupLengths = 3...6
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -63,16 +63,11 @@ public enum Redaction {
                 index += 1
                 continue
             }
-            // The chain starting here: groups of 3 to 6 digits joined by single separators, or
-            // one run of any length.
+            // The chain starting here: runs of digits joined by single separators.
             var runs: [Range<Int>] = [index..<runEnd(index)]
-            if groupLengths.contains(runs[0].count) {
-                while isSeparator(runs[runs.count - 1].upperBound), isDigit(runs[runs.count - 1].upperBound + 1) {
-                    let start = runs[runs.count - 1].upperBound + 1
-                    let next = start..<runEnd(start)
-                    guard groupLengths.contains(next.count) else { break }
-                    runs.append(next)
-                }
+            while isSeparator(runs[runs.count - 1].upperBound), isDigit(runs[runs.count - 1].upperBound + 1) {
+                let start = runs[runs.count - 1].upperBound + 1
+                runs.append(start..<runEnd(start))
             }
             var hidden = [Bool](repeating: false, count: runs.count)
             for first in runs.indices {
@@ -117,8 +112,12 @@ public enum Redaction {
     }
 
     /// The first `count` characters of an identifier followed by `…`, for logging token
-    /// references and similar identifiers without writing them out in full.
+    /// references and similar identifiers without writing them out in full. An identifier
+    /// holding a card number (as ``cardNumbers(in:)`` finds them) is shown as that function
+    /// writes it instead: its first digits would be the card's.
     public static func prefix(_ identifier: String, count: Int = 8) -> String {
-        identifier.count <= count ? identifier : String(identifier.prefix(count)) + "…"
+        let redacted = cardNumbers(in: identifier)
+        if redacted != identifier { return redacted.count <= count + 8 ? redacted : String(redacted.prefix(count + 8)) + "…" }
+        return identifier.count <= count ? identifier : String(identifier.prefix(count)) + "…"
     }
 }

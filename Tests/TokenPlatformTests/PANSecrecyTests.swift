@@ -9,7 +9,8 @@ struct PANSecrecyTests {
     static let pans = ["4111111111111111", "5555555555554444", "378282246310005"]
     /// Request ids a token service could send that pass for card numbers (12 to 19 digits,
     /// Luhn): not card numbers TMP knows, so stored as sent, but hidden in log lines.
-    static let cardNumberLikeRequestIds = ["4012888888881881", "6011111111111117", "30569309025904"]
+    /// Request ids holding card numbers, whole or split where an id may split them.
+    static let cardNumberLikeRequestIds = ["4012888888881881", "req-60-11111111111117", "305693_09025_904"]
 
     @Test func noPANReachesLogsResponsesMetricsOrTheDatabaseFile() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-secrecy-\(UUID().uuidString)")
@@ -76,8 +77,9 @@ struct PANSecrecyTests {
         // Also written with separators (`4111 1111 1111 1111`, `4111-1111-…`): compared without them.
         func squeezed(_ text: String) -> String { String(text.unicodeScalars.filter { $0.properties.isAlphabetic || ("0"..."9").contains($0) }.map(Character.init)) }
         for id in Self.cardNumberLikeRequestIds {
-            #expect(logs.contains { $0.contains("tokenization decision") && $0.contains("•••• \(id.suffix(4))") }, "the decision is logged, its request id hidden")
-            for line in logs.map(squeezed) { #expect(!line.contains(id), "log line shows a request id that looks like a card number: \(line)") }
+            let digits = String(id.filter(\.isNumber))
+            #expect(logs.contains { $0.contains("tokenization decision") && $0.contains("•••• \(digits.suffix(4))") }, "the decision is logged, its request id hidden")
+            for line in logs.map(squeezed) { #expect(!line.contains(digits.prefix(12)), "log line shows a request id that looks like a card number: \(line)") }
         }
         for pan in Self.pans {
             let badLuhn = String(pan.dropLast()) + "0"
