@@ -79,6 +79,12 @@ struct ConnectorTimeoutTests {
         try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)).decode(TokenActivationResponse.self)
     }
 
+    /// Polls `condition` until it holds or 20 s have passed.
+    static func waitUntil(_ condition: () -> Bool) async throws {
+        let started = ContinuousClock.now
+        while !condition(), ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(2)) }
+    }
+
     static func patch(_ api: APIClient, _ id: String, _ status: CardStatus) async throws -> LifecycleService.StatusChange {
         try await api.send(.patch, "/lifecycle/cards/\(id)", as: .issuer, json: CardStatusChangeRequest(status: status)).decode(LifecycleService.StatusChange.self)
     }
@@ -98,6 +104,8 @@ struct ConnectorTimeoutTests {
             let answer = try await reply
             #expect(answer.issuerMobileAppAuthResponse == .failed)
             #expect(try await api.tokenStatus("T1") == .inactive)
+            // The caller is answered at the limit; the cancelled command ends in its own time.
+            try await Self.waitUntil { tsp.cancelled.current == ["activate T1"] }
             #expect(tsp.cancelled.current == ["activate T1"])
             #expect(tsp.answered.current.isEmpty)
             #expect(clock.requestedSleeps == [Self.limit])
@@ -190,6 +198,8 @@ struct ConnectorTimeoutTests {
             #expect(answer.status == .serviceUnavailable)
             #expect(answer.error?.code == "token_service_unavailable")
             #expect(try await api.tokenStatus("T1") == .active)
+            // The caller is answered at the limit; the cancelled command ends in its own time.
+            try await Self.waitUntil { tsp.cancelled.current == ["suspend T1"] }
             #expect(tsp.cancelled.current == ["suspend T1"])
         }
     }
@@ -208,6 +218,49 @@ struct ConnectorTimeoutTests {
         await stubborn.succeedAfterCancellation()
         let error = await #expect(throws: TimeLimitedTokenServiceConnector.TimedOut.self) { try await call.value }
         #expect(error?.command == "activate" && error?.limit == Self.limit)
+    }
+
+    @Test func aCommandThatIgnoresCancellationDoesNotHoldItsCallerPastTheLimit() async throws {
+        let clock = ManualClock()
+        let stubborn = StubbornConnector()
+        let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: clock)
+        let token = TokenRecord(
+            tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
+            authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
+        )
+        let outcome = Locked<(any Error)?>(nil)
+        let call = Task {
+            do { try await connector.activate(token) } catch { outcome.withValue { $0 = error } }
+        }
+        await clock.waitForSleepers(1)
+        clock.advance(by: Self.limit)
+        // The command is still stuck (it ignores its cancellation); its caller is answered anyway.
+        let started = ContinuousClock.now
+        while outcome.current == nil, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(outcome.current is TimeLimitedTokenServiceConnector.TimedOut, "\(String(describing: outcome.current))")
+        #expect(stubborn.cancelled.current, "the command was cancelled")
+        await stubborn.succeedAfterCancellation()
+        await call.value
+    }
+
+    @Test func aCallerCancelledWhileItsCommandIsStuckIsAnsweredAtOnce() async throws {
+        let stubborn = StubbornConnector()
+        let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: ManualClock())
+        let token = TokenRecord(
+            tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
+            authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
+        )
+        let outcome = Locked<(any Error)?>(nil)
+        let call = Task {
+            do { try await connector.activate(token) } catch { outcome.withValue { $0 = error } }
+        }
+        while stubborn.gate.current == nil { try await Task.sleep(for: .milliseconds(1)) }
+        call.cancel()
+        let started = ContinuousClock.now
+        while outcome.current == nil, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(outcome.current is CancellationError, "\(String(describing: outcome.current))")
+        await stubborn.succeedAfterCancellation()
+        await call.value
     }
 
     @Test func aCommandThatFailsInTimeFailsWithItsOwnError() async throws {
