@@ -73,7 +73,7 @@ public enum LocalKeyFile {
     /// one that cannot sync a directory is left as it is.
     static func syncDirectory(containing path: String) {
         let directory = (path as NSString).deletingLastPathComponent
-        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY)
+        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         _ = fsync(descriptor)
         close(descriptor)
@@ -87,14 +87,15 @@ public enum LocalKeyFile {
         try decode(readOwnerOnlyFile(at: path), path: path)
     }
 
-    /// Reads a secret file, refusing one that group or others can read or write.
+    /// Reads a secret file, refusing one that group or others can read or write, or that
+    /// belongs to a user other than this process's or root.
     ///
     /// - Throws: ``KeyConfigurationError`` naming the file and, for loose permissions, the fix.
     public static func readOwnerOnlyFile(at path: String) throws -> Data {
         // The mode is checked on the file opened, and the bytes read from it: a file swapped in
         // at the path between a check by name and a read by name is never read. (Symbolic
         // links are followed: Kubernetes mounts secrets as links.)
-        let descriptor = open(path, O_RDONLY)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
         }
@@ -105,6 +106,11 @@ public enum LocalKeyFile {
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else {
             throw KeyConfigurationError("key file \(path) is not a regular file")
+        }
+        // Its owner can replace the keys (a PAN key of theirs, an activation key that signs
+        // for any card): only this process's user or root may own it, as ssh asks of its keys.
+        guard status.st_uid == geteuid() || status.st_uid == 0 else {
+            throw KeyConfigurationError("key file \(path) belongs to user id \(status.st_uid), neither this process's user (\(geteuid())) nor root; whoever owns it can replace the keys: chown it")
         }
         let mode = status.st_mode & 0o777
         guard mode & 0o077 == 0 else {
@@ -205,7 +211,7 @@ public enum LocalKeyFile {
     ///
     /// - Throws: ``KeyConfigurationError`` if the file already exists or cannot be written.
     public static func createOwnerOnlyFile(_ data: Data, at path: String) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw KeyConfigurationError("cannot create \(path): \(String(cString: strerror(errno)))")
         }

@@ -160,6 +160,16 @@ final class LocalKeyFileTests {
         #expect(error.message.contains("chmod 600"))
     }
 
+    @Test(.enabled(if: geteuid() == 0, "giving a file to another user needs root"))
+    func refusesAFileAnotherUserOwns() throws {
+        _ = try LocalKeyFile.loadOrCreate(at: path)
+        // Root's own file is read (a secret mounted by the platform belongs to root).
+        #expect(try LocalKeyFile.load(at: path).activationSigningKeys.count == 1)
+        try FileManager.default.setAttributes([.ownerAccountID: 54_321], ofItemAtPath: path)
+        let error = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: path) }
+        #expect(error.message == "key file \(path) belongs to user id 54321, neither this process's user (0) nor root; whoever owns it can replace the keys: chown it")
+    }
+
     @Test func readsThroughASymbolicLinkButRefusesADirectoryOrAnOversizedFile() throws {
         let (created, _) = try LocalKeyFile.loadOrCreate(at: path)
         // Kubernetes mounts a secret as a link into a timestamped directory.
