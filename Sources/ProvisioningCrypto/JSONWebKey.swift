@@ -75,12 +75,19 @@ public struct JSONWebKeySet: Codable, Sendable, Hashable {
         return repeated
     }
 
-    /// The usable P-256 keys by key id; keys without an id or of another type are skipped.
+    /// The usable P-256 keys by key id; keys without an id or of another type are skipped, and
+    /// so is an id given to two different keys: it names neither, so a signature under it is
+    /// refused as by an unknown key rather than checked against whichever key came last.
+    /// (``repeatedP256KeyIDs`` lists such ids, for a refusal that says so.)
     public var p256KeysByID: [String: P256.Signing.PublicKey] {
         var result: [String: P256.Signing.PublicKey] = [:]
+        var ambiguous: Set<String> = []
         for key in keys {
-            if let id = key.kid, let publicKey = key.p256PublicKey { result[id] = publicKey }
+            guard let id = key.kid, let publicKey = key.p256PublicKey else { continue }
+            if let earlier = result[id], earlier.rawRepresentation != publicKey.rawRepresentation { ambiguous.insert(id) }
+            result[id] = publicKey
         }
+        for id in ambiguous { result[id] = nil }
         return result
     }
 }

@@ -175,6 +175,23 @@ struct ActivationDataTests {
         }
     }
 
+    @Test func aKeyIdGivenToTwoDifferentKeysNamesNeither() throws {
+        let twin = SigningKey(id: key.id, privateKey: P256.Signing.PrivateKey())
+        let other = SigningKey.generate()
+        for order in [[key, twin, other], [twin, key, other]] {
+            let keySet = JSONWebKeySet(keys: order.map(\.publicJWK))
+            #expect(keySet.repeatedP256KeyIDs == [key.id])
+            #expect(keySet.p256KeysByID.keys.sorted() == [other.id])
+            let verifier = ActivationDataVerifier(keySet: keySet)
+            for signer in [key, twin] {
+                let token = try ActivationDataIssuer(signingKey: signer).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+                #expect(verifier.verify(token, panUniqueReference: "pur-1", now: now).refusal?.code == .unknownKeyID)
+            }
+        }
+        // The same key listed twice is no ambiguity.
+        #expect(JSONWebKeySet(keys: [key.publicJWK, key.publicJWK]).p256KeysByID.keys.sorted() == [key.id])
+    }
+
     @Test func jwkRoundTripsThePublicKey() throws {
         let jwk = key.publicJWK
         #expect(jwk.kty == "EC" && jwk.crv == "P-256" && jwk.alg == "ES256" && jwk.kid == key.id)

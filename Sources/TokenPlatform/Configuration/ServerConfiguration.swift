@@ -507,12 +507,12 @@ public struct ServerSettings: Sendable {
         guard let set = try? JSONDecoder().decode(JSONWebKeySet.self, from: data) else {
             throw ConfigurationError("JWKS file \(path) is not a JSON Web Key Set ({\"keys\":[…]})")
         }
-        guard !set.p256KeysByID.isEmpty else {
-            throw ConfigurationError("JWKS file \(path) holds no EC P-256 signing key with a kid (keys of other types or for encryption are skipped)")
-        }
         let repeated = set.repeatedP256KeyIDs
         guard repeated.isEmpty else {
             throw ConfigurationError("JWKS file \(path) has more than one P-256 key with kid \(repeated.joined(separator: ", ")); each key needs its own kid")
+        }
+        guard !set.p256KeysByID.isEmpty else {
+            throw ConfigurationError("JWKS file \(path) holds no EC P-256 signing key with a kid (keys of other types or for encryption are skipped)")
         }
         return (set, FileIdentity(info))
     }
