@@ -219,8 +219,9 @@ public struct ActivationDataVerifier: Sendable {
         guard let keyID = parts.header.kid, let key = keys[keyID] else {
             return .refused(.init(.unknownKeyID, "activation data was signed with key \(parts.header.kid ?? "(none)"), which is not published"))
         }
-        guard CompactJWS.isValidSignature(parts, key: key) else {
-            return .refused(.init(.badSignature, "activation data signature does not verify with key \(keyID)"))
+        // TMP signs in the low-S form, so each activation data has exactly one valid text.
+        guard CompactJWS.isValidSignature(parts, key: key, requiringLowS: true) else {
+            return .refused(.init(.badSignature, "activation data signature does not verify with key \(keyID) (in its low-S form)"))
         }
         guard CompactJWS.claimsHaveUniqueMemberNames(parts), let claims = try? JSONDecoder().decode(ActivationDataClaims.self, from: parts.payload) else {
             return .refused(.init(.malformed, "activation data claims are missing, of the wrong type, or named twice"))

@@ -60,7 +60,47 @@ public enum CompactJWS {
         let header = writer.finish()
         let signingInput = header.base64URLEncodedString + "." + payload.base64URLEncodedString
         let signature = try key.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + signature.rawRepresentation.base64URLEncodedString
+        return signingInput + "." + lowS(signature.rawRepresentation).base64URLEncodedString
+    }
+
+    /// The order n of P-256's group, big-endian.
+    static let p256Order: [UInt8] = [
+        0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
+    ]
+
+    /// Whether the `s` half of a raw 64-byte `r‖s` signature is at most n/2. ECDSA accepts
+    /// `(r, s)` and `(r, n − s)` alike, so every signature has a twin; signatures this module
+    /// makes are in the low form, and a verifier that requires it accepts one text per signature.
+    public static func hasLowS(_ rawSignature: some DataProtocol) -> Bool {
+        let bytes = Array(rawSignature)
+        guard bytes.count == 64 else { return false }
+        // s ≤ ⌊n/2⌋ exactly when 2s < n (n is odd): compare 2s, computed with its carry, with n.
+        var doubled = [UInt8](repeating: 0, count: 32)
+        var carry: UInt16 = 0
+        for index in stride(from: 31, through: 0, by: -1) {
+            let value = UInt16(bytes[32 + index]) << 1 | carry
+            doubled[index] = UInt8(value & 0xFF)
+            carry = value >> 8
+        }
+        if carry != 0 { return false }
+        for (a, b) in zip(doubled, p256Order) where a != b { return a < b }
+        return false
+    }
+
+    /// `rawSignature` with `s` replaced by `n − s` when it is above n/2 (the same signature's
+    /// low form).
+    public static func lowS(_ rawSignature: Data) -> Data {
+        guard rawSignature.count == 64, !hasLowS(rawSignature) else { return rawSignature }
+        var bytes = Array(rawSignature)
+        var borrow = 0
+        for index in stride(from: 31, through: 0, by: -1) {
+            var value = Int(p256Order[index]) - Int(bytes[32 + index]) - borrow
+            borrow = value < 0 ? 1 : 0
+            if value < 0 { value += 256 }
+            bytes[32 + index] = UInt8(value)
+        }
+        return Data(bytes)
     }
 
     /// Splits and decodes a compact JWS without verifying it.
@@ -179,8 +219,10 @@ public enum CompactJWS {
         }
     }
 
-    /// Whether `parts` carries a valid ES256 signature by `key`.
-    public static func isValidSignature(_ parts: Parts, key: P256.Signing.PublicKey) -> Bool {
+    /// Whether `parts` carries a valid ES256 signature by `key` (in its low-S form only, when
+    /// `requiringLowS`: see ``hasLowS(_:)``).
+    public static func isValidSignature(_ parts: Parts, key: P256.Signing.PublicKey, requiringLowS: Bool = false) -> Bool {
+        if requiringLowS, !hasLowS(parts.signature) { return false }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parts.signature) else { return false }
         return key.isValidSignature(signature, for: parts.signingInput)
     }

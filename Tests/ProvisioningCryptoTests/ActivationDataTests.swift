@@ -55,13 +55,13 @@ struct ActivationDataTests {
         let segments = token.split(separator: ".").map(String.init)
         let header = #"{"alg":"ES256","crit":["exp"],"kid":"\#(key.id)","typ":"pushprov-activation+jws"}"#
         let signingInput = Data(header.utf8).base64URLEncodedString + "." + segments[1]
-        let signature = try key.privateKey.signature(for: Data(signingInput.utf8)).rawRepresentation.base64URLEncodedString
+        let signature = CompactJWS.lowS(try key.privateKey.signature(for: Data(signingInput.utf8)).rawRepresentation).base64URLEncodedString
         let critical = signingInput + "." + signature
         #expect(throws: CompactJWS.ParseError.malformed) { try CompactJWS.parse(critical) }
         #expect(refusalCode(critical) == .malformed)
         // The same header without crit, signed the same way, is read.
         let plain = Data(#"{"alg":"ES256","kid":"\#(key.id)","typ":"pushprov-activation+jws"}"#.utf8).base64URLEncodedString + "." + segments[1]
-        let accepted = plain + "." + (try key.privateKey.signature(for: Data(plain.utf8)).rawRepresentation.base64URLEncodedString)
+        let accepted = plain + "." + CompactJWS.lowS(try key.privateKey.signature(for: Data(plain.utf8)).rawRepresentation).base64URLEncodedString
         #expect(refusalCode(accepted) == nil)
     }
 
@@ -173,6 +173,54 @@ struct ActivationDataTests {
             let token = try ActivationDataIssuer(signingKey: signer).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
             #expect(rotatingVerifier.verify(token, panUniqueReference: "pur-1", now: now).claims != nil)
         }
+    }
+
+    /// The other signature of the same (r, s): (r, n − s).
+    static func twin(_ raw: Data) -> Data {
+        let order: [UInt8] = [
+            0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+            0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
+        ]
+        var bytes = Array(raw)
+        var borrow = 0
+        for index in (0..<32).reversed() {
+            let value = Int(order[index]) - Int(bytes[32 + index]) - borrow
+            borrow = value < 0 ? 1 : 0
+            bytes[32 + index] = UInt8((value + 256) % 256)
+        }
+        return Data(bytes)
+    }
+
+    @Test func activationDataHasOneValidTextThatOfItsLowSSignature() throws {
+        for _ in 0..<32 {
+            let token = try ActivationDataIssuer(signingKey: key).issue(panUniqueReference: "pur-1", nonce: nonce, deviceType: .phone, now: now).token
+            let parts = try CompactJWS.parse(token)
+            // TMP signs in the low form (half of BoringSSL's signatures are in the high one).
+            #expect(CompactJWS.hasLowS(parts.signature))
+            #expect(verifier.verify(token, panUniqueReference: "pur-1", nonce: nonce, now: now).claims != nil)
+            // The twin is a valid ECDSA signature of the same data, and is refused.
+            let twin = String(token[..<token.lastIndex(of: ".")!]) + "." + Self.twin(parts.signature).base64URLEncodedString
+            let twinParts = try CompactJWS.parse(twin)
+            #expect(!CompactJWS.hasLowS(twinParts.signature))
+            #expect(CompactJWS.isValidSignature(twinParts, key: key.privateKey.publicKey))
+            #expect(verifier.verify(twin, panUniqueReference: "pur-1", nonce: nonce, now: now).refusal?.code == .badSignature)
+        }
+    }
+
+    @Test func lowSIsAtMostHalfTheGroupOrder() {
+        let r = [UInt8](repeating: 1, count: 32)
+        // ⌊n/2⌋ and ⌊n/2⌋ + 1.
+        let half: [UInt8] = [
+            0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0x00, 0x00, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+            0xDE, 0x73, 0x7D, 0x56, 0xD3, 0x8B, 0xCF, 0x42, 0x79, 0xDC, 0xE5, 0x61, 0x7E, 0x31, 0x92, 0xA8,
+        ]
+        var above = half
+        above[31] += 1
+        #expect(CompactJWS.hasLowS(r + half))
+        #expect(!CompactJWS.hasLowS(r + above))
+        #expect(CompactJWS.hasLowS(r + [UInt8](repeating: 0, count: 31) + [1]))
+        #expect(!CompactJWS.hasLowS(r + [UInt8](repeating: 0xFF, count: 32)))
+        #expect(!CompactJWS.hasLowS(r))
     }
 
     @Test func aKeyIdGivenToTwoDifferentKeysNamesNeither() throws {
