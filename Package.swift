@@ -235,7 +235,7 @@ let package = Package(
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
             ]
         ),
-        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", "ProvisioningCrypto", "TokenPlatform", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "pushprovTests", dependencies: ["pushprov", "TestSupport", "ProvisioningCrypto", "ProvisioningModels", "TokenPlatform", .product(name: "Crypto", package: "swift-crypto"), .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]
 )

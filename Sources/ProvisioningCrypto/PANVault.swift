@@ -74,6 +74,9 @@ public struct EncryptedPAN: Sendable, Hashable {
     /// `nonce (12) || ciphertext || tag (16)`.
     public var sealedBox: Data
 
+    /// How a value stored under `keyID` begins: `v1.<keyID>.`.
+    public static func storedPrefix(keyID: String) -> String { "v1.\(keyID)." }
+
     /// Wraps stored parts.
     public init(keyID: String, sealedBox: Data) {
         self.keyID = keyID

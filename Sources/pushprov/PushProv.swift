@@ -6,6 +6,6 @@ struct PushProv: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushprov",
         abstract: "Apple Pay push provisioning for card issuers: TMP server, demo and crypto tools.",
-        subcommands: [DemoCommand.self, ServeCommand.self, MigrateCommand.self, PruneCommand.self, DevTokenCommand.self, CryptoCommand.self, CardArtCommand.self]
+        subcommands: [DemoCommand.self, ServeCommand.self, MigrateCommand.self, PruneCommand.self, VaultCommand.self, DevTokenCommand.self, CryptoCommand.self, CardArtCommand.self]
     )
 }

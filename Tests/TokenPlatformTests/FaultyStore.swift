@@ -83,6 +83,12 @@ struct FaultyStore: TMPStore {
     func auditEntries(subject: String) async throws -> [AuditEntry] { try check(); return try await base.auditEntries(subject: subject) }
     func anyCard() async throws -> CardRecord? { try check(); return try await base.anyCard() }
     func recordAudit(_ entry: AuditEntry) async throws { try check(); try await base.recordAudit(entry) }
+    func countCards(notEncryptedUnder keyID: String) async throws -> Int { try check(); return try await base.countCards(notEncryptedUnder: keyID) }
+    func cards(notEncryptedUnder keyID: String, after externalCardId: String?, limit: Int) async throws -> [CardRecord] {
+        try check()
+        return try await base.cards(notEncryptedUnder: keyID, after: externalCardId, limit: limit)
+    }
+    func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String] { try check(); return try await base.replaceEncryptedPANs(changes) }
     func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int { try check(); return try await base.historyCount(table, before: cutoff) }
     func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
         try check()

@@ -91,6 +91,44 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func cardsUnderAnotherKeyAreListedInIdOrderAndReplacedOnlyIfUnchanged(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            // Key ids with LIKE's wildcards and a prefix of another id: compared as text.
+            let values = ["a": "v1.old.AAAA", "b": "v1.new.BBBB", "c": "v1.o%d.CCCC", "d": "v1.old.DDDD", "e": "v1.newer.EEEE"]
+            for (id, value) in values {
+                var card = try Self.card(id)
+                card.encryptedPAN = value
+                _ = try await store.putCard(card, audit: Self.audit("card:\(id)"))
+            }
+            #expect(try await store.countCards(notEncryptedUnder: "new") == 4)
+            #expect(try await store.countCards(notEncryptedUnder: "o%d") == 4)
+            #expect(try await store.cards(notEncryptedUnder: "new", after: nil, limit: 10).map(\.externalCardId) == ["a", "c", "d", "e"])
+            #expect(try await store.cards(notEncryptedUnder: "new", after: nil, limit: 2).map(\.externalCardId) == ["a", "c"])
+            #expect(try await store.cards(notEncryptedUnder: "new", after: "c", limit: 2).map(\.externalCardId) == ["d", "e"])
+            #expect(try await store.cards(notEncryptedUnder: "new", after: "e", limit: 2).isEmpty)
+            #expect(try await store.cards(notEncryptedUnder: "new", after: nil, limit: 0).isEmpty)
+            // Each card is replaced only if it still holds the value expected.
+            let changes = [
+                EncryptedPANChange(externalCardId: "a", expected: "v1.old.AAAA", replacement: "v1.new.A2", audit: Self.audit("card:a", "vault.reencrypt")),
+                EncryptedPANChange(externalCardId: "d", expected: "v1.old.changed", replacement: "v1.new.D2", audit: Self.audit("card:d", "vault.reencrypt")),
+                EncryptedPANChange(externalCardId: "zz", expected: "v1.old.ZZZZ", replacement: "v1.new.Z2", audit: Self.audit("card:zz", "vault.reencrypt")),
+            ]
+            #expect(try await store.replaceEncryptedPANs(changes) == ["a"])
+            #expect(try await store.replaceEncryptedPANs([]) == [])
+            let a = try #require(try await store.card(externalCardId: "a"))
+            #expect(a.encryptedPAN == "v1.new.A2")
+            // Nothing else of the card changed.
+            var expected = try Self.card("a")
+            expected.encryptedPAN = "v1.new.A2"
+            #expect(a == expected)
+            #expect(try await store.card(externalCardId: "d")?.encryptedPAN == "v1.old.DDDD")
+            #expect(try await store.auditEntries(subject: "card:a").map(\.action) == ["test", "vault.reencrypt"])
+            #expect(try await store.auditEntries(subject: "card:d").map(\.action) == ["test"])
+            #expect(try await store.countCards(notEncryptedUnder: "new") == 3)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func aPutsAuditEntryIsMadeFromTheCardAsStoredBeforeIt(factory: StoreFactory) async throws {
         // The store hands each write's audit the card it actually replaced (nil for none),
         // whatever the caller read before: here the second write, made as if the card were

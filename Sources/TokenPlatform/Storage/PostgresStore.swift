@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import PostgresNIO
+import ProvisioningCrypto
 import ProvisioningModels
 
 /// ``TMPStore`` on PostgreSQL through postgres-nio, for several TMP instances sharing one
@@ -566,6 +567,40 @@ public struct PostgresStore: TMPStore {
     /// Implements ``TMPStore/recordAudit(_:)``.
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await transaction { connection in try await insertAudit(connection, entry) }
+    }
+
+    /// Implements ``TMPStore/countCards(notEncryptedUnder:)``.
+    public func countCards(notEncryptedUnder keyID: String) async throws -> Int {
+        let prefix = EncryptedPAN.storedPrefix(keyID: keyID)
+        let rows = try await rows("SELECT count(*) FROM card WHERE NOT starts_with(encrypted_pan, \(prefix))")
+        return try rows.first?.decode(Int.self) ?? 0
+    }
+
+    /// Implements ``TMPStore/cards(notEncryptedUnder:after:limit:)``.
+    public func cards(notEncryptedUnder keyID: String, after externalCardId: String?, limit: Int) async throws -> [CardRecord] {
+        guard limit > 0 else { return [] }
+        let prefix = EncryptedPAN.storedPrefix(keyID: keyID)
+        return try await rows(
+            "SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id > \(externalCardId ?? "") AND NOT starts_with(encrypted_pan, \(prefix)) ORDER BY external_card_id LIMIT \(limit)"
+        ).map(CardRecord.init(postgres:))
+    }
+
+    /// Implements ``TMPStore/replaceEncryptedPANs(_:)``.
+    public func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String] {
+        guard !changes.isEmpty else { return [] }
+        return try await transaction { connection in
+            var changed: [String] = []
+            for change in changes {
+                let updated = try await connection.all(
+                    "UPDATE card SET encrypted_pan = \(change.replacement) WHERE external_card_id = \(change.externalCardId) AND encrypted_pan = \(change.expected) RETURNING external_card_id",
+                    logger: logger
+                )
+                guard !updated.isEmpty else { continue }
+                try await insertAudit(connection, change.audit)
+                changed.append(change.externalCardId)
+            }
+            return changed
+        }
     }
 
     /// Implements ``TMPStore/auditEntries(subject:)``.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
+import ProvisioningCrypto
 import ProvisioningModels
 
 /// ``TMPStore`` on SQLite through GRDB: WAL for a file database, named migrations, and one
@@ -485,6 +486,41 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/recordAudit(_:)``.
     public func recordAudit(_ entry: AuditEntry) async throws {
         try await writer.write { db in try insertAudit(db, entry) }
+    }
+
+    /// Implements ``TMPStore/countCards(notEncryptedUnder:)``.
+    public func countCards(notEncryptedUnder keyID: String) async throws -> Int {
+        let prefix = EncryptedPAN.storedPrefix(keyID: keyID)
+        return try read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM card WHERE substr(encrypted_pan, 1, length(?)) <> ?", arguments: [prefix, prefix]) ?? 0
+        }
+    }
+
+    /// Implements ``TMPStore/cards(notEncryptedUnder:after:limit:)``.
+    public func cards(notEncryptedUnder keyID: String, after externalCardId: String?, limit: Int) async throws -> [CardRecord] {
+        guard limit > 0 else { return [] }
+        let prefix = EncryptedPAN.storedPrefix(keyID: keyID)
+        return try read { db in
+            try allRows(
+                db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card WHERE external_card_id > ? AND substr(encrypted_pan, 1, length(?)) <> ? ORDER BY external_card_id LIMIT ?"),
+                [externalCardId ?? "", prefix, prefix, limit], CardRecord.init(row:)
+            )
+        }
+    }
+
+    /// Implements ``TMPStore/replaceEncryptedPANs(_:)``.
+    public func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String] {
+        guard !changes.isEmpty else { return [] }
+        return try await writer.write { db in
+            var changed: [String] = []
+            for change in changes {
+                try db.execute(sql: "UPDATE card SET encrypted_pan = ? WHERE external_card_id = ? AND encrypted_pan = ?", arguments: [change.replacement, change.externalCardId, change.expected])
+                guard db.changesCount == 1 else { continue }
+                try insertAudit(db, change.audit)
+                changed.append(change.externalCardId)
+            }
+            return changed
+        }
     }
 
     /// Implements ``TMPStore/auditEntries(subject:)``.

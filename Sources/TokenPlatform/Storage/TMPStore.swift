@@ -153,6 +153,18 @@ public protocol TMPStore: Sendable {
     /// sent again to the token service so that it holds what TMP records).
     func recordAudit(_ entry: AuditEntry) async throws
 
+    /// How many cards hold a PAN encrypted under a key other than `keyID` (their stored value
+    /// does not start with `v1.<keyID>.`).
+    func countCards(notEncryptedUnder keyID: String) async throws -> Int
+    /// At most `limit` cards holding a PAN encrypted under a key other than `keyID`, in id
+    /// order, after the card `externalCardId` (nil: from the first).
+    func cards(notEncryptedUnder keyID: String, after externalCardId: String?, limit: Int) async throws -> [CardRecord]
+    /// Stores each change's new encrypted PAN on its card if the card still holds the value
+    /// the change was made from (a card replaced meanwhile is left as it is), with the change's
+    /// audit entry, in one transaction. Returns the ids of the cards changed. Nothing else of
+    /// the card changes (its `updatedAt` included: the card is the same).
+    func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String]
+
     /// How many rows of `table` were recorded before `cutoff`.
     func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int
     /// Deletes the next at most `limit` rows of `table` recorded before `cutoff`, going on
@@ -164,6 +176,26 @@ public protocol TMPStore: Sendable {
     /// order. The answer says how many went and where the next batch starts (nil: none left
     /// after this one, as far as this pass is concerned).
     func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch
+}
+
+/// One card's PAN, encrypted again (``TMPStore/replaceEncryptedPANs(_:)``).
+public struct EncryptedPANChange: Sendable, Hashable {
+    /// The card.
+    public var externalCardId: String
+    /// The stored value it was made from.
+    public var expected: String
+    /// The value to store instead.
+    public var replacement: String
+    /// The audit entry recorded with it.
+    public var audit: AuditEntry
+
+    /// Creates a change.
+    public init(externalCardId: String, expected: String, replacement: String, audit: AuditEntry) {
+        self.externalCardId = externalCardId
+        self.expected = expected
+        self.replacement = replacement
+        self.audit = audit
+    }
 }
 
 /// Where a pass over a history table has got to (a row's place in storage: SQLite's rowid,

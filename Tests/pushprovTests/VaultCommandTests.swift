@@ -1,0 +1,74 @@
+import Crypto
+import Foundation
+import ProvisioningCrypto
+import ProvisioningModels
+import Testing
+import TokenPlatform
+
+@Suite("pushprov vault reencrypt", .serialized)
+struct VaultCommandTests {
+    @Test func aRotationEndsWithEveryCardUnderTheNewKeyAndTheOldKeyRemovable() async throws {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
+        let migrated = try await CLI.run(["migrate", "--database", path])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let keyFile = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("keys.json")
+        let original = try LocalKeyFile.loadOrCreate(at: keyFile).keys
+        // Three cards stored by a server on the original key file.
+        let before = PANVault(keys: original.panVault)
+        let store = try SQLiteStore(path: path)
+        for (index, digits) in ["4111111111111111", "5555555555554444", "378282246310005"].enumerated() {
+            let pan = try PrimaryAccountNumber(digits)
+            let id = "c\(index)"
+            let card = CardRecord(
+                externalCardId: id, userId: "alice", encryptedPAN: try before.encrypt(pan, cardID: id).serialized, panLookupHash: before.lookupHash(pan),
+                panLast4: pan.last4, panUniqueReference: "PUR-\(id)", expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa,
+                productTitle: "Gold", artId: nil, status: .active, createdAt: Date(), updatedAt: Date()
+            )
+            _ = try await store.putCard(card, audit: AuditEntry(at: Date(), actor: "test", action: "card.create", subject: "card:\(id)", detail: ""))
+        }
+        await store.close()
+        // The key file gets a new current key beside the old one.
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: keyFile))) as? [String: Any])
+        var encryption = try #require(json["panEncryptionKeys"] as? [String: String])
+        encryption["pan-new"] = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+        json["panEncryptionKeys"] = encryption
+        json["panEncryptionCurrentKeyId"] = "pan-new"
+        try FileManager.default.removeItem(atPath: keyFile)
+        try LocalKeyFile.createOwnerOnlyFile(try JSONSerialization.data(withJSONObject: json), at: keyFile)
+
+        let dry = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--key-file", keyFile])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout == "3 cards under keys other than the current key pan-new would be encrypted again\n")
+        let run = try await CLI.run(["vault", "reencrypt", "--batch-size", "2", "--database", path], environment: ["PUSHPROV_KEY_FILE": keyFile])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n") == [
+            "encrypting 3 cards again under key pan-new",
+            "encrypted 3 cards again under key pan-new",
+            "no card is left under another key: keys other than pan-new can leave the key file once every server has restarted with it",
+        ])
+        let reread = try SQLiteStore(path: path)
+        let after = try LocalKeyFile.load(at: keyFile).panVault
+        for index in 0..<3 {
+            let card = try #require(try await reread.card(externalCardId: "c\(index)"))
+            let stored = try #require(EncryptedPAN(serialized: card.encryptedPAN))
+            #expect(stored.keyID == "pan-new")
+            #expect(throws: Never.self) { try PANVault(keys: after).decrypt(stored, cardID: "c\(index)") }
+        }
+        await reread.close()
+        let again = try await CLI.run(["vault", "reencrypt", "--database", path, "--key-file", keyFile])
+        #expect(again.stdout == "0 cards under keys other than the current key pan-new\n")
+        #expect(!(run.stdout + run.stderr + dry.stdout).contains("4111"))
+    }
+
+    @Test func aMissingKeyFileOrABadBatchSizeIsOneLine() async throws {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
+        let missing = try await CLI.run(["vault", "reencrypt", "--database", path, "--key-file", path + ".keys"])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.hasPrefix("Error: cannot read key file \(path).keys: No such file or directory"), "\(missing.stderr)")
+        let batch = try await CLI.run(["vault", "reencrypt", "--batch-size", "0", "--database", path])
+        #expect(batch.status != 0)
+        #expect(batch.stderr.contains("--batch-size must be from 1 to 10000 (got 0)"), "\(batch.stderr)")
+    }
+}
