@@ -79,6 +79,21 @@ struct ConnectorTimeoutTests {
         try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: reference)).decode(TokenActivationResponse.self)
     }
 
+    /// An INACTIVE token of card c1.
+    static let inactiveToken = TokenRecord(
+        tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
+        authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
+    )
+
+    /// Activates `token` through `connector` on a task of its own; its error, once it ends, in `outcome`.
+    static func activation(_ token: TokenRecord, through connector: some TokenServiceConnector) -> (call: Task<Void, Never>, outcome: Locked<(any Error)?>) {
+        let outcome = Locked<(any Error)?>(nil)
+        let call = Task {
+            do { try await connector.activate(token) } catch { outcome.withValue { $0 = error } }
+        }
+        return (call, outcome)
+    }
+
     /// Polls `condition` until it holds or 20 s have passed.
     static func waitUntil(_ condition: () -> Bool) async throws {
         let started = ContinuousClock.now
@@ -208,10 +223,7 @@ struct ConnectorTimeoutTests {
         let clock = ManualClock()
         let stubborn = StubbornConnector()
         let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: clock)
-        let token = TokenRecord(
-            tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
-            authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
-        )
+        let token = Self.inactiveToken
         let call = Task { try await connector.activate(token) }
         await clock.waitForSleepers(1)
         clock.advance(by: Self.limit)
@@ -224,19 +236,12 @@ struct ConnectorTimeoutTests {
         let clock = ManualClock()
         let stubborn = StubbornConnector()
         let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: clock)
-        let token = TokenRecord(
-            tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
-            authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
-        )
-        let outcome = Locked<(any Error)?>(nil)
-        let call = Task {
-            do { try await connector.activate(token) } catch { outcome.withValue { $0 = error } }
-        }
+        let token = Self.inactiveToken
+        let (call, outcome) = Self.activation(token, through: connector)
         await clock.waitForSleepers(1)
         clock.advance(by: Self.limit)
         // The command is still stuck (it ignores its cancellation); its caller is answered anyway.
-        let started = ContinuousClock.now
-        while outcome.current == nil, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(5)) }
+        try await Self.waitUntil { outcome.current != nil }
         #expect(outcome.current is TimeLimitedTokenServiceConnector.TimedOut, "\(String(describing: outcome.current))")
         #expect(stubborn.cancelled.current, "the command was cancelled")
         await stubborn.succeedAfterCancellation()
@@ -246,18 +251,11 @@ struct ConnectorTimeoutTests {
     @Test func aCallerCancelledWhileItsCommandIsStuckIsAnsweredAtOnce() async throws {
         let stubborn = StubbornConnector()
         let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: ManualClock())
-        let token = TokenRecord(
-            tokenUniqueReference: "T1", externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice", deviceType: .phone, status: .inactive,
-            authorizationPath: .yellow, suspendedBy: nil, tokenLast4: nil, createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0)
-        )
-        let outcome = Locked<(any Error)?>(nil)
-        let call = Task {
-            do { try await connector.activate(token) } catch { outcome.withValue { $0 = error } }
-        }
+        let token = Self.inactiveToken
+        let (call, outcome) = Self.activation(token, through: connector)
         while stubborn.gate.current == nil { try await Task.sleep(for: .milliseconds(1)) }
         call.cancel()
-        let started = ContinuousClock.now
-        while outcome.current == nil, ContinuousClock.now - started < .seconds(20) { try await Task.sleep(for: .milliseconds(5)) }
+        try await Self.waitUntil { outcome.current != nil }
         #expect(outcome.current is CancellationError, "\(String(describing: outcome.current))")
         await stubborn.succeedAfterCancellation()
         await call.value
