@@ -129,7 +129,7 @@ public final class AppleChainValidator: Sendable {
 
         var verifier = Verifier(rootCertificates: anchorStore) {
             RFC5280Policy.withValidityCheckDisabled()
-            AppleIssuerEncryptionPolicy(validationTime: nil)
+            AppleIssuerEncryptionPolicy()
         }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(certificates.dropFirst()))
         guard case .validCertificate(let chain) = result else {
