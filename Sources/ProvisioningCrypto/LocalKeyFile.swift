@@ -94,8 +94,9 @@ public enum LocalKeyFile {
     public static func readOwnerOnlyFile(at path: String) throws -> Data {
         // The mode is checked on the file opened, and the bytes read from it: a file swapped in
         // at the path between a check by name and a read by name is never read. (Symbolic
-        // links are followed: Kubernetes mounts secrets as links.)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // links are followed: Kubernetes mounts secrets as links.) Opened without blocking, so
+        // a FIFO at the path is refused below instead of holding the start for a writer.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
         }

@@ -113,11 +113,13 @@ public enum Redaction {
 
     /// The first `count` characters of an identifier followed by `…`, for logging token
     /// references and similar identifiers without writing them out in full. An identifier
-    /// holding a card number (as ``cardNumbers(in:)`` finds them) is shown as that function
-    /// writes it instead: its first digits would be the card's.
+    /// holding a card number (as ``cardNumbers(in:)`` finds them) is first redacted as that
+    /// function writes it: its first digits would be the card's.
     public static func prefix(_ identifier: String, count: Int = 8) -> String {
         let redacted = cardNumbers(in: identifier)
-        if redacted != identifier { return redacted.count <= count + 8 ? redacted : String(redacted.prefix(count + 8)) + "…" }
-        return identifier.count <= count ? identifier : String(identifier.prefix(count)) + "…"
+        // The mark `•••• 1234` is kept whole when it starts the text, so a reference that is a
+        // card number reads as one.
+        let shown = redacted != identifier && redacted.hasPrefix("•••• ") ? max(count, 9) : count
+        return redacted.count <= shown ? redacted : String(redacted.prefix(shown)) + "…"
     }
 }

@@ -114,15 +114,16 @@ public enum TMPServer {
     /// credentials `authenticator` accepts:
     /// - nothing for a request that can only be refused (401): one with no bearer credential
     ///   (every route that takes a body needs one; the routes open to all are `GET`s), one to
-    ///   the Lifecycle or TSP API without that API's key, and any other with a bearer token
-    ///   that is not a cardholder JWT valid now (verified here already; the route finds the
-    ///   verdict remembered, so a token costs one ECDSA verification either way);
+    ///   the Lifecycle or TSP API without that API's key, and any other whose bearer token is
+    ///   no cardholder JWT that may be valid now (``Authenticator``'s verdicts remembered, or its
+    ///   form, key id and unproven times: no signature is verified on the event loop, so a
+    ///   forged signature is found by the route, and from then on by the head too);
     /// - up to the art limit (4,000,001 bytes) for a card-art upload
     ///   (`PUT /lifecycle/card-art/{artId}`) with the issuer key;
     /// - up to the JSON limit (64 KiB) for every other request.
     ///
     /// So no caller without the issuer key makes the server hold more than 64 KiB for a
-    /// request, and none without a credential its route accepts holds any body at all. The API
+    /// request, and none without a credential of the right kind holds any body at all. The API
     /// is told by the path's first two segments as the router reads them (empty segments
     /// skipped, the query ignored: `//lifecycle//card-art/a` is the card-art route). A
     /// cardholder JWT that expires between the head and the route is refused by the route
@@ -144,10 +145,10 @@ public enum TMPServer {
         }
     }
 
-    /// The first two non-empty segments of a request target's path (before any `?` or `#`),
-    /// as Hummingbird's router reads them.
+    /// The first two non-empty segments of a request target's path (before any `?`), as
+    /// Hummingbird's router reads them.
     static func leadingSegments(_ target: String) -> (Substring, Substring) {
-        let path = target.prefix { $0 != "?" && $0 != "#" }
+        let path = target.prefix { $0 != "?" }
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         return (segments.first ?? "", segments.dropFirst().first ?? "")
     }

@@ -170,6 +170,12 @@ final class LocalKeyFileTests {
         #expect(error.message == "key file \(path) belongs to user id 54321, neither this process's user (0) nor root; whoever owns it can replace the keys: chown it")
     }
 
+    @Test func refusesAFIFOWithoutWaitingForAWriter() throws {
+        #expect(mkfifo(path, 0o600) == 0)
+        let error = try #require(throws: KeyConfigurationError.self) { try LocalKeyFile.load(at: path) }
+        #expect(error.message == "key file \(path) is not a regular file")
+    }
+
     @Test func readsThroughASymbolicLinkButRefusesADirectoryOrAnOversizedFile() throws {
         let (created, _) = try LocalKeyFile.loadOrCreate(at: path)
         // Kubernetes mounts a secret as a link into a timestamped directory.

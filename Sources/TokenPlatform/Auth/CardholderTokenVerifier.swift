@@ -108,6 +108,21 @@ public struct CardholderTokenVerifier: Sendable {
         return lowered.hasPrefix("application/") ? lowered.dropFirst("application/".count) : Substring(lowered)
     }
 
+    /// What can be judged of `token` without verifying its signature: its form, a known key
+    /// id, and — from claims not yet proven — `exp` present and not past, `nbf`/`iat` not
+    /// ahead, beyond the allowed skew. A refusal here is final (a valid signature would not
+    /// change it); nil means only the signature and the remaining claims are left to check.
+    /// For the HTTP front, which must not spend an ECDSA verification on its event loop.
+    public func precheck(_ token: String, now: Date) -> Refusal? {
+        guard let parts = try? CompactJWS.parse(token) else { return .malformed }
+        guard let kid = parts.header.kid, keys[kid] != nil else { return .unknownKey }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: parts.payload) else { return .malformed }
+        guard let exp = claims.exp else { return .missingExpiry }
+        let notBefore = [claims.nbf, claims.iat].compactMap { $0 }.max()
+        if case .failure(let refusal) = check(VerifiedClaims(subject: "", expiresAt: exp, notBefore: notBefore), now: now) { return refusal }
+        return nil
+    }
+
     /// Signature, key id, issuer, audience, type and the presence of `sub` and `exp`: everything
     /// that does not depend on the time, so the result can be cached per token.
     public func verify(_ token: String) -> Result<VerifiedClaims, Refusal> {

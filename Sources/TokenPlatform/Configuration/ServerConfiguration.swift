@@ -466,7 +466,7 @@ public struct ServerSettings: Sendable {
     static func readJWKS(_ path: String) throws -> (set: JSONWebKeySet, identity: FileIdentity) {
         // Judged on the file itself, through a symbolic link (a Kubernetes ConfigMap or Secret
         // mount is one): the link's own mode says nothing.
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw ConfigurationError("JWKS file \(path) cannot be read (\(String(cString: strerror(errno))))")
         }

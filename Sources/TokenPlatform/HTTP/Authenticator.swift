@@ -112,16 +112,27 @@ public struct Authenticator: Sendable {
 }
 
 extension Authenticator {
-    /// Whether the request whose `Authorization` header is `header` would be let in as a
-    /// cardholder now: the HTTP front's verdict from the head, before any body is held. Logs
-    /// nothing (the route, judging again, logs a refusal once); either verdict is remembered,
-    /// so the route's judgement costs a lookup.
+    /// Whether the request whose `Authorization` header is `header` may be let in as a
+    /// cardholder: the HTTP front's verdict from the head, before any body is held, without an
+    /// ECDSA verification (the head is read on an event loop, which serves other connections
+    /// meanwhile). A token remembered as accepted or refused is judged so (with the time
+    /// checks); another is refused when its form, key id or unproven times already refuse it,
+    /// and let through to its route, which verifies it (and remembers the verdict), otherwise.
+    /// Logs nothing: the route, judging again, logs a refusal once.
     func admitsCardholder(authorization header: String?) -> Bool {
         guard let header, header.utf8.count <= Self.maximumHeaderLength, Self.hasBearerScheme(header) else { return false }
         let credential = Self.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))
         guard credential.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
-        if case .success = verified.claims(for: credential).flatMap({ verified.check($0, now: now()) }) { return true }
-        return false
+        let now = now()
+        switch verified.remembered(credential) {
+        case .some(.success(let claims)):
+            if case .success = verified.check(claims, now: now) { return true }
+            return false
+        case .some(.failure):
+            return false
+        case .none:
+            return verified.verifier.precheck(credential, now: now) == nil
+        }
     }
 
     /// How many cardholder-token verifications this authenticator (and its copies) ran.
@@ -198,6 +209,13 @@ final class VerifiedTokenCache: @unchecked Sendable {
     /// How many verifications this cache has run (tests: a token judged twice is verified once).
     var verifications: Int { lock.withLock { verificationCount } }
     private var verificationCount = 0
+
+    /// The verdict remembered for `token` under the keys in force, if any; never verifies.
+    func remembered(_ token: String) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal>? {
+        if let cached = lock.withLock({ entries[token] }) { return .success(cached) }
+        let digest = SHA256.hash(data: Data(token.utf8))
+        return lock.withLock { refusals[digest] }.map { .failure($0) }
+    }
 
     /// The claims `token` proves, or why it is refused: remembered, or verified now (and
     /// remembered). `afterVerifying` runs between a verification and the storing of its result

@@ -12,7 +12,7 @@ import ProvisioningModels
 /// transaction, each card only if it still holds the value read (a card replaced meanwhile
 /// already has its PAN under the current key, since the servers encrypt with it), with an
 /// audit entry per card (`vault.reencrypt`, naming both key ids, never the PAN). A run may go
-/// on while servers serve; a failure leaves the batches stored stored, and running it again
+/// on while servers serve; a failure keeps the batches already stored, and running it again
 /// goes on from there. The lookup key is not rotated: that would change every lookup hash.
 public struct VaultReencryption: Sendable {
     /// Cards per transaction by default.
