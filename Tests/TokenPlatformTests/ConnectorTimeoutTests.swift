@@ -261,6 +261,45 @@ struct ConnectorTimeoutTests {
         await call.value
     }
 
+    @Test func noCommandOvertakesOneGivenUpThatHasNotReturned() async throws {
+        let clock = ManualClock()
+        let stubborn = StubbornConnector()
+        let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: clock)
+        let (call, outcome) = Self.activation(Self.inactiveToken, through: connector)
+        await clock.waitForSleepers(1)
+        clock.advance(by: Self.limit)
+        try await Self.waitUntil { outcome.current != nil }
+        #expect(outcome.current is TimeLimitedTokenServiceConnector.TimedOut)
+        #expect(connector.unfinishedCommands == 1)
+        // The stuck activation may still reach the token service: nothing for its token is sent
+        // meanwhile (a suspend would succeed at once if it were).
+        let refused = await #expect(throws: TimeLimitedTokenServiceConnector.EarlierCommandUnfinished.self) { try await connector.suspend(Self.inactiveToken) }
+        #expect(refused?.description == "suspend not sent: the token service has not yet answered an earlier command for this token, given up at its time limit")
+        // Another token's commands go on.
+        var other = Self.inactiveToken
+        other.tokenUniqueReference = "T2"
+        try await connector.suspend(other)
+        // Once the stuck command returns, its token's commands are sent again.
+        await stubborn.succeedAfterCancellation()
+        await call.value
+        try await Self.waitUntil { connector.unfinishedCommands == 0 }
+        #expect(connector.unfinishedCommands == 0)
+        try await connector.suspend(Self.inactiveToken)
+    }
+
+    @Test func aCallerCancelledBeforeItsCommandSendsNothing() async throws {
+        let stubborn = StubbornConnector()
+        let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: ManualClock())
+        let call = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await connector.activate(Self.inactiveToken)
+        }
+        await #expect(throws: CancellationError.self) { try await call.value }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(stubborn.gate.current == nil, "the connector was not called")
+        #expect(connector.unfinishedCommands == 0)
+    }
+
     @Test func aCommandThatFailsInTimeFailsWithItsOwnError() async throws {
         let connector = TimeLimitedTokenServiceConnector(UnconfiguredTokenServiceConnector(), limit: Self.limit, clock: ManualClock())
         let token = TokenRecord(

@@ -6,7 +6,8 @@ import Foundation
 /// ``TimedOut``, exactly like a command that failed: TMP leaves the token as it was. Whatever
 /// the cancelled command produces afterwards is ignored. The limit holds for connectors that
 /// ignore cancellation too: the caller is answered when it passes, and the command, cancelled,
-/// ends in its own time.
+/// ends in its own time; meanwhile its token's further commands fail at once
+/// (``EarlierCommandUnfinished``) rather than overtake it.
 public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The error of a command that did not answer in time.
     public struct TimedOut: Error, Sendable, Hashable, CustomStringConvertible {
@@ -19,6 +20,17 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
         public var description: String { "the token service did not answer \(command) within \(limit.formattedSeconds)" }
     }
 
+    /// The error of a command not sent because an earlier one for the same token was given up
+    /// at the limit (or by its caller) and has not returned yet: sending it could let it reach
+    /// the token service before the earlier one does.
+    public struct EarlierCommandUnfinished: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The command not sent.
+        public var command: String
+
+        /// Says which command was not sent and why; never names a card or a PAN.
+        public var description: String { "\(command) not sent: the token service has not yet answered an earlier command for this token, given up at its time limit" }
+    }
+
     /// The default limit of one command: 10 seconds.
     public static let defaultLimit: Duration = .seconds(10)
 
@@ -27,6 +39,8 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The most one command may take.
     public let limit: Duration
     private let clock: any Clock<Duration>
+    /// Tokens with a command given up but still running, shared by copies of this connector.
+    private let abandoned = AbandonedCommands()
 
     /// Limits each command of `base` to `limit`, measured on `clock` (tests pass a manual one).
     public init(_ base: any TokenServiceConnector, limit: Duration = Self.defaultLimit, clock: any Clock<Duration> = ContinuousClock()) {
@@ -44,25 +58,37 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// Implements ``TokenServiceConnector/deactivate(_:)``.
     public func deactivate(_ token: TokenRecord) async throws { try await run("deactivate", token, base.deactivate) }
 
+    /// How many tokens have a command given up at its limit that has not returned yet.
+    public var unfinishedCommands: Int { abandoned.count }
+
     /// Races `call` against the limit; the first to finish decides, the other is cancelled.
     ///
     /// Both run as tasks of their own, not as children of the caller: a task group would wait
     /// for a cancelled command to return, so a connector that ignores cancellation would hold
     /// the request (a `PATCH` batch, a realignment, a graceful shutdown) until it did. The
-    /// caller is answered when the limit passes, whatever the command does afterwards.
-    /// Cancelling the caller cancels the command and answers `CancellationError` at once.
+    /// caller is answered when the limit passes, whatever the command does afterwards; until
+    /// that command returns, further commands for its token fail at once
+    /// (``EarlierCommandUnfinished``), so none overtakes it and at most one command per token
+    /// outlives its caller. Cancelling the caller cancels the command and answers
+    /// `CancellationError` at once; a caller cancelled before the race sends nothing.
     private func run(_ command: String, _ token: TokenRecord, _ call: @escaping @Sendable (TokenRecord) async throws -> Void) async throws {
-        let (limit, clock) = (limit, clock)
-        let race = Race()
+        let (limit, clock, abandoned) = (limit, clock, abandoned)
+        let reference = token.tokenUniqueReference
+        try Task.checkCancellation()
+        guard !abandoned.contains(reference) else { throw EarlierCommandUnfinished(command: command) }
+        let race = Race(token: reference, abandoned: abandoned)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                race.start(
-                    continuation,
+                guard race.begin(continuation) else { return }
+                race.attach(
                     command: Task {
+                        guard !Task.isCancelled else { return race.commandEnded() }
                         do {
                             try await call(token)
+                            race.commandEnded()
                             race.finish(.success(()))
                         } catch {
+                            race.commandEnded()
                             race.finish(.failure(error))
                         }
                     },
@@ -79,28 +105,81 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     }
 }
 
-/// One command's race against its time limit: the first outcome answers the caller, once, and
-/// cancels both tasks; later outcomes are dropped.
-private final class Race: @unchecked Sendable {
-    // @unchecked: every stored property is only touched while holding `lock`.
+/// The tokens whose command was given up (at its limit, or by its caller) while the connector
+/// had not returned, each counted until it does.
+private final class AbandonedCommands: @unchecked Sendable {
+    // @unchecked: `tokens` is only touched while holding `lock`.
     private let lock = NSLock()
+    private var tokens: [String: Int] = [:]
+
+    var count: Int { lock.withLock { tokens.count } }
+    func contains(_ token: String) -> Bool { lock.withLock { tokens[token] != nil } }
+    func add(_ token: String) { lock.withLock { tokens[token, default: 0] += 1 } }
+    func remove(_ token: String) {
+        lock.withLock {
+            guard let count = tokens[token] else { return }
+            tokens[token] = count > 1 ? count - 1 : nil
+        }
+    }
+}
+
+/// One command's race against its time limit: the first outcome answers the caller, once, and
+/// cancels both tasks; later outcomes are dropped. A command given up while still running is
+/// registered as abandoned until it returns.
+private final class Race: @unchecked Sendable {
+    // @unchecked: every stored property but the constants is only touched while holding `lock`.
+    private let lock = NSLock()
+    private let token: String
+    private let abandoned: AbandonedCommands
     private var continuation: CheckedContinuation<Void, any Error>?
     private var tasks: [Task<Void, Never>] = []
-    /// An outcome that came before `start` (the caller cancelled before the race began).
+    /// An outcome that came before `begin` (the caller cancelled before the race began).
     private var early: Result<Void, any Error>?
     private var finished = false
+    private var began = false
+    private var ended = false
+    private var registered = false
 
-    func start(_ continuation: CheckedContinuation<Void, any Error>, command: Task<Void, Never>, timer: Task<Void, Never>) {
+    init(token: String, abandoned: AbandonedCommands) {
+        self.token = token
+        self.abandoned = abandoned
+    }
+
+    /// Takes the caller's continuation; false (having answered it) when the race is already
+    /// decided, in which case no task may be started.
+    func begin(_ continuation: CheckedContinuation<Void, any Error>) -> Bool {
         let settled: Result<Void, any Error>? = lock.withLock {
             if let early { return early }
             self.continuation = continuation
-            tasks = [command, timer]
+            began = true
             return nil
         }
-        if let settled {
+        guard let settled else { return true }
+        continuation.resume(with: settled)
+        return false
+    }
+
+    /// The race's tasks: cancelled at once if it was decided meanwhile.
+    func attach(command: Task<Void, Never>, timer: Task<Void, Never>) {
+        let decided = lock.withLock {
+            if finished { return true }
+            tasks = [command, timer]
+            return false
+        }
+        if decided {
             command.cancel()
             timer.cancel()
-            continuation.resume(with: settled)
+        }
+    }
+
+    /// The connector's call has returned (or was never made).
+    func commandEnded() {
+        lock.withLock {
+            ended = true
+            if registered {
+                registered = false
+                abandoned.remove(token)
+            }
         }
     }
 
@@ -108,6 +187,11 @@ private final class Race: @unchecked Sendable {
         let (waiting, tasks): (CheckedContinuation<Void, any Error>?, [Task<Void, Never>]) = lock.withLock {
             guard !finished else { return (nil, []) }
             finished = true
+            // Decided by the timer or the caller while the command runs: it is abandoned.
+            if began, !ended {
+                registered = true
+                abandoned.add(token)
+            }
             guard let continuation else {
                 early = outcome
                 return (nil, [])
@@ -120,6 +204,7 @@ private final class Race: @unchecked Sendable {
         waiting?.resume(with: outcome)
     }
 }
+
 extension Duration {
     /// The duration in seconds, with fractions.
     var seconds: Double {
