@@ -21,6 +21,13 @@ public struct IssuerExtensionConfiguration: Sendable {
     public var artBudget: Duration = .seconds(3)
     /// How long `generateAddPaymentPassRequest` may take (Wallet allows 20 s).
     public var generationBudget: Duration = AddPassRequestGenerator.defaultBudget
+    /// How much of the session's life must be left for `status` to answer that no sign-in is
+    /// needed: 2 minutes by default, at most
+    /// `WalletExtensionConfiguration.maximumSessionMargin` (4 minutes; larger values are
+    /// taken as that). See `WalletExtensionConfiguration.sessionMargin`.
+    public var sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin {
+        didSet { sessionMargin = min(max(sessionMargin, .zero), WalletExtensionConfiguration.maximumSessionMargin) }
+    }
     /// The network (URLSession unless a test substitutes it).
     public var transport: any HTTPTransport = URLSessionTransport()
     /// Measures the budgets.
@@ -74,6 +81,7 @@ public struct IssuerExtensionConfiguration: Sendable {
             refreshBudget: refreshBudget,
             artBudget: artBudget,
             generationBudget: generationBudget,
+            sessionMargin: sessionMargin,
             log: log
         )
     }

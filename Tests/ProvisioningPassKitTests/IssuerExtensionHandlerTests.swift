@@ -89,6 +89,19 @@ struct IssuerExtensionHandlerTests {
         }
     }
 
+    @Test func theConfigurationsSessionMarginIsBoundedAndReachesTheSDK() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        var configuration = IssuerExtensionConfiguration(tmpURL: Fixtures.baseURL, containerURL: folder.url, secrets: FileSecretStore(directory: folder.url))
+        #expect(configuration.sessionMargin == .seconds(120))
+        configuration.sessionMargin = .seconds(60)
+        #expect(configuration.walletExtension(passLibrary: FakePassLibrary()).sessionMargin == .seconds(60))
+        configuration.sessionMargin = .seconds(900)
+        #expect(configuration.sessionMargin == WalletExtensionConfiguration.maximumSessionMargin)
+        configuration.sessionMargin = .seconds(-1)
+        #expect(configuration.sessionMargin == .zero)
+    }
+
     @Test func withoutAnAppGroupSnapshotNothingIsOffered() async throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

@@ -15,7 +15,7 @@ struct ExtensionHarness {
     let date = FixedDate()
     let walletExtension: WalletExtension
 
-    init(passes: [WalletPass] = [], transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3)) throws {
+    init(passes: [WalletPass] = [], transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3), sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin) throws {
         folder = try TemporaryDirectory()
         directory = SharedWalletDirectory(containerURL: folder.url)
         secrets = FileSecretStore(directory: folder.url.appendingPathComponent("secrets"))
@@ -30,7 +30,8 @@ struct ExtensionHarness {
             clock: clock,
             now: date.function,
             refreshBudget: refreshBudget,
-            artBudget: artBudget
+            artBudget: artBudget,
+            sessionMargin: sessionMargin
         ))
     }
 

@@ -56,6 +56,55 @@ struct ExtensionStatusTests {
         #expect(status == ExtensionStatus(requiresAuthentication: true, passEntriesAvailable: true, remotePassEntriesAvailable: true))
     }
 
+    /// Wallet reuses `status`'s answer while the cardholder picks a card: a session about to
+    /// expire asks for a sign-in there, yet still serves the calls until it expires.
+    @Test func aSessionWithLessThanTheMarginLeftRequiresAuthenticationButStillServesTheCalls() async throws {
+        let world = try ExtensionHarness(transport: Fixtures.server(cards: [Fixtures.card("card-1")], tokens: []))
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn(lifetime: 300)
+        #expect(WalletExtensionConfiguration.defaultSessionMargin == .seconds(120))
+        #expect(world.walletExtension.configuration.sessionMargin == .seconds(120))
+
+        world.date.advance(180)  // exactly the margin left
+        #expect(await world.walletExtension.status().requiresAuthentication == false)
+
+        world.date.advance(1)  // one second less than the margin
+        #expect(await world.walletExtension.status().requiresAuthentication)
+        let request = await world.walletExtension.generateRequest(identifier: "card-1", certificates: [Data([1])], nonce: Data([2]), nonceSignature: Data([3]))
+        #expect(request == AddPassRequest(Fixtures.signedCard))
+        #expect(await world.walletExtension.passEntries(for: .phone).map(\.id) == ["card-1"])
+        #expect(world.transport.requests(for: .listCards).count == 1, "the session still refreshes the cards")
+        #expect(try world.secrets.secret(for: ExtensionSessionStore.key) != nil, "a session inside the margin is kept")
+    }
+
+    @Test func theSessionMarginIsConfigurableAndBounded() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        func configuration(_ margin: Duration) -> WalletExtensionConfiguration {
+            WalletExtensionConfiguration(tmp: .init(baseURL: Fixtures.baseURL), directory: SharedWalletDirectory(containerURL: folder.url), secrets: FileSecretStore(directory: folder.url), passLibrary: FakePassLibrary(), sessionMargin: margin)
+        }
+        #expect(configuration(.seconds(30)).sessionMargin == .seconds(30))
+        #expect(configuration(.seconds(3600)).sessionMargin == WalletExtensionConfiguration.maximumSessionMargin)
+        #expect(configuration(.seconds(-5)).sessionMargin == .zero)
+        var changed = configuration(.zero)
+        changed.sessionMargin = .seconds(600)
+        #expect(changed.sessionMargin == .seconds(240))
+        changed.sessionMargin = .seconds(-1)
+        #expect(changed.sessionMargin == .zero)
+    }
+
+    @Test func aShorterMarginCountsASessionLonger() async throws {
+        let world = try ExtensionHarness(sessionMargin: .seconds(10))
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn(lifetime: 300)
+        world.date.advance(290)
+        #expect(await world.walletExtension.status().requiresAuthentication == false)
+        world.date.advance(1)
+        #expect(await world.walletExtension.status().requiresAuthentication)
+    }
+
     @Test func anotherCardholdersSessionDoesNotCount() async throws {
         let world = try ExtensionHarness()
         defer { world.remove() }

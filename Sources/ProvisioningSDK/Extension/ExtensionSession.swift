@@ -51,12 +51,17 @@ public struct ExtensionSessionStore: Sendable {
         try secrets.setSecret(JSONEncoder().encode(session), for: Self.key)
     }
 
-    /// The session if there is one that is still valid at `now` (and, when `userId` is
-    /// given, belongs to that cardholder). An unreadable or undecodable one counts as none.
-    public func validSession(at now: Date, userId: String? = nil) -> ExtensionSession? {
+    /// The session if there is one that is still valid at `now` with at least `remaining`
+    /// of its life left (and, when `userId` is given, belongs to that cardholder). An
+    /// unreadable or undecodable one counts as none.
+    ///
+    /// A valid session with less than `remaining` left is not returned but stays stored: the
+    /// calls that use a session until its expiry still find it.
+    public func validSession(at now: Date, userId: String? = nil, remaining: Duration = .zero) -> ExtensionSession? {
         guard let data = try? secrets.secret(for: Self.key),
             let session = try? JSONDecoder().decode(ExtensionSession.self, from: data),
-            session.isValid(at: now)
+            session.isValid(at: now),
+            session.expiresAt.timeIntervalSince(now) >= remaining.timeInterval
         else { return nil }
         if let userId, !session.userId.isSameIdentifier(as: userId) { return nil }
         return session

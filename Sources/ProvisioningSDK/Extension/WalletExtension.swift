@@ -25,8 +25,26 @@ public struct WalletExtensionConfiguration: Sendable {
     public var artBudget: Duration
     /// How long `generateAddPaymentPassRequest` may take before it answers nil (Wallet: 20 s).
     public var generationBudget: Duration
+    /// How much of the session's life must be left for `status` to answer that no sign-in is
+    /// needed (default ``defaultSessionMargin``, bounded to 0…``maximumSessionMargin``).
+    ///
+    /// Wallet reuses `status`'s answer for the calls that follow — the cardholder may pick a
+    /// card minutes later — so a session about to expire counts as none there and Wallet shows
+    /// the sign-in screen. `passEntries` and `generateAddPaymentPassRequest` still use a
+    /// session until its expiry. Keep the session's lifetime (``ExtensionSignIn/lifetime``)
+    /// longer than this margin, or `status` asks for a sign-in every time.
+    public var sessionMargin: Duration {
+        didSet { sessionMargin = Self.bounded(sessionMargin: sessionMargin) }
+    }
     /// Receives one event per TMP call attempt (no secrets in them).
     public var log: @Sendable (TMPClientEvent) -> Void
+
+    /// The default ``sessionMargin``: 2 minutes, within the 5 minutes Apple suggests an
+    /// authorization stays usable.
+    public static let defaultSessionMargin: Duration = .seconds(120)
+    /// The largest ``sessionMargin``: 4 minutes, so a session of the default 5-minute
+    /// lifetime still counts just after it was made. Larger values are taken as this.
+    public static let maximumSessionMargin: Duration = .seconds(240)
 
     /// Creates a configuration; the defaults answer every call well inside Wallet's budgets.
     public init(
@@ -40,6 +58,7 @@ public struct WalletExtensionConfiguration: Sendable {
         refreshBudget: Duration = .seconds(5),
         artBudget: Duration = .seconds(3),
         generationBudget: Duration = AddPassRequestGenerator.defaultBudget,
+        sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin,
         log: @escaping @Sendable (TMPClientEvent) -> Void = { _ in }
     ) {
         self.tmp = tmp
@@ -52,7 +71,13 @@ public struct WalletExtensionConfiguration: Sendable {
         self.refreshBudget = refreshBudget
         self.artBudget = artBudget
         self.generationBudget = generationBudget
+        self.sessionMargin = Self.bounded(sessionMargin: sessionMargin)
         self.log = log
+    }
+
+    /// `margin` within 0…``maximumSessionMargin``.
+    static func bounded(sessionMargin margin: Duration) -> Duration {
+        min(max(margin, .zero), maximumSessionMargin)
     }
 }
 
@@ -84,8 +109,9 @@ public final class WalletExtension: Sendable {
 
     /// Wallet's `status`, from the snapshot, the session and the live passes only.
     ///
-    /// `requiresAuthentication` unless a valid session of the snapshot's cardholder exists.
-    /// Entries are available for a device when the snapshot holds a card eligible there
+    /// `requiresAuthentication` unless a session of the snapshot's cardholder exists with at
+    /// least ``WalletExtensionConfiguration/sessionMargin`` of its life left. Entries are
+    /// available for a device when the snapshot holds a card eligible there
     /// (``ExtensionEligibility``); without a snapshot or a pass library, none are.
     public func status() async -> ExtensionStatus {
         let library = configuration.passLibrary
@@ -97,7 +123,7 @@ public final class WalletExtension: Sendable {
     /// can read PassKit where it is called answers without hopping to another thread.
     public func status(passLibraryAvailable: Bool, passes: [WalletPass]) -> ExtensionStatus {
         let facts = configuration.directory.readStatusFacts()
-        let session = sessions.validSession(at: configuration.now(), userId: facts?.userId)
+        let session = sessions.validSession(at: configuration.now(), userId: facts?.userId, remaining: configuration.sessionMargin)
         guard let facts, passLibraryAvailable else {
             return ExtensionStatus(requiresAuthentication: session == nil, passEntriesAvailable: false, remotePassEntriesAvailable: false)
         }
