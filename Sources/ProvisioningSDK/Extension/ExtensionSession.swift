@@ -55,16 +55,29 @@ public struct ExtensionSessionStore: Sendable {
     /// of its life left (and, when `userId` is given, belongs to that cardholder). An
     /// unreadable or undecodable one counts as none.
     ///
-    /// A valid session with less than `remaining` left is not returned but stays stored: the
-    /// calls that use a session until its expiry still find it.
+    /// A session found expired at `now` is removed from the store, so the cardholder's token
+    /// does not stay behind (in the shared Keychain on iOS) once it is no use. A valid session
+    /// with less than `remaining` left is not returned but stays stored: the calls that use
+    /// a session until its expiry still find it.
     public func validSession(at now: Date, userId: String? = nil, remaining: Duration = .zero) -> ExtensionSession? {
         guard let data = try? secrets.secret(for: Self.key),
-            let session = try? JSONDecoder().decode(ExtensionSession.self, from: data),
-            session.isValid(at: now),
-            session.expiresAt.timeIntervalSince(now) >= remaining.timeInterval
+            let session = try? JSONDecoder().decode(ExtensionSession.self, from: data)
         else { return nil }
+        if now >= session.expiresAt {
+            removeExpired(data)
+            return nil
+        }
+        guard session.isValid(at: now), session.expiresAt.timeIntervalSince(now) >= remaining.timeInterval else { return nil }
         if let userId, !session.userId.isSameIdentifier(as: userId) { return nil }
         return session
+    }
+
+    /// Removes the expired session stored as `data` — unless the store holds another one by
+    /// now (the authorization extension may have just saved a fresh session). A failure to
+    /// remove it is left for the next read to retry.
+    private func removeExpired(_ data: Data) {
+        guard (try? secrets.secret(for: Self.key)) == data else { return }
+        try? secrets.removeSecret(for: Self.key)
     }
 
     /// Removes the session.
