@@ -15,12 +15,25 @@ public struct IssuerExtensionConfiguration: Sendable {
     public var secrets: any SecretStore
     /// Card art → `CGImage`.
     public var artLoader: CardArtLoader
-    /// How long `passEntries` may spend refreshing from TMP before using the snapshot.
-    public var refreshBudget: Duration = .seconds(5)
-    /// How long `passEntries` may then spend fetching missing art.
-    public var artBudget: Duration = .seconds(3)
-    /// How long `generateAddPaymentPassRequest` may take (Wallet allows 20 s).
-    public var generationBudget: Duration = AddPassRequestGenerator.defaultBudget
+    /// How long `passEntries` may spend refreshing from TMP before using the snapshot (5 s).
+    /// With ``artBudget`` at most `AddPassRequestGenerator.maximumBudget` (19 s) in all: a
+    /// longer one is cut to that and shortens ``artBudget`` to what it leaves.
+    public var refreshBudget: Duration = .seconds(5) {
+        didSet {
+            refreshBudget = AddPassRequestGenerator.bounded(refreshBudget)
+            artBudget = min(artBudget, AddPassRequestGenerator.maximumBudget - refreshBudget)
+        }
+    }
+    /// How long `passEntries` may then spend fetching missing art (3 s); at most what
+    /// ``refreshBudget`` leaves of the 19 s (a longer one is cut to that).
+    public var artBudget: Duration = .seconds(3) {
+        didSet { artBudget = min(max(artBudget, .zero), AddPassRequestGenerator.maximumBudget - refreshBudget) }
+    }
+    /// How long `generateAddPaymentPassRequest` may take (18 s; Wallet allows 20 s); at most
+    /// `AddPassRequestGenerator.maximumBudget` (19 s; a longer one is cut to that).
+    public var generationBudget: Duration = AddPassRequestGenerator.defaultBudget {
+        didSet { generationBudget = AddPassRequestGenerator.bounded(generationBudget) }
+    }
     /// How much of the session's life must be left for `status` to answer that no sign-in is
     /// needed: 2 minutes by default, at most
     /// `WalletExtensionConfiguration.maximumSessionMargin` (4 minutes; larger values are

@@ -102,6 +102,22 @@ struct IssuerExtensionHandlerTests {
         #expect(configuration.sessionMargin == .zero)
     }
 
+    @Test func theConfigurationsBudgetsAreBoundedByWallets() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        var configuration = IssuerExtensionConfiguration(tmpURL: Fixtures.baseURL, containerURL: folder.url, secrets: FileSecretStore(directory: folder.url))
+        configuration.generationBudget = .seconds(25)
+        #expect(configuration.generationBudget == .seconds(19))
+        configuration.artBudget = .seconds(20)
+        #expect(configuration.artBudget == .seconds(14))
+        configuration.refreshBudget = .seconds(30)
+        #expect(configuration.refreshBudget == .seconds(19) && configuration.artBudget == .zero)
+        configuration.refreshBudget = .seconds(-3)
+        #expect(configuration.refreshBudget == .zero)
+        let sdk = configuration.walletExtension(passLibrary: FakePassLibrary())
+        #expect(sdk.generationBudget == .seconds(19) && sdk.refreshBudget == .zero && sdk.artBudget == .zero)
+    }
+
     @Test func withoutAnAppGroupSnapshotNothingIsOffered() async throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

@@ -31,15 +31,74 @@ struct ExactlyOnceCompletionTests {
         let completions = Completions()
         let generator = AddPassRequestGenerator(client: Fixtures.client(transport, clock: clock), budget: .seconds(18), clock: clock)
         let task = generator.generate(Self.request, completion: completions.handler)
-        // The generator's budget timer and the client's own timeout, both at 18 s.
+        // The generator's budget timer (18 s) and the client's own timeout: `signed-cards`'
+        // 15 s, the smaller of the two.
         await clock.waitForSleepers(2)
-        clock.advance(by: .seconds(17))
+        clock.advance(by: .seconds(14))
         #expect(completions.calls.current.isEmpty)
         clock.advance(by: .seconds(1))
         let generation = await task.value
         #expect(generation.failure == .timedOut)
         #expect(completions.calls.current == [.empty])
         #expect(clock.now.offset <= AddPassRequestGenerator.walletBudget)
+    }
+
+    /// `signed-cards` gets the smaller of the generation's budget and the client's own
+    /// `signed-cards` timeout, never a longer one than the client was configured with.
+    @Test(arguments: [(Duration.seconds(5), Duration.seconds(18), Duration.seconds(5)), (.seconds(30), .seconds(18), .seconds(18)), (.seconds(15), .seconds(60), .seconds(15))])
+    func signedCardsGetsTheSmallerOfTheBudgetAndTheClientsTimeout(_ signCard: Duration, _ budget: Duration, _ expected: Duration) async throws {
+        let transport = Fixtures.server(cards: [], tokens: [])
+        let client = TMPClient(configuration: .init(baseURL: Fixtures.baseURL, timeouts: .init(signCard: signCard)), transport: transport, clock: ManualClock(), cardholderToken: { "cardholder-jwt" })
+        let generation = await AddPassRequestGenerator(client: client, budget: budget, clock: ManualClock()).generate(Self.request)
+        #expect(generation.failure == nil)
+        #expect(transport.requests(for: .signCard).map(\.timeout) == [expected])
+    }
+
+    /// No budget may exceed what Wallet allows: longer ones are cut to 19 s, negative ones
+    /// are none, wherever they are set.
+    @Test func theGeneratorsBudgetIsBoundedByWallets() async throws {
+        let timeouts = Locked<[Duration]>([])
+        let sign: @Sendable (SignedCardRequest, Duration) async throws(TMPClientError) -> SignedCardResponse = { _, timeout in
+            timeouts.withValue { $0.append(timeout) }
+            return Fixtures.signedCard
+        }
+        #expect(AddPassRequestGenerator.maximumBudget == .seconds(19))
+        #expect(AddPassRequestGenerator.maximumBudget < AddPassRequestGenerator.walletBudget)
+        var generator = AddPassRequestGenerator(budget: .seconds(60), clock: ManualClock(), sign: sign)
+        #expect(generator.budget == .seconds(19))
+        generator.budget = .seconds(25)
+        #expect(generator.budget == .seconds(19))
+        generator.budget = .seconds(-1)
+        #expect(generator.budget == .zero)
+        generator.budget = .seconds(12)
+        #expect(generator.budget == .seconds(12))
+        _ = await generator.generate(Self.request)
+        _ = await generator.generate(Self.request, budget: .seconds(45))
+        #expect(timeouts.current == [.seconds(12), .seconds(19)])
+    }
+
+    @Test func theExtensionsBudgetsAreBoundedByWallets() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        func configuration(refresh: Duration = .seconds(5), art: Duration = .seconds(3), generation: Duration = .seconds(18)) -> WalletExtensionConfiguration {
+            WalletExtensionConfiguration(tmp: .init(baseURL: Fixtures.baseURL), directory: SharedWalletDirectory(containerURL: folder.url), secrets: FileSecretStore(directory: folder.url), passLibrary: FakePassLibrary(), refreshBudget: refresh, artBudget: art, generationBudget: generation)
+        }
+        let defaults = configuration()
+        #expect(defaults.refreshBudget == .seconds(5) && defaults.artBudget == .seconds(3) && defaults.generationBudget == .seconds(18))
+        let long = configuration(refresh: .seconds(30), art: .seconds(10), generation: .seconds(40))
+        #expect(long.refreshBudget == .seconds(19) && long.artBudget == .zero && long.generationBudget == .seconds(19))
+        #expect(configuration(refresh: .seconds(15), art: .seconds(10)).artBudget == .seconds(4))
+        #expect(configuration(refresh: .seconds(-1), art: .seconds(-1), generation: .seconds(-1)).refreshBudget == .zero)
+
+        var changed = defaults
+        changed.artBudget = .seconds(30)
+        #expect(changed.artBudget == .seconds(14))
+        changed.refreshBudget = .seconds(17)
+        #expect(changed.refreshBudget == .seconds(17) && changed.artBudget == .seconds(2))
+        changed.refreshBudget = .seconds(100)
+        #expect(changed.refreshBudget == .seconds(19) && changed.artBudget == .zero)
+        changed.generationBudget = .seconds(21)
+        #expect(changed.generationBudget == .seconds(19))
     }
 
     @Test func aServerErrorCompletesOnceWithAnEmptyRequestAndTheReason() async throws {

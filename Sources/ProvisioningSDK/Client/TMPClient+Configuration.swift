@@ -26,7 +26,8 @@ extension TMPClient {
     public struct Timeouts: Sendable, Hashable {
         /// `tokens/searches`.
         public var searchTokens: Duration
-        /// `signed-cards`; in-app provisioning further caps it by Wallet's remaining budget.
+        /// `signed-cards`; provisioning (in the app and in the Wallet extension) uses the
+        /// smaller of this and its budget (``AddPassRequestGenerator/budget``).
         public var signCard: Duration
         /// `tokens/activations`.
         public var activateToken: Duration

@@ -20,11 +20,27 @@ public struct WalletExtensionConfiguration: Sendable {
     public var now: @Sendable () -> Date
     /// How long `passEntries` / `remotePassEntries` may spend refreshing the cards from TMP
     /// before answering from the snapshot (Wallet allows 20 s for the whole call).
-    public var refreshBudget: Duration
-    /// How long they may then spend fetching art for cards that have none yet.
-    public var artBudget: Duration
-    /// How long `generateAddPaymentPassRequest` may take before it answers nil (Wallet: 20 s).
-    public var generationBudget: Duration
+    ///
+    /// Bounded with ``artBudget``: each is at least zero and the two together at most
+    /// ``AddPassRequestGenerator/maximumBudget`` (19 s). A longer refresh budget is cut to
+    /// that, and shortens the art budget to what it leaves.
+    public var refreshBudget: Duration {
+        didSet {
+            refreshBudget = AddPassRequestGenerator.bounded(refreshBudget)
+            artBudget = Self.bounded(artBudget: artBudget, after: refreshBudget)
+        }
+    }
+    /// How long they may then spend fetching art for cards that have none yet; at most what
+    /// ``refreshBudget`` leaves of ``AddPassRequestGenerator/maximumBudget`` (a longer one is
+    /// cut to that).
+    public var artBudget: Duration {
+        didSet { artBudget = Self.bounded(artBudget: artBudget, after: refreshBudget) }
+    }
+    /// How long `generateAddPaymentPassRequest` may take before it answers nil (Wallet: 20 s);
+    /// at most ``AddPassRequestGenerator/maximumBudget`` (a longer one is cut to that).
+    public var generationBudget: Duration {
+        didSet { generationBudget = AddPassRequestGenerator.bounded(generationBudget) }
+    }
     /// How much of the session's life must be left for `status` to answer that no sign-in is
     /// needed (default ``defaultSessionMargin``, bounded to 0…``maximumSessionMargin``).
     ///
@@ -46,7 +62,9 @@ public struct WalletExtensionConfiguration: Sendable {
     /// lifetime still counts just after it was made. Larger values are taken as this.
     public static let maximumSessionMargin: Duration = .seconds(240)
 
-    /// Creates a configuration; the defaults answer every call well inside Wallet's budgets.
+    /// Creates a configuration; the defaults answer every call well inside Wallet's budgets,
+    /// and budgets longer than Wallet allows are cut (see ``refreshBudget``, ``artBudget``
+    /// and ``generationBudget``).
     public init(
         tmp: TMPClient.Configuration,
         directory: SharedWalletDirectory,
@@ -68,11 +86,16 @@ public struct WalletExtensionConfiguration: Sendable {
         self.transport = transport
         self.clock = clock
         self.now = now
-        self.refreshBudget = refreshBudget
-        self.artBudget = artBudget
-        self.generationBudget = generationBudget
+        self.refreshBudget = AddPassRequestGenerator.bounded(refreshBudget)
+        self.artBudget = Self.bounded(artBudget: artBudget, after: AddPassRequestGenerator.bounded(refreshBudget))
+        self.generationBudget = AddPassRequestGenerator.bounded(generationBudget)
         self.sessionMargin = Self.bounded(sessionMargin: sessionMargin)
         self.log = log
+    }
+
+    /// `art` within 0…(``AddPassRequestGenerator/maximumBudget`` − `refresh`).
+    static func bounded(artBudget art: Duration, after refresh: Duration) -> Duration {
+        min(max(art, .zero), AddPassRequestGenerator.maximumBudget - refresh)
     }
 
     /// `margin` within 0…``maximumSessionMargin``.

@@ -14,22 +14,38 @@ public struct AddPassRequestGenerator: Sendable {
     public static let walletBudget: Duration = .seconds(20)
     /// The default budget: Wallet's limit less time to hand the answer back.
     public static let defaultBudget: Duration = .seconds(18)
+    /// The largest budget a generation gets: Wallet's limit less one second to hand the
+    /// answer back. Every budget is taken within 0…`maximumBudget` (see ``bounded(_:)``).
+    public static let maximumBudget: Duration = .seconds(19)
 
-    /// How long a generation may take from the moment it starts.
-    public var budget: Duration
+    /// `budget` within 0…``maximumBudget``: a negative budget is none, a longer one than
+    /// Wallet allows is cut to ``maximumBudget``.
+    public static func bounded(_ budget: Duration) -> Duration {
+        min(max(budget, .zero), maximumBudget)
+    }
+
+    /// How long a generation may take from the moment it starts; at most ``maximumBudget``
+    /// (a longer one set here is taken as that).
+    public var budget: Duration {
+        didSet { budget = Self.bounded(budget) }
+    }
     private let clock: any Clock<Duration>
     private let sign: @Sendable (SignedCardRequest, Duration) async throws(TMPClientError) -> SignedCardResponse
 
-    /// A generator that calls `signed-cards` through `client`.
+    /// A generator that calls `signed-cards` through `client`, with the smaller of the
+    /// generation's budget and the client's `signed-cards` timeout
+    /// (``TMPClient/Timeouts/signCard``) as the call's timeout.
     public init(client: TMPClient, budget: Duration = AddPassRequestGenerator.defaultBudget, clock: any Clock<Duration> = ContinuousClock()) {
-        self.init(budget: budget, clock: clock) { request, timeout async throws(TMPClientError) in
-            try await client.signCard(request, timeout: timeout)
+        let signCardTimeout = client.configuration.timeouts.signCard
+        self.init(budget: budget, clock: clock) { request, budget async throws(TMPClientError) in
+            try await client.signCard(request, timeout: min(budget, signCardTimeout))
         }
     }
 
-    /// A generator over any `signed-cards` implementation (the call gets the budget as its timeout).
+    /// A generator over any `signed-cards` implementation (the call gets the generation's
+    /// budget, bounded as ``budget`` is, as its timeout).
     public init(budget: Duration = AddPassRequestGenerator.defaultBudget, clock: any Clock<Duration> = ContinuousClock(), sign: @escaping @Sendable (SignedCardRequest, Duration) async throws(TMPClientError) -> SignedCardResponse) {
-        self.budget = budget
+        self.budget = Self.bounded(budget)
         self.clock = clock
         self.sign = sign
     }
@@ -43,9 +59,10 @@ public struct AddPassRequestGenerator: Sendable {
     }
 
     /// Generates the request for `request` and returns within `budget` (or this generator's
-    /// budget), at once when the calling task is cancelled. Never throws.
+    /// budget; either at most ``maximumBudget``), at once when the calling task is
+    /// cancelled. Never throws.
     public func generate(_ request: SignedCardRequest, budget: Duration? = nil) async -> Generation {
-        let limit = budget ?? self.budget
+        let limit = Self.bounded(budget ?? self.budget)
         let sign = sign
         let outcome = await Deadline.run(within: limit, clock: clock) { () async throws(TMPClientError) -> SignedCardResponse in
             try await sign(request, limit)
