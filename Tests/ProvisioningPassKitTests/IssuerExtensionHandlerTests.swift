@@ -26,6 +26,18 @@ struct IssuerExtensionHandlerTests {
         }
     }
 
+    /// A view controller whose `completionHandler` Wallet sets only when the test says so.
+    final class LateHandlerViewController: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
+        var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+        let results = Locked<[PKIssuerProvisioningExtensionAuthorizationResult]>([])
+
+        /// What Wallet does, late.
+        func setHandler() {
+            let results = results
+            completionHandler = { result in results.withValue { $0.append(result) } }
+        }
+    }
+
     // Wallet's side: the completion forms, awaited.
     func status(_ handler: PKIssuerProvisioningExtensionHandler) async -> PKIssuerProvisioningExtensionStatus {
         let box = await withCheckedContinuation { continuation in handler.status { continuation.resume(returning: UncheckedBox($0)) } }
@@ -146,6 +158,53 @@ struct IssuerExtensionHandlerTests {
         #expect(try await flow.signIn { SignedInCardholder(cardholderToken: "late", userId: "alice") } == false)
         #expect(viewController.results.current == [.canceled])
         #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+    }
+
+    @MainActor @Test func aResultReachedBeforeTheHandlerIsSetIsDeliveredOnceItIs() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let viewController = LateHandlerViewController()
+        let secrets = FileSecretStore(directory: folder.url)
+        let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
+        // Signed in before Wallet set the handler: nothing could be told, so nothing counts as told.
+        #expect(try await flow.signIn { SignedInCardholder(cardholderToken: "jwt", userId: "alice") } == false)
+        #expect(flow.result == .authorized)
+        #expect(!flow.isDelivered)
+        #expect(try secrets.secret(for: ExtensionSessionStore.key) != nil)
+
+        viewController.setHandler()
+        #expect(flow.deliverPendingResult())
+        #expect(flow.isDelivered)
+        #expect(viewController.results.current == [.authorized])
+        // Delivered once: later events change nothing.
+        #expect(!flow.deliverPendingResult())
+        #expect(!flow.cancel())
+        #expect(try await flow.signIn { SignedInCardholder(cardholderToken: "again", userId: "alice") } == false)
+        #expect(viewController.results.current == [.authorized])
+    }
+
+    @MainActor @Test func aPendingResultIsDeliveredByTheNextAttempt() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let viewController = LateHandlerViewController()
+        let secrets = FileSecretStore(directory: folder.url)
+        let flow = ExtensionAuthorizationFlow(reportingTo: viewController, secrets: secrets)
+        #expect(!flow.cancel())
+        #expect(flow.result == .canceled && !flow.isDelivered)
+
+        viewController.setHandler()
+        let signInRan = Locked(false)
+        // The cardholder taps again: the pending cancel reaches Wallet; no sign-in runs.
+        #expect(try await flow.signIn {
+            signInRan.withValue { $0 = true }
+            return SignedInCardholder(cardholderToken: "jwt", userId: "alice")
+        } == false)
+        #expect(viewController.results.current == [.canceled])
+        #expect(flow.isDelivered)
+        #expect(!signInRan.current)
+        #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+        #expect(!flow.cancel())
+        #expect(viewController.results.current == [.canceled])
     }
 
     @MainActor @Test func aSignInThatEndsAfterCancelLeavesNoSession() async throws {

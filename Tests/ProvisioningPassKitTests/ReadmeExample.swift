@@ -147,7 +147,9 @@ struct BankLogin: Sendable {
 // README-BEGIN extension-sign-in
 /// The UI extension's principal class: the app's login, then `.authorized` or `.canceled`.
 final class BankSignInViewController: ViewController, @preconcurrency PKIssuerProvisioningExtensionAuthorizationProviding {
-    var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
+    var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)? {
+        didSet { flow.deliverPendingResult() }  // a result reached before Wallet set it
+    }
     private let login = BankLogin()
     private lazy var flow = ExtensionAuthorizationFlow(reportingTo: self, configuration: .bank)
     private(set) var error: String?

@@ -84,6 +84,14 @@ struct ReadmeModelTests {
         let session = ExtensionSessionStore(secrets: IssuerExtensionConfiguration.bank.secrets).validSession(at: Date())
         #expect(session?.cardholderToken == "jwt-from-face-id")
         #expect(session?.userId == "alice")
+
+        // Signed in before Wallet set the handler: its `didSet` hands the result over.
+        let late = BankSignInViewController()
+        await late.signInWithBiometrics()
+        var lateResults: [PKIssuerProvisioningExtensionAuthorizationResult] = []
+        late.completionHandler = { lateResults.append($0) }
+        late.cancelTapped()
+        #expect(lateResults == [.authorized])
     }
 }
 #endif
