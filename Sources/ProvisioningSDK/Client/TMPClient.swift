@@ -9,6 +9,9 @@ import ProvisioningModels
 ///   task is cancelled.
 /// - Only idempotent reads (`tokens/searches`, `GET cards`) are retried, on transient
 ///   failures, with capped exponential back-off (``RetryPolicy``).
+/// - A response body longer than ``Configuration/maximumResponseBytes`` is refused as a
+///   `malformedResponse`; the transport is told the limit
+///   (``TransportRequest/maximumResponseSize``), and the default one stops reading there.
 /// - Every failure is a ``TMPClientError`` carrying the server's error code and message.
 /// - The log (``TMPClientEvent``) never sees the token, headers or bodies.
 public struct TMPClient: Sendable {
@@ -159,7 +162,8 @@ public struct TMPClient: Sendable {
             url: configuration.baseURL.appendingPathComponent(path),
             headers: ["Authorization": "Bearer \(token)", "Accept": operation == .cardArt ? "image/png, application/pdf" : "application/json"].merging(body == nil ? [:] : ["Content-Type": "application/json"]) { $1 },
             body: body,
-            timeout: timeout
+            timeout: timeout,
+            maximumResponseSize: maximumBytes
         )
         let maximumAttempts = operation.isIdempotentRead ? configuration.retry.maximumAttempts : 1
         var attempt = 1
@@ -187,12 +191,16 @@ public struct TMPClient: Sendable {
         let response: TransportResponse
         do {
             response = try await transport.send(request)
+        } catch let tooLarge as ResponseTooLargeError {
+            // The transport stopped reading a body over the limit.
+            log(TMPClientEvent(operation: operation, attempt: attempt, kind: .answered(status: tooLarge.statusCode)))
+            throw Self.oversized(operation, bodyBytes: tooLarge.declaredLength, maximumBytes: maximumBytes)
         } catch {
             throw Self.transportFailure(operation, error)
         }
         log(TMPClientEvent(operation: operation, attempt: attempt, kind: .answered(status: response.statusCode)))
         guard response.body.count <= maximumBytes else {
-            throw Self.failure(operation, .malformedResponse, detail: "the response body has \(response.body.count) bytes; at most \(maximumBytes) are accepted")
+            throw Self.oversized(operation, bodyBytes: response.body.count, maximumBytes: maximumBytes)
         }
         guard (200..<300).contains(response.statusCode) else {
             throw Self.serverFailure(operation, response)
@@ -225,6 +233,12 @@ public struct TMPClient: Sendable {
             case .server(let status): ("http_\(status)", "the server answered \(status)")
             }
         return TMPClientError(operation: operation, kind: kind, code: code, message: detail.map { "\(message) (\($0))" } ?? message)
+    }
+
+    /// A body over the limit: `bodyBytes` long, or cut off once more than the limit arrived (nil).
+    static func oversized(_ operation: TMPOperation, bodyBytes: Int?, maximumBytes: Int) -> TMPClientError {
+        let size = bodyBytes.map { "\($0) bytes" } ?? "more than \(maximumBytes) bytes"
+        return failure(operation, .malformedResponse, detail: "the response body has \(size); at most \(maximumBytes) are accepted")
     }
 
     static func transportFailure(_ operation: TMPOperation, _ error: any Error) -> TMPClientError {
