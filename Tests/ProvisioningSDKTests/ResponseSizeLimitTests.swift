@@ -29,6 +29,7 @@ struct ResponseSizeLimitTests {
         let sentBytes = Locked(0)
         let streamEnded = Locked(false)
         let reachedCap = Locked(false)
+        let trickleStarted = Locked(false)
         let stop = Locked(false)
 
         /// Waits until `stop` is set or `limit` has passed.
@@ -81,6 +82,7 @@ struct ResponseSizeLimitTests {
                 // Headers at once, then a trickle of spaces until the client goes away.
                 return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody { writer in
                     defer { server.streamEnded.withValue { $0 = true } }
+                    server.trickleStarted.withValue { $0 = true }
                     let deadline = ContinuousClock.now + .seconds(30)
                     while !server.stop.current, ContinuousClock.now < deadline {
                         try await writer.write(ByteBuffer(bytes: [UInt8(ascii: " ")]))
@@ -164,7 +166,8 @@ struct ResponseSizeLimitTests {
     }
 
     /// At a network's speed: the call fails as soon as the limit is passed, and the
-    /// connection closes long before the body's 256 MiB have been sent.
+    /// connection closes long before the body's 256 MiB have been sent (about 100 KB here
+    /// on an idle machine; the bound leaves room for a loaded one).
     @Test func anEndlessBodyIsRefusedOnceItPassesTheLimitLongBeforeItIsAllSent() async throws {
         try await Self.withServer { server, port in
             let start = ContinuousClock.now
@@ -181,23 +184,22 @@ struct ResponseSizeLimitTests {
             while !server.streamEnded.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.streamEnded.current && !server.reachedCap.current)
             let sent = server.sentBytes.current
-            #expect(sent < 16 << 20, "sent \(sent) bytes of a 256 MiB body")
+            #expect(sent < 64 << 20, "sent \(sent) bytes of a 256 MiB body")
         }
     }
 
-    /// As fast as loopback goes (about a GB/s here): the call still fails at once, with a
-    /// small part of the body sent. (FoundationNetworking then reads on until it acts on the
-    /// cancellation, dropping what it reads; the connection still closes.)
+    /// As fast as loopback goes (about a GB/s here): the call still fails as soon as the
+    /// limit is passed, from the cut-off body, not from one read whole. How much the server
+    /// has sent by then is not bounded here: FoundationNetworking reads on (and the SDK drops
+    /// what it reads) until it acts on the cancellation, later when the machine is loaded.
     @Test func anEndlessBodyAtLoopbackSpeedFailsAtOnce() async throws {
         try await Self.withServer { server, port in
             let start = ContinuousClock.now
             let error = await #expect(throws: TMPClientError.self) {
                 _ = try await Self.client(port: port, query: "case=endless", timeout: .seconds(10)).cards()
             }
-            let sentAtError = server.sentBytes.current
-            #expect(error?.kind == .malformedResponse)
+            #expect(error?.message == "cards answered with an unexpected body (the response body has more than 65536 bytes; at most 65536 are accepted)")
             #expect(ContinuousClock.now - start < .seconds(5))
-            #expect(sentAtError < 64 << 20, "sent \(sentAtError) bytes of 256 MiB when the call failed")
             let deadline = ContinuousClock.now + .seconds(10)
             while !server.streamEnded.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.streamEnded.current)
@@ -269,12 +271,15 @@ struct ResponseSizeLimitTests {
         try await Self.withServer { server, port in
             let client = Self.client(port: port, query: "case=slow")
             let call = Task { try await client.cards() }
-            try await Task.sleep(for: .milliseconds(300))
+            // Cancelled once the server is answering, so there is a connection to close.
+            let started = ContinuousClock.now + .seconds(10)
+            while !server.trickleStarted.current, ContinuousClock.now < started { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(server.trickleStarted.current)
             let start = ContinuousClock.now
             call.cancel()
             let error = await #expect(throws: TMPClientError.self) { _ = try await call.value }
             #expect(error?.kind == .cancelled)
-            #expect(ContinuousClock.now - start < .seconds(2))
+            #expect(ContinuousClock.now - start < .seconds(5))
             // The connection was closed: the server's trickle fails and ends.
             let deadline = ContinuousClock.now + .seconds(10)
             while !server.streamEnded.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
