@@ -117,8 +117,8 @@ struct SharedSnapshotTests {
         ("binary", Data([0xFF, 0x00, 0xFE, 0x7B])),
     ])
     func aCorruptFileIsNoSnapshot(_ name: String, _ bytes: Data) throws {
-        let directory = try written(bytes)
-        defer { try? directory.removeAll() }
+        let (folder, directory) = try written(bytes)
+        defer { folder.remove() }
         #expect(directory.readSnapshotFile() == .corrupt, "\(name)")
         #expect(directory.readSnapshot() == nil)
     }
@@ -126,8 +126,8 @@ struct SharedSnapshotTests {
     @Test func aTruncatedFileIsNoSnapshot() throws {
         let encoded = try JSONEncoder().encode(Fixtures.snapshot([Fixtures.snapshotCard("card-1"), Fixtures.snapshotCard("card-2")]))
         for length in [1, encoded.count / 2, encoded.count - 1] {
-            let directory = try written(encoded.prefix(length))
-            defer { try? directory.removeAll() }
+            let (folder, directory) = try written(encoded.prefix(length))
+            defer { folder.remove() }
             #expect(directory.readSnapshotFile() == .corrupt, "cut at \(length) of \(encoded.count) bytes")
         }
     }
@@ -135,15 +135,15 @@ struct SharedSnapshotTests {
     @Test func aNewerSchemaVersionIsNoSnapshotEvenWhenItsFieldsLookFamiliar() throws {
         var snapshot = Fixtures.snapshot([Fixtures.snapshotCard("card-1")])
         snapshot.schemaVersion = ExtensionSnapshot.currentSchemaVersion + 1
-        let directory = try written(try JSONEncoder().encode(snapshot))
-        defer { try? directory.removeAll() }
+        let (folder, directory) = try written(try JSONEncoder().encode(snapshot))
+        defer { folder.remove() }
         #expect(directory.readSnapshotFile() == .newerVersion(2))
         #expect(directory.readSnapshot() == nil)
     }
 
     @Test func anOversizedFileIsNotReadAtAll() throws {
-        let directory = try written(Data(repeating: 0x20, count: SharedWalletDirectory.maximumSnapshotBytes + 1))
-        defer { try? directory.removeAll() }
+        let (folder, directory) = try written(Data(repeating: 0x20, count: SharedWalletDirectory.maximumSnapshotBytes + 1))
+        defer { folder.remove() }
         #expect(directory.readSnapshotFile() == .tooLarge)
     }
 
@@ -152,8 +152,8 @@ struct SharedSnapshotTests {
         let badId = Fixtures.snapshot([Fixtures.snapshotCard("card/1")])
         let noUser = Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "")
         for snapshot in [pathArt, badId, noUser] {
-            let directory = try written(try JSONEncoder().encode(snapshot))
-            defer { try? directory.removeAll() }
+            let (folder, directory) = try written(try JSONEncoder().encode(snapshot))
+            defer { folder.remove() }
             #expect(directory.readSnapshotFile() == .invalid)
         }
     }
@@ -170,12 +170,13 @@ struct SharedSnapshotTests {
         #expect(!FileManager.default.fileExists(atPath: directory.url.path))
     }
 
-    /// A shared folder whose snapshot file holds exactly `bytes`.
-    func written(_ bytes: Data) throws -> SharedWalletDirectory {
+    /// A shared folder whose snapshot file holds exactly `bytes`, in a temporary folder the
+    /// caller removes (`folder.remove()`: the shared folder's own removal left it behind).
+    func written(_ bytes: Data) throws -> (folder: TemporaryDirectory, directory: SharedWalletDirectory) {
         let folder = try TemporaryDirectory()
         let directory = SharedWalletDirectory(containerURL: folder.url)
         try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
         try bytes.write(to: directory.snapshotURL)
-        return directory
+        return (folder, directory)
     }
 }

@@ -185,7 +185,9 @@ struct DatabaseConfigurationTests {
 
     @Test func theStartupLineShowsThePostgresDatabaseWithoutPassword() throws {
         var settings = ServerSettings()
-        settings.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)").path
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        settings.dataDirectory = dataDirectory
         settings.database = "postgres://tmp:\(Self.encodedSecret)@db.internal:5432/pushprov"
         settings.migrate = false
         let configuration = try settings.resolve(environment: [:])
@@ -195,7 +197,9 @@ struct DatabaseConfigurationTests {
     }
 
     @Test func openingWithoutMigratingRefusesAnOutdatedSchemaAndMigratingReportsWhatRan() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)/new/tmp.sqlite").path
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbconfig-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("new/tmp.sqlite").path
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }

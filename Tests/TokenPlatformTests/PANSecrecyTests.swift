@@ -15,6 +15,7 @@ struct PANSecrecyTests {
     @Test func noPANReachesLogsResponsesMetricsOrTheDatabaseFile() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-secrecy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
         let database = directory.appendingPathComponent("tmp.sqlite").path
         let platform = try await TestPlatform(policy: .immediate, databasePath: database)
         let replies = Locked<[String]>([])
