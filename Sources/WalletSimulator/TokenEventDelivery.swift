@@ -19,6 +19,9 @@ public struct TokenEventDelivery: Sendable, Hashable {
         case applied(TokenStatus)
         /// TMP had seen this event id before and changed nothing; the token's state.
         case duplicate(TokenStatus)
+        /// TMP took it as older than what it already knew of the token and changed nothing;
+        /// the token's state as TMP has it.
+        case stale(TokenStatus)
         /// Lost on purpose (an injected fault); never sent.
         case dropped
         /// TMP refused it for good (error envelope code and message); it is not retried.

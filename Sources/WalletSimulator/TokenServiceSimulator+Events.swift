@@ -56,7 +56,12 @@ extension TokenServiceSimulator {
             let outcome: TokenEventDelivery.Outcome
             do {
                 let response = try await client.report(event)
-                outcome = response.result == "DUPLICATE" ? .duplicate(response.tokenStatus) : .applied(response.tokenStatus)
+                switch response.result {
+                case "APPLIED": outcome = .applied(response.tokenStatus)
+                case "DUPLICATE": outcome = .duplicate(response.tokenStatus)
+                case "STALE": outcome = .stale(response.tokenStatus)
+                default: outcome = .rejected(code: "invalid_response", message: "token event answered with result \(response.result.debugDescription), not APPLIED, DUPLICATE or STALE")
+                }
             } catch where error.isTransient {
                 record(TokenEventDelivery(event: event, outcome: .failed(error.description)))
                 return

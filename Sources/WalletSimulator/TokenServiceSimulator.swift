@@ -205,7 +205,10 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         enqueueEvent(.created, for: token)
         if path == .green { enqueueEvent(.activated, for: token) }
         if configuration.eventDelivery == .background { await drainEvents() }
-        return path == .green ? .approved(token) : .requiresActivation(token)
+        // The token as it is now: TMP may have changed it while it heard of its creation (a
+        // card blocked or closed meanwhile), and the device learns that through its observer.
+        let current = tokens[token.tokenUniqueReference] ?? token
+        return path == .green ? .approved(current) : .requiresActivation(current)
     }
 
     /// The issuer-app link that activates the yellow-path pass `serialNumber` of `tokenUniqueReference`.

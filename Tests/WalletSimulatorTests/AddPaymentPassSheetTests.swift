@@ -12,9 +12,12 @@ import WalletSimulator
 final class ScriptedNetwork: SimulatedPaymentNetwork {
     private let answer: NetworkTokenization
     private let asked = Mutex<[(PassDataPayload, Data?, DeviceType)]>([])
+    /// Runs inside each tokenization, before the answer (a change the network makes meanwhile).
+    private let meanwhile: (@Sendable () async -> Void)?
 
-    init(_ answer: NetworkTokenization) {
+    init(_ answer: NetworkTokenization, meanwhile: (@Sendable () async -> Void)? = nil) {
         self.answer = answer
+        self.meanwhile = meanwhile
     }
 
     var requests: [(card: PassDataPayload, activationData: Data?, device: DeviceType)] {
@@ -23,6 +26,7 @@ final class ScriptedNetwork: SimulatedPaymentNetwork {
 
     func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
         asked.withLock { $0.append((card, activationData, deviceType)) }
+        await meanwhile?()
         return answer
     }
 
@@ -204,6 +208,52 @@ struct AddPaymentPassSheetTests {
         let cancelled = try await present(SealingDelegate(leaf: leaf), wallet: wallet, network: ScriptedNetwork(.declined(reason: "unused")), user: .cancel)
         #expect(cancelled.outcome == .failed(code: .userCancelled, reason: "the user cancelled"))
         #expect(wallet.allPasses.isEmpty)
+    }
+
+    @Test func aTokenTheNetworkChangesWhileItsPassIsBeingAddedArrivesInItsNewState() async throws {
+        // TMP may suspend or deactivate a token while it hears of its creation (its card was
+        // blocked or closed meanwhile): the device is told before the pass exists.
+        let wallet = SimulatedWallet()
+        let network = ScriptedNetwork(.approved(tokenUniqueReference: "DNITHE5", tokenLast4: "1234")) {
+            #expect(!wallet.setActivationState(.suspended, deviceAccountIdentifier: "DNITHE5"), "no pass yet")
+        }
+        let result = try await present(SealingDelegate(leaf: leaf), wallet: wallet, network: network)
+        #expect(result.pass?.activationState == .suspended)
+        #expect(wallet.pass(deviceAccountIdentifier: "DNITHE5")?.activationState == .suspended)
+        // A yellow token deactivated meanwhile: the pass is deactivated, and the sheet opens
+        // no activation link for it.
+        let closed = SimulatedWallet()
+        let yellow = ScriptedNetwork(.requiresActivation(tokenUniqueReference: "DNITHE6", tokenLast4: "1234")) {
+            closed.setActivationState(.deactivated, deviceAccountIdentifier: "DNITHE6")
+        }
+        let deactivated = try await present(SealingDelegate(leaf: leaf), wallet: closed, network: yellow)
+        #expect(deactivated.pass?.activationState == .deactivated)
+        #expect(closed.openedLinks.isEmpty)
+    }
+
+    @Test func twoAddsOfOneCardToOneDeviceAtOnceAddItOnce() async throws {
+        let wallet = SimulatedWallet(configuration: .init(hasPairedWatch: false))
+        let (entered, enter) = AsyncStream.makeStream(of: Void.self)
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        // The first add waits inside its tokenization until the second has ended; a second
+        // tokenization (the defect) does not wait, so the test fails rather than hangs.
+        let calls = Mutex(0)
+        let network = ScriptedNetwork(.approved(tokenUniqueReference: "DNITHE7", tokenLast4: "1234")) {
+            guard calls.withLock({ $0 += 1; return $0 }) == 1 else { return }
+            enter.yield()
+            for await _ in gate { break }
+        }
+        async let first = present(SealingDelegate(leaf: leaf), wallet: wallet, network: network)
+        for await _ in entered { break }
+        let second = try await present(SealingDelegate(leaf: leaf), wallet: wallet, network: network)
+        open.yield()
+        let firstResult = try await first
+        #expect(firstResult.pass?.deviceAccountIdentifier == "DNITHE7")
+        guard case .failed(let code, let reason) = second.outcome else { Issue.record("added twice: \(second.outcome)"); return }
+        #expect(code == .unsupported)
+        #expect(reason == "this card is being added to the iPhone already")
+        #expect(network.requests.count == 1, "the second add asked the network nothing")
+        #expect(wallet.passes(on: .phone).count == 1)
     }
 
     @Test func withoutTheEntitlementTheSheetCannotBeCreated() async throws {

@@ -102,6 +102,23 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func anEventOlderThanWhatTMPKnowsIsLoggedStaleNotApplied() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            // The token service's clock an hour behind the ACTIVATED event TMP applied: the
+            // echo of customer service's suspension is older than what TMP knows.
+            tmp.advance(-3600)
+            let suspended = try await session.send(.post, "/lifecycle/tokens/\(reference)/suspend", as: .issuer)
+            #expect(suspended.status == .ok)
+            await session.simulator.drainEvents()
+            let last = try #require(await session.simulator.deliveryLog.last)
+            #expect(last.event.event == .suspended)
+            #expect(last.outcome == .stale(.suspended))
+        }
+    }
+
     @Test func duplicatedEventsAreAcknowledgedOnceAndChangeNothingTwice() async throws {
         let tmp = try await LiveTMP(policy: .immediate)
         try await tmp.run { session in

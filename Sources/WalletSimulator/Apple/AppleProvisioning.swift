@@ -40,28 +40,34 @@ struct AppleProvisioning {
         if let configuredAccount, configuredAccount != account {
             return .failed("the card data is for another card than the configured primaryAccountIdentifier")
         }
+        let deviceName = device == .watch ? "Apple Watch" : "iPhone"
         guard wallet.canAdd(primaryAccountIdentifier: account, to: device) else {
-            return .failed("this card is already in Wallet on the \(device == .watch ? "Apple Watch" : "iPhone")")
+            return .failed("this card is already in Wallet on the \(deviceName)")
+        }
+        guard wallet.beginAdding(primaryAccountIdentifier: account, to: device) else {
+            return .failed("this card is being added to the \(deviceName) already")
         }
         let state: SimulatedPass.ActivationState
         let token: String
         let tokenLast4: String
         switch await network.tokenize(card, activationData: request.activationData, deviceType: device) {
         case .declined(let reason):
+            wallet.endAdding(primaryAccountIdentifier: account, to: device)
             return .failed("the card network declined the card (\(reason))")
         case .approved(let reference, let last4):
             (state, token, tokenLast4) = (.activated, reference, last4)
         case .requiresActivation(let reference, let last4):
             (state, token, tokenLast4) = (.requiresActivation, reference, last4)
         }
-        let pass = SimulatedPass(
+        let made = SimulatedPass(
             serialNumber: "SN" + SimulatedWallet.randomHex(10), deviceAccountIdentifier: token, primaryAccountIdentifier: account,
             primaryAccountNumberSuffix: card.primaryAccountNumber.last4, deviceAccountNumberSuffix: tokenLast4,
             activationState: state, device: device, localizedName: passName
         )
-        wallet.add(pass)
+        // As added: in the token's latest state if the network changed it meanwhile.
+        let pass = wallet.add(made)
         var link: URL?
-        if state == .requiresActivation {
+        if pass.activationState == .requiresActivation {
             link = await network.activationLink(tokenUniqueReference: token, serialNumber: pass.serialNumber)
             if let link { wallet.open(link) }
         }

@@ -116,7 +116,17 @@ public final class SimulatedWallet: Sendable {
         /// Apple's card-account identifiers, by a hash of the card number (never the number).
         var accountIdentifiers: [Data: String] = [:]
         var openedLinks: [URL] = []
+        /// Card accounts being added right now, per device: one add at a time per slot.
+        var adding: Set<String> = []
+        /// State changes the network reported for tokens whose pass is not on the device yet
+        /// (a change made while the pass was being added), oldest first; the pass takes the
+        /// latest when it arrives, as Apple's servers hand a new pass the token's current state.
+        var earlyStates: [(deviceAccountIdentifier: String, state: SimulatedPass.ActivationState)] = []
     }
+
+    /// How many early state changes a Wallet remembers (those of other devices' tokens too,
+    /// since the network tells every observer): the oldest go first.
+    static let earlyStateCapacity = 4_096
 
     private let state: Mutex<State>
 
@@ -178,16 +188,48 @@ public final class SimulatedWallet: Sendable {
     }
 
     /// Puts a pass into the device's library.
-    func add(_ pass: SimulatedPass) {
-        state.withLock { $0.passes.append(pass) }
+    /// Reserves the slot of card account `primaryAccountIdentifier` on `device` for one add:
+    /// false when another add of it is under way (or the device cannot take the card), so two adds at once (a double tap, the sheet and an
+    /// extension together) cannot both put the card on the device. The add ends with
+    /// ``add(_:)`` or ``endAdding(primaryAccountIdentifier:to:)``.
+    func beginAdding(primaryAccountIdentifier: String, to device: DeviceType) -> Bool {
+        guard canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: device) else { return false }
+        return state.withLock { $0.adding.insert(Self.slot(primaryAccountIdentifier, device)).inserted }
+    }
+
+    /// Frees a slot ``beginAdding(primaryAccountIdentifier:to:)`` reserved, for an add that failed.
+    func endAdding(primaryAccountIdentifier: String, to device: DeviceType) {
+        _ = state.withLock { $0.adding.remove(Self.slot(primaryAccountIdentifier, device)) }
+    }
+
+    private static func slot(_ account: String, _ device: DeviceType) -> String { "\(device.rawValue):\(account)" }
+
+    /// Puts `pass` on its device, in the latest state the network reported for its token if
+    /// one came before the pass, and frees its account's slot. Returns the pass as added.
+    func add(_ pass: SimulatedPass) -> SimulatedPass {
+        state.withLock { state in
+            var pass = pass
+            if let early = state.earlyStates.last(where: { $0.deviceAccountIdentifier == pass.deviceAccountIdentifier }) {
+                pass.activationState = early.state
+                state.earlyStates.removeAll { $0.deviceAccountIdentifier == pass.deviceAccountIdentifier }
+            }
+            state.passes.append(pass)
+            state.adding.remove(Self.slot(pass.primaryAccountIdentifier, pass.device))
+            return pass
+        }
     }
 
     /// Sets the activation state of the pass of token `deviceAccountIdentifier`; false when
-    /// no pass has that token.
+    /// no pass has that token yet. Such a change is remembered, and a pass of that token added
+    /// later takes it (a token the network changed while its pass was being added).
     @discardableResult
     public func setActivationState(_ activationState: SimulatedPass.ActivationState, deviceAccountIdentifier: String) -> Bool {
         state.withLock { state in
-            guard let index = state.passes.firstIndex(where: { $0.deviceAccountIdentifier == deviceAccountIdentifier }) else { return false }
+            guard let index = state.passes.firstIndex(where: { $0.deviceAccountIdentifier == deviceAccountIdentifier }) else {
+                state.earlyStates.append((deviceAccountIdentifier, activationState))
+                if state.earlyStates.count > Self.earlyStateCapacity { state.earlyStates.removeFirst(state.earlyStates.count - Self.earlyStateCapacity) }
+                return false
+            }
             state.passes[index].activationState = activationState
             return true
         }
