@@ -33,6 +33,11 @@ open class PKAddPaymentPassViewController: NSObject {
     /// simulator that plays the sheet (Linux only, package-internal).
     package let passKitShimRequestConfiguration: PKAddPaymentPassRequestConfiguration
 
+    /// NOT PART OF APPLE'S PASSKIT: objects the sheet keeps until it is deallocated, as an
+    /// Objective-C associated object (`OBJC_ASSOCIATION_RETAIN`) is kept on iOS (Linux only,
+    /// package-internal).
+    package var passKitShimRetainedObjects: [AnyObject] = []
+
     /// Creates the sheet; nil when the app may not add payment passes (no entitlement).
     public init?(requestConfiguration configuration: PKAddPaymentPassRequestConfiguration, delegate: (any PKAddPaymentPassViewControllerDelegate)?) {
         guard PassKitShim.backend?.allowsAddPaymentPassViewController(configuration: configuration) == true else { return nil }

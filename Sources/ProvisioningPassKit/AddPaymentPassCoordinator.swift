@@ -15,8 +15,13 @@ import ProvisioningSDK
 /// Shows Wallet's add sheet for one ``ProvisioningSession`` and answers it as its
 /// `PKAddPaymentPassViewControllerDelegate`, through the SDK.
 ///
-/// It keeps itself alive while the sheet is up (the sheet holds its delegate weakly) and
-/// reports the flow's ``ProvisioningOutcome`` once, with the refreshed wallet status.
+/// The sheet holds its delegate weakly, so every sheet the coordinator makes keeps the
+/// coordinator alive for as long as the sheet itself lives (on iOS through an Objective-C
+/// associated object): an app may present the sheet and drop its own reference to the
+/// coordinator, and Wallet's requests are still answered. Once Wallet reports the end, the
+/// coordinator lives until it has reported the flow's ``ProvisioningOutcome`` once, with the
+/// refreshed wallet status. A sheet made and never presented keeps nothing alive after the
+/// app lets go of it.
 @MainActor
 public final class AddPaymentPassCoordinator: NSObject {
     /// Called once when the flow ends, with the outcome and the wallet status read afterwards.
@@ -27,7 +32,6 @@ public final class AddPaymentPassCoordinator: NSObject {
     /// The flow's outcome, once it has ended.
     public private(set) var outcome: ProvisioningOutcome?
     private let completion: Completion
-    private var retainedWhilePresented: AddPaymentPassCoordinator?
 
     /// Creates a coordinator for `session`; `completion` runs once when the flow ends.
     public init(session: ProvisioningSession, completion: @escaping Completion) {
@@ -39,9 +43,19 @@ public final class AddPaymentPassCoordinator: NSObject {
     /// The add sheet for this flow with this coordinator as its delegate; nil when the device
     /// cannot add payment passes or the app lacks the
     /// `com.apple.developer.payment-pass-provisioning` entitlement.
+    ///
+    /// The sheet keeps this coordinator alive until the sheet is deallocated (after it is
+    /// dismissed, or when the app drops a sheet it never presented), so the caller need not
+    /// keep the coordinator.
     public func makeViewController() -> PKAddPaymentPassViewController? {
-        guard PKAddPaymentPassViewController.canAddPaymentPass(), let configuration = session.configuration.passKitConfiguration() else { return nil }
-        return PKAddPaymentPassViewController(requestConfiguration: configuration, delegate: self)
+        guard PKAddPaymentPassViewController.canAddPaymentPass(), let configuration = session.configuration.passKitConfiguration(),
+            let controller = PKAddPaymentPassViewController(requestConfiguration: configuration, delegate: self)
+        else { return nil }
+        // Not a cycle: the coordinator never holds the sheet. Tied to the sheet's life rather
+        // than to the end of the flow, so a sheet that is never presented (and so never
+        // finishes) does not keep the coordinator forever.
+        controller.keepAlive(self)
+        return controller
     }
 
     /// Makes the sheet and hands it to `present` (on iOS: `presenter.present($0, animated: true)`).
@@ -49,7 +63,6 @@ public final class AddPaymentPassCoordinator: NSObject {
     @discardableResult
     public func start(presentingWith present: (PKAddPaymentPassViewController) -> Void) -> Bool {
         guard let controller = makeViewController() else { return false }
-        retainedWhilePresented = self
         present(controller)
         return true
     }
@@ -89,14 +102,34 @@ extension AddPaymentPassCoordinator: @preconcurrency PKAddPaymentPassViewControl
         // Wallet's sheet lets the cardholder pick the iPhone or the paired Watch.
         let result: WalletAddResult = error.map { .failed(WalletAddError($0)) } ?? .added(pass.map { WalletPass($0, device: $0.isRemotePass ? .watch : .phone) })
         let session = session
+        // The task holds the coordinator until the outcome is reported, even if the dismissed
+        // sheet (which kept it alive so far) is gone by then.
         Task { @MainActor in
             let (outcome, status) = await session.finish(result)
             if self.outcome == nil {
                 self.outcome = outcome
                 completion(outcome, status)
             }
-            retainedWhilePresented = nil
         }
     }
 }
+
+extension PKAddPaymentPassViewController {
+    /// Keeps `owner` alive until this sheet is deallocated.
+    fileprivate func keepAlive(_ owner: AnyObject) {
+        #if canImport(PassKit)
+        objc_setAssociatedObject(self, AddPaymentPassCoordinatorKey.sheetOwner, owner, .OBJC_ASSOCIATION_RETAIN_NONATOMIC)
+        #else
+        passKitShimRetainedObjects.append(owner)
+        #endif
+    }
+}
+
+#if canImport(PassKit)
+private enum AddPaymentPassCoordinatorKey {
+    // nonisolated(unsafe): allocated once and never written or freed; only its address is
+    // used, as the key of the associated object.
+    nonisolated(unsafe) static let sheetOwner = UnsafeRawPointer(UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1))
+}
+#endif
 #endif

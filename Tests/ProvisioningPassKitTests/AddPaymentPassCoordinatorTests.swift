@@ -119,6 +119,51 @@ struct AddPaymentPassCoordinatorTests {
         }
     }
 
+    @Test func aSheetFromMakeViewControllerKeepsItsCoordinatorThroughTheFlow() async throws {
+        let shim = ShimWallet()
+        let server = Fixtures.server(cards: [Fixtures.card("card-1")], tokens: [])
+        try await PassKitShim.withBackend(shim) {
+            let wallet = IssuerWallet(client: Fixtures.client(server), passLibrary: PassKitPassLibrary(), activationLinks: Self.route)
+            let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
+            let (finished, finish) = AsyncStream.makeStream(of: Finish.self)
+            weak var released: AddPaymentPassCoordinator?
+            var sheet: PKAddPaymentPassViewController?
+            do {
+                // The app keeps the sheet it presents, not the coordinator.
+                let coordinator = AddPaymentPassCoordinator(session: session) { finish.yield(($0, $1)) }
+                released = coordinator
+                sheet = coordinator.makeViewController()
+            }
+            #expect(released != nil, "the sheet keeps its coordinator")
+            let presented = try #require(sheet)
+            #expect(presented.delegate != nil)
+            #expect(try await ask(presented, nonce: "nonce-1") == AddPassRequest(Fixtures.signedCard))
+            #expect(server.requests(for: .signCard).count == 1)
+            try #require(presented.delegate).addPaymentPassViewController(presented, didFinishAdding: nil, error: NSError(domain: PKPassKitErrorDomain, code: PKAddPaymentPassError.userCancelled.rawValue))
+            var iterator = finished.makeAsyncIterator()
+            #expect(try #require(await iterator.next()).outcome == .cancelled)
+        }
+    }
+
+    @Test func aSheetMadeButNeverPresentedKeepsNothingAliveOnceDropped() async throws {
+        let shim = ShimWallet()
+        try await PassKitShim.withBackend(shim) {
+            let wallet = IssuerWallet(client: Fixtures.client(Fixtures.server(cards: [Fixtures.card("card-1")], tokens: [])), passLibrary: PassKitPassLibrary(), activationLinks: Self.route)
+            let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
+            weak var released: AddPaymentPassCoordinator?
+            var sheet: PKAddPaymentPassViewController?
+            do {
+                let coordinator = AddPaymentPassCoordinator(session: session) { _, _ in }
+                released = coordinator
+                sheet = coordinator.makeViewController()
+            }
+            #expect(sheet?.delegate != nil)
+            #expect(released != nil)
+            sheet = nil
+            #expect(released == nil, "a sheet that never finishes must not keep its coordinator forever")
+        }
+    }
+
     @Test func withoutTheEntitlementNothingIsPresented() async throws {
         let shim = ShimWallet()
         shim.update { $0.entitled = false }
