@@ -80,6 +80,15 @@ public struct ExtensionSessionStore: Sendable {
         try? secrets.removeSecret(for: Self.key)
     }
 
+    /// Whether the store still holds `session` itself, valid or not: false once sign-out
+    /// removed it or another sign-in replaced it (or it cannot be read).
+    public func holds(_ session: ExtensionSession) -> Bool {
+        guard let data = try? secrets.secret(for: Self.key),
+            let stored = try? JSONDecoder().decode(ExtensionSession.self, from: data)
+        else { return false }
+        return stored == session
+    }
+
     /// Removes the session.
     public func clear() throws {
         try secrets.removeSecret(for: Self.key)

@@ -5,7 +5,8 @@ import ProvisioningModels
 /// cards' art, in one folder of the App Group container (any directory on Linux and in tests).
 ///
 /// Layout: `<container>/PushProvisioning/wallet-snapshot.json` and
-/// `<container>/PushProvisioning/card-art/<card id>.png|pdf`.
+/// `<container>/PushProvisioning/card-art/<card id>.png|pdf`, and beside the folder
+/// `<container>/PushProvisioning.lock` (``withLock(_:)``).
 ///
 /// Writes replace files atomically (a reader sees the old file or the new one, never a mix).
 /// Reads are tolerant and bounded: a missing, unreadable, oversized, corrupt, truncated,

@@ -84,7 +84,9 @@ public actor SharedWalletStorage {
     }
 
     /// Sign-out: removes the snapshot, the art and every shared secret (the extensions'
-    /// session among them), and drops art still arriving.
+    /// session among them), and drops art still arriving. A Wallet extension's refresh that
+    /// was running then writes nothing afterwards (it finds its session gone; see
+    /// ``SharedWalletDirectory/withLock(_:)``).
     public func signOut() throws {
         generation += 1
         artTask?.cancel()
@@ -130,7 +132,20 @@ public actor SharedWalletStorage {
     }
 
     private func wipe() throws {
-        try sharing.directory.removeAll()
-        try sharing.secrets.removeAllSecrets()
+        let directory = sharing.directory
+        let secrets = sharing.secrets
+        let wipeAll = {
+            try directory.removeAll()
+            try secrets.removeAllSecrets()
+        }
+        do {
+            // Under the folder's lock: a Wallet extension that checked its session is still
+            // stored writes its snapshot before this wipe, never after it.
+            try directory.withLock(wipeAll)
+        } catch {
+            // No lock to be had, or the wipe failed under it: wiping matters more than the
+            // lock (and is idempotent), so once more without it; its error is the one thrown.
+            try wipeAll()
+        }
     }
 }

@@ -166,7 +166,9 @@ public final class WalletExtension: Sendable {
     /// `tokens/searches`) within the refresh budget and the snapshot is rewritten; art missing
     /// for an eligible card is then fetched within the art budget. Without a session, or when
     /// the refresh fails or runs out of time, the snapshot on disk answers — never another
-    /// cardholder's. Returns within refresh budget + art budget, whatever TMP does.
+    /// cardholder's, and nothing read for a session that a sign-out removed (or another
+    /// sign-in replaced) while TMP was answering: that is not written to the snapshot
+    /// either. Returns within refresh budget + art budget, whatever TMP does.
     public func passEntries(for device: DeviceType) async -> [ExtensionPassEntry] {
         let directory = configuration.directory
         let session = sessions.validSession(at: configuration.now())
@@ -198,7 +200,8 @@ public final class WalletExtension: Sendable {
     }
 
     /// The cards read afresh from TMP (and written as the new snapshot), or nil when that
-    /// failed or took longer than the refresh budget. A refused session is removed.
+    /// failed or took longer than the refresh budget, or when `session` is no longer the
+    /// stored one by the time TMP answered (signed out meanwhile). A refused session is removed.
     private func refresh(_ session: ExtensionSession) async -> (snapshot: ExtensionSnapshot, cardsWithArt: Set<String>)? {
         let reader = WalletStatusReader(client: client(session), passLibrary: configuration.passLibrary)
         let outcome = await Deadline.run(within: configuration.refreshBudget, clock: configuration.clock) { () async throws(TMPClientError) -> WalletStatusSnapshot in
@@ -208,7 +211,17 @@ public final class WalletExtension: Sendable {
         case .finished(.success(let status)):
             let directory = configuration.directory
             let snapshot = ExtensionSnapshot(status, userId: session.userId, writtenAt: configuration.now(), artFileNames: directory.artFileNames(for: status))
-            try? directory.write(snapshot)
+            // The app may have signed out (or another cardholder in) while TMP answered: then
+            // the session is gone or replaced, and what was read for it is neither written
+            // nor offered. Checked and written under the folder's lock, which sign-out takes
+            // for its wipe, so no sign-out falls between the check and the write.
+            let sessions = sessions
+            let stillSignedIn = (try? directory.withLock { () -> Bool in
+                guard sessions.holds(session) else { return false }
+                try? directory.write(snapshot)
+                return true
+            }) ?? false
+            guard stillSignedIn else { return nil }
             return (snapshot, Set(status.cards.filter { $0.card.artURL != nil }.map(\.id)))
         case .finished(.failure(let error as TMPClientError)) where error.kind == .unauthorized:
             try? sessions.clear()

@@ -1,0 +1,99 @@
+import Foundation
+import ProvisioningModels
+import ProvisioningSDK
+import SDKTestSupport
+import Testing
+
+/// A Wallet extension's refresh that began before the app signed out ends after it: what it
+/// read is neither written to the shared folder nor offered.
+@Suite("Wallet extension: refresh across a sign-out")
+struct ExtensionSignOutRaceTests {
+    /// The world, with TMP holding every `GET cards` answer at `gate`.
+    static func world(holdingAt gate: AsyncGate) throws -> ExtensionHarness {
+        let server = Fixtures.server(cards: [Fixtures.card("card-1"), Fixtures.card("card-2", last4: "2222")], tokens: [])
+        return try ExtensionHarness(transport: ScriptedTransport { request, _ in
+            if ScriptedTransport.operation(of: request) == .listCards { await gate.wait() }
+            return try await server.send(request)
+        })
+    }
+
+    /// The app's side of the sign-out, as `IssuerWallet.signOut()` runs it.
+    static func signOut(_ world: ExtensionHarness) async throws {
+        let sharing = WalletExtensionSharing(directory: world.directory, secrets: world.secrets, userId: { "alice" })
+        try await SharedWalletStorage(sharing: sharing, client: Fixtures.client(world.transport)).signOut()
+    }
+
+    @Test func aRefreshAnsweredAfterSignOutWritesAndOffersNothing() async throws {
+        let gate = AsyncGate()
+        let world = try Self.world(holdingAt: gate)
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn()
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        await gate.waitForArrivals(1)
+        try await Self.signOut(world)
+        #expect(world.directory.readSnapshotFile() == .missing)
+        gate.open()
+        #expect(await entries.value.isEmpty)
+        #expect(world.directory.readSnapshotFile() == .missing, "the signed-out cardholder's cards came back")
+    }
+
+    @Test func aRefreshAnsweredAfterAnotherCardholderSignedInLeavesTheirSnapshot() async throws {
+        let gate = AsyncGate()
+        let world = try Self.world(holdingAt: gate)
+        defer { world.remove() }
+        try world.signIn(user: "alice")
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        await gate.waitForArrivals(1)
+        try await Self.signOut(world)
+        // Bob signs in: the app writes his snapshot, the authorization extension his session.
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-9", last4: "9999")], user: "bob"))
+        try world.signIn(user: "bob")
+        gate.open()
+        #expect(await entries.value.isEmpty, "alice's cards are not offered, nor bob's for alice's request")
+        let stored = try #require(world.directory.readSnapshot())
+        #expect(stored.userId == "bob")
+        #expect(stored.cards.map(\.externalCardId) == ["card-9"])
+    }
+
+    @Test func aRefreshStillSignedInWritesAsBefore() async throws {
+        let gate = AsyncGate()
+        let world = try Self.world(holdingAt: gate)
+        defer { world.remove() }
+        try world.signIn()
+        gate.open()
+        #expect(await world.walletExtension.passEntries(for: .phone).map(\.id) == ["card-1", "card-2"])
+        #expect(world.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1", "card-2"])
+    }
+
+    @Test func theSharedFolderLockIsExclusive() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        let events = Locked<[String]>([])
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = try? directory.withLock {
+                events.withValue { $0.append("first in") }
+                entered.signal()
+                release.wait()
+                events.withValue { $0.append("first out") }
+            }
+            finished.signal()
+        }
+        entered.wait()
+        Thread.detachNewThread {
+            _ = try? directory.withLock { events.withValue { $0.append("second") } }
+            finished.signal()
+        }
+        // Time for the second thread to get in, were the lock not exclusive.
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(events.current == ["first in"])
+        release.signal()
+        finished.wait()
+        finished.wait()
+        #expect(events.current == ["first in", "first out", "second"])
+    }
+}
