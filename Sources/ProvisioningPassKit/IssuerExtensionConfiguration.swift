@@ -41,6 +41,32 @@ public struct IssuerExtensionConfiguration: Sendable {
     public var sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin {
         didSet { sessionMargin = min(max(sessionMargin, .zero), WalletExtensionConfiguration.maximumSessionMargin) }
     }
+    /// Whether an Apple Watch is paired with this iPhone: true, false, or nil while unknown
+    /// (the default, and what the closure should answer when it has no fresh word). Called on
+    /// the main actor whenever Wallet asks `status` or `remotePassEntries`, so it must be quick.
+    ///
+    /// A known `false` makes the extension offer no Apple Watch entries (`status` answers
+    /// `remotePassEntriesAvailable` false, `remotePassEntries` is empty); true or nil offer
+    /// them as before, by the snapshot and the Watch's passes.
+    ///
+    /// PassKit cannot tell, and WatchConnectivity (`WCSession.isPaired`) works only in the
+    /// containing app, so the app shares its answer through the App Group. In the app, when
+    /// the `WCSession` activates and in `sessionWatchStateDidChange(_:)`:
+    ///
+    /// ```swift
+    /// UserDefaults(suiteName: "group.com.bank.app.wallet")?.set(WCSession.default.isPaired, forKey: "watchPaired")
+    /// ```
+    ///
+    /// and in the extension's configuration:
+    ///
+    /// ```swift
+    /// configuration.watchPairing = {
+    ///     UserDefaults(suiteName: "group.com.bank.app.wallet")?.object(forKey: "watchPaired") as? Bool
+    /// }
+    /// ```
+    ///
+    /// The app passes the same kind of answer to its own `PassKitPassLibrary(watchPairing:)`.
+    public var watchPairing: (@MainActor @Sendable () -> Bool?)?
     /// The network (URLSession unless a test substitutes it).
     public var transport: any HTTPTransport = URLSessionTransport()
     /// Measures the budgets.
@@ -81,7 +107,9 @@ public struct IssuerExtensionConfiguration: Sendable {
         WalletExtensionSharing(directory: directory, secrets: secrets, userId: userId, now: now)
     }
 
-    /// The SDK's configuration of the extension's logic over `passLibrary`.
+    /// The SDK's configuration of the extension's logic over `passLibrary`, which answers
+    /// the Watch's pairing itself (``IssuerProvisioningExtensionHandler`` gives its own
+    /// library ``watchPairing``).
     public func walletExtension(passLibrary: any PassLibrary) -> WalletExtensionConfiguration {
         WalletExtensionConfiguration(
             tmp: tmp,

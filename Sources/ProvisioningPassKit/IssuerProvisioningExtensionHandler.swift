@@ -53,9 +53,10 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
         self.init(configuration: Self.configuration)
     }
 
-    /// A handler with `configuration`, reading this device's passes through PassKit.
+    /// A handler with `configuration`, reading this device's passes through PassKit and the
+    /// Watch's pairing through ``IssuerExtensionConfiguration/watchPairing``.
     public init(configuration: IssuerExtensionConfiguration) {
-        let library = PassKitPassLibrary()
+        let library = PassKitPassLibrary(watchPairing: configuration.watchPairing)
         walletExtension = WalletExtension(configuration: configuration.walletExtension(passLibrary: library))
         artLoader = configuration.artLoader
         passKitLibrary = library
@@ -84,7 +85,7 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
         }
         let answer = { @MainActor in
             let available = PKPassLibrary.isPassLibraryAvailable()
-            let status = walletExtension.status(passLibraryAvailable: available, passes: available ? library.currentSecureElementPasses() : [])
+            let status = walletExtension.status(passLibraryAvailable: available, passes: available ? library.currentSecureElementPasses() : [], watchPaired: available ? library.currentWatchPairing() : nil)
             completion.value(status.passKitStatus())
         }
         if Thread.isMainThread {
@@ -99,7 +100,8 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
         entries(for: .phone, completion: completion)
     }
 
-    /// Wallet's `remotePassEntries`: the cards that can be added to the paired Apple Watch.
+    /// Wallet's `remotePassEntries`: the cards that can be added to the paired Apple Watch;
+    /// none when ``IssuerExtensionConfiguration/watchPairing`` says no Watch is paired.
     open override func remotePassEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
         entries(for: .watch, completion: completion)
     }

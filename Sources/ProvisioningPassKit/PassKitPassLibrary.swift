@@ -24,7 +24,8 @@ public final class PassKitPassLibrary: PassLibrary {
     /// `watchPairing` tells whether an Apple Watch is paired, or nil while the app does not
     /// know; PassKit cannot say. An app using WatchConnectivity passes, for instance,
     /// `{ WCSession.isSupported() && WCSession.default.activationState == .activated ? WCSession.default.isPaired : nil }`.
-    /// Without it the Watch is offered as `canAddSecureElementPass` says.
+    /// Without it the Watch is offered as `canAddSecureElementPass` says. (A Wallet extension
+    /// cannot use WatchConnectivity: see `IssuerExtensionConfiguration.watchPairing`.)
     nonisolated public init(library: PKPassLibrary = PKPassLibrary(), watchPairing: (@MainActor @Sendable () -> Bool?)? = nil) {
         self.library = library
         self.watchPairing = watchPairing
@@ -32,6 +33,11 @@ public final class PassKitPassLibrary: PassLibrary {
 
     /// The app's `watchPairing` answer (nil without one).
     public func isWatchPaired() async -> Bool? {
+        currentWatchPairing()
+    }
+
+    /// ``isWatchPaired()`` without suspending, for callers already on the main actor.
+    public func currentWatchPairing() -> Bool? {
         watchPairing?()
     }
 

@@ -101,6 +101,35 @@ struct IssuerExtensionHandlerTests {
         }
     }
 
+    @Test(arguments: [(Bool?.some(false), false), (true, true), (nil, true)])
+    func theConfigurationsWatchPairingDecidesWhetherTheWatchIsOffered(_ paired: Bool?, _ offered: Bool) async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let shim = ShimWallet()
+        try await PassKitShim.withBackend(shim) {
+            var configuration = IssuerExtensionConfiguration(tmpURL: Fixtures.baseURL, containerURL: folder.url, secrets: FileSecretStore(directory: folder.url.appendingPathComponent("keychain")))
+            configuration.transport = Fixtures.server(cards: [], tokens: [])
+            configuration.clock = ManualClock()
+            configuration.watchPairing = { paired }
+            // No session: the entries come from the snapshot the app left.
+            try configuration.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+            try configuration.directory.storeArt(TestPDF.onePage().data, externalCardId: "card-1")
+            let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
+
+            #expect(await entries(handler, remote: false).map(\.identifier) == ["card-1"])
+            #expect(await entries(handler, remote: true).map(\.identifier) == (offered ? ["card-1:WATCH"] : []))
+            let answer = await status(handler)
+            #expect(answer.passEntriesAvailable)
+            #expect(answer.remotePassEntriesAvailable == offered)
+            // Called on the main thread, `status` reads PassKit and the pairing right there.
+            let box = UncheckedBox(handler)
+            let onMain = await withCheckedContinuation { continuation in
+                Task { @MainActor in box.value.status { continuation.resume(returning: UncheckedBox($0)) } }
+            }
+            #expect(onMain.value.remotePassEntriesAvailable == offered)
+        }
+    }
+
     @Test func theConfigurationsSessionMarginIsBoundedAndReachesTheSDK() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

@@ -15,11 +15,12 @@ struct ExtensionHarness {
     let date = FixedDate()
     let walletExtension: WalletExtension
 
-    init(passes: [WalletPass] = [], transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3), sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin) throws {
+    /// `watchPaired`: the pass library's word on a paired Watch (nil: it does not know).
+    init(passes: [WalletPass] = [], watchPaired: Bool? = nil, transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3), sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin) throws {
         folder = try TemporaryDirectory()
         directory = SharedWalletDirectory(containerURL: folder.url)
         secrets = FileSecretStore(directory: folder.url.appendingPathComponent("secrets"))
-        self.passes = FakePassLibrary(passes: passes)
+        self.passes = FakePassLibrary(passes: passes, watchPaired: watchPaired ?? true, pairingKnown: watchPaired != nil)
         self.transport = transport
         walletExtension = WalletExtension(configuration: WalletExtensionConfiguration(
             tmp: .init(baseURL: Fixtures.baseURL, retry: .init(initialBackoff: .zero)),

@@ -135,16 +135,19 @@ public final class WalletExtension: Sendable {
     /// `requiresAuthentication` unless a session of the snapshot's cardholder exists with at
     /// least ``WalletExtensionConfiguration/sessionMargin`` of its life left. Entries are
     /// available for a device when the snapshot holds a card eligible there
-    /// (``ExtensionEligibility``); without a snapshot or a pass library, none are.
+    /// (``ExtensionEligibility``); without a snapshot or a pass library, none are. For the
+    /// Watch, none are when the pass library knows no Watch is paired
+    /// (``PassLibrary/isWatchPaired()`` false; nil, unknown, changes nothing).
     public func status() async -> ExtensionStatus {
         let library = configuration.passLibrary
         let available = await library.isPassLibraryAvailable()
-        return status(passLibraryAvailable: available, passes: available ? await library.secureElementPasses() : [])
+        return status(passLibraryAvailable: available, passes: available ? await library.secureElementPasses() : [], watchPaired: available ? await library.isWatchPaired() : nil)
     }
 
-    /// ``status()`` with the device's passes already read: synchronous, so an adapter that
-    /// can read PassKit where it is called answers without hopping to another thread.
-    public func status(passLibraryAvailable: Bool, passes: [WalletPass]) -> ExtensionStatus {
+    /// ``status()`` with the device's passes and the Watch's pairing (nil: unknown) already
+    /// read: synchronous, so an adapter that can read PassKit where it is called answers
+    /// without hopping to another thread.
+    public func status(passLibraryAvailable: Bool, passes: [WalletPass], watchPaired: Bool? = nil) -> ExtensionStatus {
         let facts = configuration.directory.readStatusFacts()
         let session = sessions.validSession(at: configuration.now(), userId: facts?.userId, remaining: configuration.sessionMargin)
         guard let facts, passLibraryAvailable else {
@@ -153,14 +156,16 @@ public final class WalletExtension: Sendable {
         return ExtensionStatus(
             requiresAuthentication: session == nil,
             passEntriesAvailable: !ExtensionEligibility.eligible(facts.cards, livePasses: passes, device: .phone).isEmpty,
-            remotePassEntriesAvailable: !ExtensionEligibility.eligible(facts.cards, livePasses: passes, device: .watch).isEmpty
+            remotePassEntriesAvailable: watchPaired != false && !ExtensionEligibility.eligible(facts.cards, livePasses: passes, device: .watch).isEmpty
         )
     }
 
     // MARK: passEntries / remotePassEntries
 
     /// Wallet's `passEntries` (`.phone`) or `remotePassEntries` (`.watch`): the cards that can
-    /// be added to `device`, each with its art when the shared folder has it.
+    /// be added to `device`, each with its art when the shared folder has it. For the Watch,
+    /// none when the pass library knows no Watch is paired (``PassLibrary/isWatchPaired()``
+    /// false), without asking TMP.
     ///
     /// With a valid session, the cards are read afresh from TMP (`GET cards`, the passes,
     /// `tokens/searches`) within the refresh budget and the snapshot is rewritten; art missing
@@ -170,6 +175,7 @@ public final class WalletExtension: Sendable {
     /// sign-in replaced) while TMP was answering: that is not written to the snapshot
     /// either. Returns within refresh budget + art budget, whatever TMP does.
     public func passEntries(for device: DeviceType) async -> [ExtensionPassEntry] {
+        if device == .watch, await configuration.passLibrary.isWatchPaired() == false { return [] }
         let directory = configuration.directory
         let session = sessions.validSession(at: configuration.now())
         var snapshot: ExtensionSnapshot?
