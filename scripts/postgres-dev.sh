@@ -17,9 +17,12 @@
 # tests do) owning a database "pushprov"; it listens on 127.0.0.1 only and keeps its socket
 # inside its own directory. It runs without fsync (a throwaway for tests) unless started with
 # --durable. As root, the server runs as the "postgres" system user, because PostgreSQL
-# refuses to run as root.
+# refuses to run as root. It also offers TLS, with a certificate for "localhost" issued by a
+# CA made for the cluster (openssl, installed from apt when missing), so the tests can connect
+# with every sslmode: the printed URL says sslmode=disable, and PUSHPROV_TEST_POSTGRES_CA is
+# the CA's certificate (for sslrootcert).
 #
-#   eval "$(scripts/postgres-dev.sh start)"     # exports PUSHPROV_TEST_POSTGRES_URL
+#   eval "$(scripts/postgres-dev.sh start)"     # exports PUSHPROV_TEST_POSTGRES_URL and _CA
 #   swift test
 #   scripts/postgres-dev.sh clean
 set -euo pipefail
@@ -70,6 +73,41 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 current_port() { cat "$DIR/port" 2>/dev/null; }
 
+TLS="$DIR/tls"
+
+# The cluster's CA and the server's certificate (for the name localhost only: a client that
+# checks host names must connect to "localhost", one that checks the chain alone may use
+# 127.0.0.1), made once per directory.
+make_tls() {
+    [ -f "$TLS/server.crt" ] && [ -f "$TLS/server.key" ] && [ -f "$TLS/ca.crt" ] && return 0
+    if ! command -v openssl >/dev/null 2>&1; then
+        say "installing openssl from apt"
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq openssl >/dev/null \
+            || { as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq openssl >/dev/null; } \
+            || { say "apt-get install openssl failed"; return 1; }
+    fi
+    local work
+    work="$(mktemp -d)"
+    (
+        set -e
+        cd "$work"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt \
+            -subj "/CN=pushprov postgres-dev CA" -days 3650 \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr \
+            -subj "/CN=localhost" 2>/dev/null
+        printf 'subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' > server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 -extfile server.ext 2>/dev/null
+        chmod 600 server.key ca.key
+    ) || { rm -rf "$work"; say "could not make the TLS certificates"; return 1; }
+    mkdir -p "$TLS"
+    cp "$work/ca.crt" "$work/server.crt" "$work/server.key" "$TLS/"
+    rm -rf "$work"
+    chmod 600 "$TLS/server.key"
+    chmod 644 "$TLS/ca.crt" "$TLS/server.crt"
+    if [ "$(id -u)" -eq 0 ]; then chown -R postgres:postgres "$TLS"; fi
+}
+
 url() { echo "postgres://$USER_NAME:$PASSWORD@127.0.0.1:$(current_port)/$DATABASE?sslmode=disable"; }
 
 is_running() {
@@ -86,6 +124,7 @@ start() {
     if is_running; then
         say "already running"
         echo "export PUSHPROV_TEST_POSTGRES_URL='$(url)'"
+        [ -f "$TLS/ca.crt" ] && echo "export PUSHPROV_TEST_POSTGRES_CA='$TLS/ca.crt'"
         return 0
     fi
     mkdir -p "$DIR"
@@ -100,6 +139,7 @@ start() {
             || { cat "$DIR/initdb.log" >&2; exit 1; }
         rm -f "$pwfile"
     fi
+    make_tls || exit 1
     local port="${PUSHPROV_PG_PORT:-54329}" attempt options
     # A port found free may be taken before PostgreSQL binds it (another start at the same
     # moment): then the next free one is tried, a few times.
@@ -107,6 +147,7 @@ start() {
         while port_in_use "$port"; do port=$((port + 1)); done
         echo "$port" > "$DIR/port"
         options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$SOCKET -c max_connections=300"
+        options="$options -c ssl=on -c ssl_cert_file=$TLS/server.crt -c ssl_key_file=$TLS/server.key"
         if ! $durable; then options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
         rm -f "$DIR/server.log"
         if as_owner "$bindir/pg_ctl" -D "$DATA" -l "$DIR/server.log" -o "$options" -w -t 60 start >/dev/null; then break; fi
@@ -127,6 +168,7 @@ start() {
     fi
     say "running on 127.0.0.1:$port (data in $DATA$($durable || echo ', fsync off'))"
     echo "export PUSHPROV_TEST_POSTGRES_URL='$(url)'"
+    echo "export PUSHPROV_TEST_POSTGRES_CA='$TLS/ca.crt'"
 }
 
 stop() {
@@ -144,5 +186,5 @@ case "${1:-}" in
     status) if is_running; then say "running on 127.0.0.1:$(current_port)"; else say "not running"; exit 1; fi ;;
     stop) stop ;;
     clean) stop; rm -rf "$DIR"; say "removed $DIR" ;;
-    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

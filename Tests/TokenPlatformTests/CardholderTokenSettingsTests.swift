@@ -272,6 +272,9 @@ struct CardholderTokenSettingsTests {
             ("postgres://tmp:pw@db.internal/pushprov", true),
             ("postgres://tmp:pw@db.internal/pushprov?sslmode=disable", true),
             ("postgres://tmp:pw@db.internal/pushprov?sslmode=require", false),
+            ("postgres://tmp:pw@db.internal/pushprov?sslmode=verify-full", false),
+            ("postgres://tmp:pw@db.internal/pushprov?sslmode=verify-ca&sslrootcert=/etc/ssl/rds.pem", false),
+            ("postgres://tmp:pw@db.internal/pushprov?sslmode=prefer", true),
             ("postgres://tmp:pw@127.0.0.1/pushprov?sslmode=disable", false),
             ("postgres://tmp:pw@localhost/pushprov", false),
             ("postgres://tmp:pw@127.0.0.1.example/pushprov", true),
@@ -280,7 +283,7 @@ struct CardholderTokenSettingsTests {
             settings.database = url
             if refused {
                 let error = #expect(throws: ConfigurationError.self, "\(url)") { try settings.resolve(environment: setup.environment) }
-                #expect(error?.message.hasPrefix("--production needs sslmode=require to reach PostgreSQL on ") == true)
+                #expect(error?.message.hasPrefix("--production needs sslmode=require (or verify-full, verify-ca) to reach PostgreSQL on ") == true, "\(error?.message ?? "")")
                 #expect(error?.message.contains("pw") == false)
             } else {
                 #expect(throws: Never.self, "\(url)") { try settings.resolve(environment: setup.environment) }

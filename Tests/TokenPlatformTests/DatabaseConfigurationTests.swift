@@ -32,13 +32,30 @@ struct DatabaseConfigurationTests {
         ("postgres://host:5432/db", "no user name"),
         ("postgres://user:pw@host:5432", "needs one database name"),
         ("postgres://user:pw@host:5432/a/b", "needs one database name"),
-        ("postgres://user:pw@host/db?sslmode=verify-full", "sslmode must be one of disable, prefer, require"),
-        ("postgres://user:pw@host/db?application_name=x", "parameter application_name is not supported"),
+        ("postgres://user:pw@host/db?sslmode=allow", "sslmode must be one of disable, prefer, require, verify-ca, verify-full"),
+        ("postgres://user:pw@host/db?application_name=x", "parameter application_name is not supported; only sslmode and sslrootcert are"),
+        ("postgres://user:pw@host/db?sslrootcert=/ca.pem", "sslrootcert needs sslmode=require, verify-ca or verify-full (with sslmode=prefer the server's certificate is not checked)"),
+        ("postgres://user:pw@host/db?sslmode=disable&sslrootcert=/ca.pem", "sslrootcert needs sslmode=require, verify-ca or verify-full"),
+        ("postgres://user:pw@host/db?sslmode=require&sslrootcert=", "sslrootcert needs the path of a PEM file"),
+        ("postgres://user:pw@host/db?sslmode=require&sslmode=disable", "parameter sslmode is given more than once"),
     ])
     func aMalformedURLSaysWhatIsWrongWithoutThePassword(text: String, expected: String) {
         let error = #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: text) }
         #expect(error?.message.contains(expected) == true, "\(error?.message ?? "no error")")
         #expect(error?.message.contains("s3cr") == false)
+    }
+
+    @Test func theVerifyingModesAndARootCertificateFileAreParsedAndShown() throws {
+        let full = try PostgresURL(parsing: "postgres://u:pw@db.internal/pushprov?sslmode=verify-full&sslrootcert=/etc/ssl/private%20ca.pem")
+        #expect(full.tls == .verifyFull && full.tls.verifiesServer)
+        #expect(full.rootCertificatesPath == "/etc/ssl/private ca.pem")
+        #expect(full.description == "postgres://u@db.internal:5432/pushprov?sslmode=verify-full&sslrootcert=/etc/ssl/private%20ca.pem")
+        // What the description shows parses back to the same URL, password aside.
+        #expect(try PostgresURL(parsing: full.description) == PostgresURL(host: "db.internal", username: "u", password: nil, database: "pushprov", tls: .verifyFull, rootCertificatesPath: "/etc/ssl/private ca.pem"))
+        #expect(try PostgresURL(parsing: "postgres://u@h/d?sslmode=verify-ca").tls == .verifyCA)
+        #expect(try PostgresURL(parsing: "postgres://u@h/d?sslmode=require").tls.verifiesServer)
+        #expect(try !PostgresURL(parsing: "postgres://u@h/d").tls.verifiesServer)
+        #expect(try !PostgresURL(parsing: "postgres://u@h/d?sslmode=disable").tls.verifiesServer)
     }
 
     @Test func anythingButAURLIsASQLitePath() throws {

@@ -10,10 +10,24 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
     public enum TLSMode: String, Sendable, Hashable, CaseIterable {
         /// Plain TCP only.
         case disable
-        /// TLS when the server offers it, plain TCP otherwise (libpq's default).
+        /// TLS when the server offers it, plain TCP otherwise (libpq's default); the server's
+        /// certificate is not checked, as libpq does not check it: this keeps a passive
+        /// listener out, not a server in the middle.
         case prefer
-        /// TLS or no connection; the server certificate is verified against the system roots.
+        /// TLS or no connection; the server's certificate is verified, chain and host name,
+        /// against the system's roots or `sslrootcert` (stricter than libpq's `require`, which
+        /// checks nothing without a root certificate file: the same as ``verifyFull``).
         case require
+        /// TLS or no connection; the server's certificate chain is verified, its host name is
+        /// not (libpq's `verify-ca`).
+        case verifyCA = "verify-ca"
+        /// TLS or no connection; the server's certificate chain and host name are verified
+        /// (libpq's `verify-full`).
+        case verifyFull = "verify-full"
+
+        /// Whether the server's certificate is verified, so that nobody on the path can stand
+        /// in for the server.
+        public var verifiesServer: Bool { self != .disable && self != .prefer }
     }
 
     /// Host name or address.
@@ -28,15 +42,20 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
     public var database: String
     /// TLS mode (`sslmode`; default `prefer`).
     public var tls: TLSMode
+    /// A PEM file of the certificates to trust for the server's (`sslrootcert`), in place of
+    /// the system's roots: a private CA, or a cloud provider's bundle. Only with a mode that
+    /// verifies (``TLSMode/verifiesServer``); read when the store connects.
+    public var rootCertificatesPath: String?
 
     /// Creates a URL from its parts.
-    public init(host: String, port: Int = 5432, username: String, password: String?, database: String, tls: TLSMode = .prefer) {
+    public init(host: String, port: Int = 5432, username: String, password: String?, database: String, tls: TLSMode = .prefer, rootCertificatesPath: String? = nil) {
         self.host = host
         self.port = port
         self.username = username
         self.password = password
         self.database = database
         self.tls = tls
+        self.rootCertificatesPath = rootCertificatesPath
     }
 
     /// Whether `text` asks for PostgreSQL (`postgres://` or `postgresql://`).
@@ -71,23 +90,43 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
             throw ConfigurationError("database URL needs one database name after the host; expected \(example)")
         }
         var tls = TLSMode.prefer
+        var rootCertificatesPath: String?
+        var seen: Set<String> = []
         for item in components.queryItems ?? [] {
-            guard item.name == "sslmode" else {
-                throw ConfigurationError("database URL parameter \(item.name) is not supported; only sslmode is")
+            guard seen.insert(item.name).inserted else {
+                throw ConfigurationError("database URL parameter \(item.name) is given more than once")
             }
-            guard let value = item.value.flatMap(TLSMode.init(rawValue:)) else {
-                throw ConfigurationError("database URL sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")) (got \(item.value ?? ""))")
+            switch item.name {
+            case "sslmode":
+                guard let value = item.value.flatMap(TLSMode.init(rawValue:)) else {
+                    throw ConfigurationError("database URL sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")) (got \(item.value ?? ""))")
+                }
+                tls = value
+            case "sslrootcert":
+                guard let path = item.value, !path.isEmpty else {
+                    throw ConfigurationError("database URL sslrootcert needs the path of a PEM file of the certificates to trust")
+                }
+                rootCertificatesPath = path
+            default:
+                throw ConfigurationError("database URL parameter \(item.name) is not supported; only sslmode and sslrootcert are")
             }
-            tls = value
         }
-        self.init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        // A root certificate nobody checks against would look like protection and give none.
+        if rootCertificatesPath != nil, !tls.verifiesServer {
+            throw ConfigurationError("database URL sslrootcert needs sslmode=require, verify-ca or verify-full (with sslmode=\(tls.rawValue) the server's certificate is not checked)")
+        }
+        self.init(host: host, port: port, username: username, password: password, database: database, tls: tls, rootCertificatesPath: rootCertificatesPath)
     }
 
     /// The URL without its password, e.g. `postgres://pushprov@db.internal:5432/pushprov`.
     public var description: String {
         let user = username.addingPercentEncoding(withAllowedCharacters: .urlUserAllowed) ?? username
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        let query = tls == .prefer ? "" : "?sslmode=\(tls.rawValue)"
+        var parameters = tls == .prefer ? [] : ["sslmode=\(tls.rawValue)"]
+        if let rootCertificatesPath {
+            parameters.append("sslrootcert=\(rootCertificatesPath.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&+="))) ?? rootCertificatesPath)")
+        }
+        let query = parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&")
         return "postgres://\(user)@\(shownHost):\(port)/\(database)\(query)"
     }
 
@@ -96,6 +135,6 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
 
     /// Mirrors the URL without its password (what `dump` prints).
     public var customMirror: Mirror {
-        Mirror(self, children: ["host": host, "port": port, "username": username, "database": database, "tls": tls.rawValue])
+        Mirror(self, children: ["host": host, "port": port, "username": username, "database": database, "tls": tls.rawValue, "rootCertificatesPath": rootCertificatesPath as Any])
     }
 }

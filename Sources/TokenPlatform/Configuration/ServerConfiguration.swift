@@ -193,10 +193,10 @@ public struct ServerSettings: Sendable {
             guard self.database != nil || env("PUSHPROV_DATABASE") != nil else {
                 throw ConfigurationError("--production needs --database / PUSHPROV_DATABASE (a postgres:// URL, or the SQLite file this one instance owns); it creates no database of its own")
             }
-            // `prefer` falls back to plain text when anyone on the path refuses TLS; only a
-            // server on this machine may be reached without it.
-            if case .postgres(let url) = database.location, url.tls != .require, !Self.isLoopback(url.host) {
-                throw ConfigurationError("--production needs sslmode=require to reach PostgreSQL on \(url.host): with sslmode=\(url.tls.rawValue) the connection can fall back to plain text (only a server on this machine may go without TLS)")
+            // `prefer` falls back to plain text when anyone on the path refuses TLS, and checks
+            // no certificate; only a server on this machine may be reached without a verified one.
+            if case .postgres(let url) = database.location, !url.tls.verifiesServer, !Self.isLoopback(url.host) {
+                throw ConfigurationError("--production needs sslmode=require (or verify-full, verify-ca) to reach PostgreSQL on \(url.host): with sslmode=\(url.tls.rawValue) \(url.tls == .disable ? "the connection is plain text" : "the connection can fall back to plain text and the server's certificate is not checked") (only a server on this machine may go without a verified TLS connection; sslrootcert=<PEM file> names a private CA)")
             }
             try Self.checkAPIKeys(issuer: env("PUSHPROV_ISSUER_API_KEY")!, tsp: env("PUSHPROV_TSP_API_KEY")!, minimumLength: Self.minimumProductionAPIKeyLength, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
             let keyFile = env("PUSHPROV_KEY_FILE")!

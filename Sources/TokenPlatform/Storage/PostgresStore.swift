@@ -101,7 +101,8 @@ public struct PostgresStore: TMPStore {
         let parameters = startup + [("statement_timeout", bound), ("idle_in_transaction_session_timeout", bound)]
         // The check at start and the probes of an outage connect as the pool does, startup
         // parameters included: a pooler that refuses them fails the start with its reason.
-        var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls))
+        let tlsConfiguration = try tlsConfiguration(for: url)
+        var probe = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: try connectionTLS(url.tls, tlsConfiguration))
         probe.options.additionalStartupParameters = parameters
         let check = probe
         probe.options.connectTimeout = RenewablePool.probeQueryTimeout
@@ -111,7 +112,7 @@ public struct PostgresStore: TMPStore {
         } catch {
             throw ConfigurationError("cannot connect to database \(url): \(reason(error))")
         }
-        let (tls, probeConfiguration, poolLogger) = (clientTLS(url.tls), probe, logger)
+        let (tls, probeConfiguration, poolLogger) = (clientTLS(url.tls, tlsConfiguration), probe, logger)
         let pool = RenewablePool(probeInterval: probeInterval, poolCheckWait: poolCheckWait, logger: poolLogger) { generation in
             let target = generation == 0 ? firstPool ?? url : url
             var configuration = PostgresClient.Configuration(host: target.host, port: target.port, username: url.username, password: url.password, database: url.database, tls: tls)
@@ -908,24 +909,53 @@ public struct PostgresStore: TMPStore {
     static func reason(_ error: any Error) -> String {
         guard let error = error as? PSQLError else { return "\(error)" }
         if let message = error.serverInfo?[.message] { return message }
-        if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode=require demands" }
+        if error.code == .sslUnsupported { return "the server does not offer TLS, which sslmode=require, verify-ca and verify-full demand" }
         if let underlying = error.underlying { return "\(underlying)" }
         return error.code.description
     }
 
-    private static func connectionTLS(_ mode: PostgresURL.TLSMode) throws -> PostgresConnection.Configuration.TLS {
+    /// The TLS settings `url` asks for: for `prefer`, TLS without checking the server's
+    /// certificate (as libpq); for `verify-ca`, its chain; for `require` and `verify-full`,
+    /// its chain and host name; against `sslrootcert`'s certificates when given, else the
+    /// system's roots.
+    ///
+    /// - Throws: ``ConfigurationError`` when `sslrootcert` cannot be read or holds no PEM
+    ///   certificate.
+    static func tlsConfiguration(for url: PostgresURL) throws(ConfigurationError) -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch url.tls {
+        case .disable, .prefer: configuration.certificateVerification = .none
+        case .verifyCA: configuration.certificateVerification = .noHostnameVerification
+        case .require, .verifyFull: configuration.certificateVerification = .fullVerification
+        }
+        if let path = url.rootCertificatesPath {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                throw ConfigurationError("database URL sslrootcert \(path) cannot be read as PEM certificates (\(error))")
+            }
+            guard !certificates.isEmpty else {
+                throw ConfigurationError("database URL sslrootcert \(path) holds no PEM certificate")
+            }
+            configuration.trustRoots = .certificates(certificates)
+        }
+        return configuration
+    }
+
+    private static func connectionTLS(_ mode: PostgresURL.TLSMode, _ configuration: TLSConfiguration) throws -> PostgresConnection.Configuration.TLS {
         switch mode {
         case .disable: .disable
-        case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case .prefer: .prefer(try NIOSSLContext(configuration: configuration))
+        case .require, .verifyCA, .verifyFull: .require(try NIOSSLContext(configuration: configuration))
         }
     }
 
-    private static func clientTLS(_ mode: PostgresURL.TLSMode) -> PostgresClient.Configuration.TLS {
+    private static func clientTLS(_ mode: PostgresURL.TLSMode, _ configuration: TLSConfiguration) -> PostgresClient.Configuration.TLS {
         switch mode {
         case .disable: .disable
-        case .prefer: .prefer(.makeClientConfiguration())
-        case .require: .require(.makeClientConfiguration())
+        case .prefer: .prefer(configuration)
+        case .require, .verifyCA, .verifyFull: .require(configuration)
         }
     }
 }

@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import TokenPlatform
+
+/// Every `sslmode` against the test server, which offers TLS with a certificate for
+/// "localhost" issued by a CA of its own (scripts/postgres-dev.sh): the CA is in no system
+/// store, as a private or cloud provider's CA is not.
+@Suite("PostgreSQL over TLS")
+struct PostgresTLSTests {
+    /// The test server's CA certificate (PEM), if the server offers TLS.
+    static let caFile: String? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_CA"].flatMap { $0.isEmpty ? nil : $0 }
+
+    static var isConfigured: Bool { PostgresTestDatabase.isConfigured && caFile != nil }
+
+    static let howToRun: Comment = """
+        PostgreSQL TLS tests skipped: set PUSHPROV_TEST_POSTGRES_URL and PUSHPROV_TEST_POSTGRES_CA \
+        (`eval "$(scripts/postgres-dev.sh start)"` prints both; .ci/run does this)
+        """
+
+    /// The test server's URL reached as `host`, with TLS settings of its own.
+    static func url(host: String = "127.0.0.1", _ mode: PostgresURL.TLSMode, rootCertificates: String? = nil) throws -> PostgresURL {
+        var url = try #require(PostgresTestDatabase.url)
+        url.host = host
+        url.tls = mode
+        url.rootCertificatesPath = rootCertificates
+        return url
+    }
+
+    /// Connects with `url` and says whether the connection is encrypted (as the server sees it).
+    static func connectsOverTLS(_ url: PostgresURL) async throws -> Bool {
+        let store = try await PostgresStore.connect(url: url, poolSize: 1, logger: PostgresTestDatabase.logger)
+        do {
+            let encrypted = try await store.withConnection { connection in
+                let rows = try await connection.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", logger: PostgresTestDatabase.logger).collect()
+                return try rows.first?.decode(Bool.self) ?? false
+            }
+            await store.close()
+            return encrypted
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+
+    /// The refusal connecting with `url` meets.
+    static func refusal(_ url: PostgresURL) async -> String? {
+        do {
+            let store = try await PostgresStore.connect(url: url, poolSize: 1, logger: PostgresTestDatabase.logger)
+            await store.close()
+            return nil
+        } catch let error as ConfigurationError {
+            return error.message
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test(.enabled(if: isConfigured, howToRun))
+    func preferTakesTheServersTLSWithoutCheckingItsCertificateAndDisableStaysPlain() async throws {
+        // As libpq's prefer: the server's certificate, from a CA no system store holds, is
+        // not checked (it used to be, and the connection failed).
+        #expect(try await Self.connectsOverTLS(Self.url(.prefer)))
+        #expect(try await !Self.connectsOverTLS(Self.url(.disable)))
+    }
+
+    @Test(.enabled(if: isConfigured, howToRun))
+    func requireAndVerifyFullCheckTheChainAndTheHostName() async throws {
+        let ca = try #require(Self.caFile)
+        for mode in [PostgresURL.TLSMode.require, .verifyFull] {
+            // The system's roots do not hold the server's CA.
+            let untrusted = await Self.refusal(try Self.url(host: "localhost", mode))
+            #expect(untrusted?.hasPrefix("cannot connect to database postgres://pushprov@localhost:") == true, "\(untrusted ?? "connected")")
+            #expect(untrusted?.contains("CERTIFICATE_VERIFY_FAILED") == true, "\(untrusted ?? "connected")")
+            // Its CA given, under the name its certificate is for.
+            #expect(try await Self.connectsOverTLS(Self.url(host: "localhost", mode, rootCertificates: ca)), "\(mode)")
+            // Its CA given, but another name than the certificate's.
+            let otherName = await Self.refusal(try Self.url(host: "127.0.0.1", mode, rootCertificates: ca))
+            #expect(otherName?.hasPrefix("cannot connect to database postgres://pushprov@127.0.0.1:") == true, "\(otherName ?? "connected")")
+        }
+    }
+
+    @Test(.enabled(if: isConfigured, howToRun))
+    func verifyCAChecksTheChainButNotTheHostName() async throws {
+        let ca = try #require(Self.caFile)
+        #expect(try await Self.connectsOverTLS(Self.url(host: "127.0.0.1", .verifyCA, rootCertificates: ca)))
+        let untrusted = await Self.refusal(try Self.url(host: "127.0.0.1", .verifyCA))
+        #expect(untrusted?.contains("CERTIFICATE_VERIFY_FAILED") == true, "\(untrusted ?? "connected")")
+    }
+
+    @Test(.enabled(if: isConfigured, howToRun))
+    func aRootCertificateFileThatCannotBeUsedStopsTheConnectionSayingWhy() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let missing = folder.appendingPathComponent("missing.pem").path
+        let missingRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: missing))
+        #expect(missingRefusal?.hasPrefix("database URL sslrootcert \(missing) cannot be read as PEM certificates") == true, "\(missingRefusal ?? "connected")")
+        let notPEM = folder.appendingPathComponent("empty.pem").path
+        try Data("no certificate here\n".utf8).write(to: URL(fileURLWithPath: notPEM))
+        let notPEMRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: notPEM))
+        #expect(notPEMRefusal?.hasPrefix("database URL sslrootcert \(notPEM) ") == true, "\(notPEMRefusal ?? "connected")")
+    }
+}
