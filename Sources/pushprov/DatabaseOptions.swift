@@ -5,7 +5,7 @@ import TokenPlatform
 
 /// `--database`, `--database-pool-size`, `--database-wait` and `--database-statement-timeout`, shared by every command that opens TMP's storage.
 struct DatabaseOptions: ParsableArguments {
-    @Option(help: "SQLite file path, or postgres://user:password@host:5432/database[?sslmode=disable|prefer|require] (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).")
+    @Option(help: "SQLite file path, or postgres://user:password@host:5432/database[?sslmode=disable|prefer|require|verify-ca|verify-full][&sslrootcert=<PEM file>] (PUSHPROV_DATABASE; default <data-dir>/pushprov.sqlite).")
     var database: String?
 
     @Option(name: .customLong("database-pool-size"), help: "Most PostgreSQL connections this process opens (PUSHPROV_DATABASE_POOL_SIZE; default 10, 1 to 200; SQLite ignores it).")
