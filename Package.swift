@@ -86,6 +86,7 @@ let package = Package(
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "ProvisioningSDK",
                 "TokenPlatform",
                 .target(name: "PassKitShim", condition: .when(platforms: [.linux])),
                 .product(name: "Logging", package: "swift-log"),

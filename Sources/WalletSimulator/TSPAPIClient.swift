@@ -1,6 +1,8 @@
 import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
+import ProvisioningSDK
+import TokenPlatform
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -8,19 +10,22 @@ import FoundationNetworking
 
 /// A small JSON client for TMP's TSP API over real HTTP.
 ///
-/// Every call carries the TSP API key, has the endpoint's timeout, reads at most
-/// ``maximumResponseSize`` bytes, and fails with a ``TSPAPIError`` that carries TMP's error
-/// envelope when there is one.
+/// Every call carries the TSP API key, has the endpoint's timeout, stops reading an answer
+/// once it is known to exceed ``maximumResponseSize`` bytes, follows no redirect (the key
+/// would go with it), goes over plain `http` only to this machine (elsewhere the key would
+/// travel in clear), and fails with a ``TSPAPIError`` that carries TMP's error envelope when
+/// there is one. It runs on the SDK's ``URLSessionTransport`` (ephemeral session, limit and
+/// redirect refusal in its delegate).
 struct TSPAPIClient: Sendable {
     /// The largest answer read; TMP's answers are a few hundred bytes.
     static let maximumResponseSize = 1 << 20
 
     let endpoint: TSPAPIEndpoint
-    let session: URLSession
+    let transport: any HTTPTransport
 
-    init(endpoint: TSPAPIEndpoint, session: URLSession = .shared) {
+    init(endpoint: TSPAPIEndpoint, transport: any HTTPTransport = URLSessionTransport()) {
         self.endpoint = endpoint
-        self.session = session
+        self.transport = transport
     }
 
     /// `POST /tsp/tokenization-decisions`.
@@ -44,26 +49,18 @@ struct TSPAPIClient: Sendable {
     }
 
     private func send<Response: Decodable>(_ method: String, _ path: String, body: Data?) async throws(TSPAPIError) -> Response {
-        var request = URLRequest(url: endpoint.baseURL.appendingPathComponent(path))
-        request.httpMethod = method
-        request.timeoutInterval = endpoint.requestTimeout.timeInterval
-        request.setValue("Bearer \(endpoint.apiKey)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if let body {
-            request.httpBody = body
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let url = endpoint.baseURL.appendingPathComponent(path)
+        guard url.scheme?.lowercased() == "https" || (url.scheme?.lowercased() == "http" && ServerSettings.isLoopback(url.host ?? "")) else {
+            throw .unreachable(path: path, reason: "\(endpoint.baseURL.absoluteString) is not https, and only this machine may be reached over plain http: the TSP API key would travel in clear")
         }
-        let data: Data
-        let status: Int
+        var headers = ["Authorization": "Bearer \(endpoint.apiKey)", "Accept": "application/json"]
+        if body != nil { headers["Content-Type"] = "application/json" }
+        let request = TransportRequest(method: method, url: url, headers: headers, body: body, timeout: endpoint.requestTimeout, maximumResponseSize: Self.maximumResponseSize)
+        let response: TransportResponse
         do {
-            let (received, response) = try await session.data(for: request)
-            guard let http = response as? HTTPURLResponse else {
-                throw TSPAPIError.invalidResponse(path: path, status: 0, reason: "not an HTTP response")
-            }
-            data = received
-            status = http.statusCode
-        } catch let error as TSPAPIError {
-            throw error
+            response = try await transport.send(request)
+        } catch let error as ResponseTooLargeError {
+            throw .invalidResponse(path: path, status: error.statusCode, reason: "answer larger than \(Self.maximumResponseSize) bytes")
         } catch let error as URLError where error.code == .timedOut {
             throw .timedOut(path: path)
         } catch let error as URLError {
@@ -71,6 +68,7 @@ struct TSPAPIClient: Sendable {
         } catch {
             throw .unreachable(path: path, reason: String(describing: type(of: error)))
         }
+        let (status, data) = (response.statusCode, response.body)
         guard data.count <= Self.maximumResponseSize else {
             throw .invalidResponse(path: path, status: status, reason: "answer larger than \(Self.maximumResponseSize) bytes")
         }

@@ -36,6 +36,8 @@ struct ResponseSizeLimitTests {
         let reachedCap = Locked(false)
         let trickleStarted = Locked(false)
         let stop = Locked(false)
+        /// The `Authorization` headers of the requests a redirect led to.
+        let redirectedAuthorizations = Locked<[String]>([])
 
         /// Waits until `stop` is set or `limit` has passed.
         func idle(atMost limit: Duration) async {
@@ -96,6 +98,12 @@ struct ResponseSizeLimitTests {
                     }
                     try await writer.finish(nil)
                 })
+            case "redirect":
+                // TMP never redirects; a redirect elsewhere must not take the token along.
+                return Response(status: .temporaryRedirect, headers: [.location: "/" + TMPOperation.listCards.path + "?case=redirected"])
+            case "redirected":
+                server.redirectedAuthorizations.withValue { $0.append(request.headers[.authorization] ?? "") }
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: Self.cardsJSON(size: 16)))
             case "silent":
                 // No answer at all for 30 s.
                 await server.idle(atMost: .seconds(30))
@@ -168,6 +176,22 @@ struct ResponseSizeLimitTests {
             components.query = query
             request.url = components.url!
             return try await base.send(request)
+        }
+    }
+
+    /// The default transport follows no redirect, so the cardholder's token never goes where
+    /// one points; a session of the caller's own follows it, token and all (what the default
+    /// guards against, and the proof that the test server's redirect works).
+    @Test func aRedirectIsNotFollowedAndTheTokenGoesNowhereElse() async throws {
+        try await Self.withServer { server, port in
+            let error = await #expect(throws: TMPClientError.self) {
+                _ = try await Self.client(port: port, query: "case=redirect").cards()
+            }
+            #expect(error?.message.contains("307") == true, "\(error?.message ?? "")")
+            #expect(server.redirectedAuthorizations.current.isEmpty)
+            let following = URLSessionTransport(session: URLSession(configuration: .ephemeral))
+            _ = try await Self.client(port: port, query: "case=redirect", transport: following).cards()
+            #expect(server.redirectedAuthorizations.current == ["Bearer cardholder-jwt"])
         }
     }
 

@@ -138,6 +138,22 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func theTSPAPIKeyGoesOverPlainHTTPOnlyToThisMachine() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            _ = try await session.provision("c1")
+            // Another host over plain http: nothing is sent (the key would travel in clear).
+            await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://192.0.2.1:8080")!, apiKey: LiveTMP.tspKey, requestTimeout: .seconds(30)))
+            let start = ContinuousClock.now
+            await session.simulator.drainEvents()
+            guard case .failed(let reason) = await session.simulator.deliveryLog.last?.outcome else { throw TestFailure("expected a failed delivery") }
+            #expect(reason.contains("http://192.0.2.1:8080 is not https, and only this machine may be reached over plain http"), "\(reason)")
+            #expect(ContinuousClock.now - start < .seconds(20), "refused before any connection attempt")
+            #expect(await session.simulator.pendingEvents.map(\.event) == [.created, .activated])
+        }
+    }
+
     @Test func eventsTMPCannotReceiveStayQueuedInOrderUntilItCan() async throws {
         let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
         try await tmp.run { session in

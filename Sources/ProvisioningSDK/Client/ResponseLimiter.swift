@@ -98,6 +98,14 @@ final class ResponseLimiter: NSObject, URLSessionDataDelegate, Sendable {
         DispatchQueue.global().async { task.cancel() }
     }
 
+    /// Follows no redirect: the 3xx itself is the answer. A request carries its
+    /// `Authorization` header (the cardholder's token, a TSP API key) to wherever a redirect
+    /// points — URLSession copies the header to the new request — and the APIs called here
+    /// never redirect.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let receiver = receiver(of: task) else { return }
         if let error {

@@ -15,7 +15,9 @@ import FoundationNetworking
 /// ``TransportRequest/maximumResponseSize`` is never read whole: a `Content-Length` over it
 /// is refused as soon as the response's head arrives, and a body without one is cut off as
 /// soon as more than the limit has arrived; either way the data task is cancelled and
-/// ``ResponseTooLargeError`` thrown.
+/// ``ResponseTooLargeError`` thrown. It follows no redirect: a 3xx comes back as the answer
+/// (TMP never redirects, and URLSession would carry the `Authorization` header — the
+/// cardholder's token — to wherever the redirect points).
 public struct URLSessionTransport: HTTPTransport {
     private let configuredSession: URLSession?
 

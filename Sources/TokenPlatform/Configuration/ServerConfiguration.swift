@@ -385,7 +385,7 @@ public struct ServerSettings: Sendable {
     }
 
     /// Whether `host` names this machine (`localhost`, 127.0.0.0/8, `::1`).
-    static func isLoopback(_ host: String) -> Bool {
+    package static func isLoopback(_ host: String) -> Bool {
         let lowered = host.lowercased()
         if lowered == "localhost" || lowered == "::1" { return true }
         let parts = lowered.split(separator: ".", omittingEmptySubsequences: false)
