@@ -187,7 +187,7 @@ struct ResponseSizeLimitTests {
             let error = await #expect(throws: TMPClientError.self) {
                 _ = try await Self.client(port: port, query: "case=redirect").cards()
             }
-            #expect(error?.message.contains("307") == true, "\(error?.message ?? "")")
+            #expect(error?.kind == .server(status: 307), "\(error?.message ?? "")")
             #expect(server.redirectedAuthorizations.current.isEmpty)
             let following = URLSessionTransport(session: URLSession(configuration: .ephemeral))
             _ = try await Self.client(port: port, query: "case=redirect", transport: following).cards()
