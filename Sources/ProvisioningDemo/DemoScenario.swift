@@ -281,6 +281,14 @@ public struct DemoScenario: Sendable {
                 return "search: no result; activation: 404 \(error.code)"
             }
         }
+
+        await trace.step("wallet.rules", "Wallet saw no completion handler called again after it had its answer") {
+            // A second call after the step that made it had ended (a late answer behind the
+            // SDK's own deadline) would crash a real app; each step saw only its own moment.
+            await platform.tokenService.drainEvents()
+            try expect(wallet.laterViolations.isEmpty, wallet.laterViolations.joined(separator: "; "))
+            return "none"
+        }
     }
 
     /// Runs the in-app flow for one card and target through the SDK, its PassKit coordinator

@@ -92,7 +92,7 @@ struct EndToEndTests {
         #expect(passed, "\(trace.steps.filter { !$0.passed }.map { "\($0.name): \($0.detail)" })")
         #expect(trace.steps.map(\.name) == [
             "cards.load", "status.initial", "inapp.phone", "status.requiresActivation", "activation.link", "status.active",
-            "inapp.watch", "extension.add", "block", "unblock", "ownership",
+            "inapp.watch", "extension.add", "block", "unblock", "ownership", "wallet.rules",
         ])
     }
 

@@ -43,6 +43,8 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         case sealWithOtherNonce
         case answerEmpty
         case answerTwice
+        /// Answers, then calls the handler again a moment later (a late answer behind a deadline).
+        case answerAgainLater
         case neverAnswer
     }
 
@@ -64,7 +66,7 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         case .answerEmpty:
             handler(request)
             return
-        case .seal, .sealWithOtherNonce, .answerTwice:
+        case .seal, .sealWithOtherNonce, .answerTwice, .answerAgainLater:
             let payload = try! PassDataPayload(
                 primaryAccountNumber: PrimaryAccountNumber("4111111111111111"), expiration: CardExpiration("12/30"), name: "Alice Appleseed",
                 nonce: behaviour == .sealWithOtherNonce ? Data("another nonce".utf8) : nonce, nonceSignature: nonceSignature
@@ -75,6 +77,12 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
             request.activationData = Data("activation".utf8)
             handler(request)
             if behaviour == .answerTwice { handler(request) }
+            if behaviour == .answerAgainLater {
+                Task {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    handler(request)
+                }
+            }
         }
     }
 
@@ -190,6 +198,16 @@ struct AddPaymentPassSheetTests {
         let result = try await present(SealingDelegate(.answerTwice, leaf: leaf), wallet: SimulatedWallet(), network: ScriptedNetwork(.approved(tokenUniqueReference: "T2", tokenLast4: "1234")))
         #expect(result.pass != nil)
         #expect(result.violations == ["the generateRequest completion handler was called 2 times"])
+    }
+
+    @Test func aSecondCallLongAfterTheFirstIsRecordedOnTheWallet() async throws {
+        let wallet = SimulatedWallet()
+        let result = try await present(SealingDelegate(.answerAgainLater, leaf: leaf), wallet: wallet, network: ScriptedNetwork(.approved(tokenUniqueReference: "T9", tokenLast4: "1234")))
+        #expect(result.pass != nil)
+        #expect(result.violations.isEmpty, "not yet called again when the sheet finished")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while wallet.laterViolations.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(wallet.laterViolations == ["the generateRequest completion handler was called 2 times"])
     }
 
     @Test func anEmptyRequestOrAnotherNonceAddsNothing() async throws {

@@ -12,6 +12,9 @@ final class CompletionWatch<Value: Sendable>: Sendable {
         var lateCalls = 0
         var budgetOver = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// Where calls go once the caller has read ``calls``: a second call can come any time
+        /// later (a late network answer after the issuer's own deadline answered).
+        var laterCalls: (@Sendable (Int) -> Void)?
     }
 
     private let state = Mutex(State())
@@ -29,20 +32,22 @@ final class CompletionWatch<Value: Sendable>: Sendable {
     var handler: @Sendable (Value) -> Void {
         { [self] value in
             let now = ContinuousClock.now
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            let (waiter, report, calls) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable (Int) -> Void)?, Int) in
                 state.calls += 1
+                let report = state.calls > 1 ? state.laterCalls : nil
                 if state.budgetOver || now > deadline {
                     state.budgetOver = true
                     state.lateCalls += 1
-                    return nil
+                    return (nil, report, state.calls)
                 }
-                guard state.calls == 1 else { return nil }
+                guard state.calls == 1 else { return (nil, report, state.calls) }
                 state.answer = value
                 state.answeredAt = now
                 defer { state.waiter = nil }
-                return state.waiter
+                return (state.waiter, nil, state.calls)
             }
             waiter?.resume()
+            report?(calls)
         }
     }
 
@@ -83,6 +88,12 @@ final class CompletionWatch<Value: Sendable>: Sendable {
     /// How long the first answer took; nil when there was none in time.
     var elapsed: Duration? {
         state.withLock { $0.answeredAt.map { $0 - start } }
+    }
+
+    /// From now on, hands every further call of a handler already called (its count of
+    /// calls so far) to `report`: for a caller that has read ``calls`` and returned.
+    func reportLaterCalls(to report: @escaping @Sendable (Int) -> Void) {
+        state.withLock { $0.laterCalls = report }
     }
 
     /// How many times the handler was called in all.

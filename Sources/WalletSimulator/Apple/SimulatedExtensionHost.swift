@@ -119,7 +119,7 @@ public struct SimulatedExtensionHost: Sendable {
         provider.completionHandler = { answer($0) }
         await signIn()
         let value = await watch.wait()
-        return Call(value: value, elapsed: watch.elapsed, violations: Self.violations("the authorization completionHandler", watch: watch, answered: value != nil, budget: patience))
+        return Call(value: value, elapsed: watch.elapsed, violations: violations("the authorization completionHandler", watch: watch, answered: value != nil, budget: patience))
     }
 
     /// The user picks `entry` for `device`: Wallet checks its configuration, asks the handler
@@ -175,13 +175,17 @@ public struct SimulatedExtensionHost: Sendable {
         let value = await watch.wait()
         // A second answer right behind the first would crash a real extension; let it show.
         await Task.yield()
-        return Call(value: value, elapsed: watch.elapsed, violations: Self.violations("\(name)'s completion handler", watch: watch, answered: value != nil, budget: budget))
+        return Call(value: value, elapsed: watch.elapsed, violations: violations("\(name)'s completion handler", watch: watch, answered: value != nil, budget: budget))
     }
 
-    private static func violations<Value>(_ what: String, watch: CompletionWatch<Value>, answered: Bool, budget: Duration) -> [String] {
+    /// The call's violations so far; a handler called again later is recorded on the Wallet
+    /// (``SimulatedWallet/laterViolations``).
+    private func violations<Value>(_ what: String, watch: CompletionWatch<Value>, answered: Bool, budget: Duration) -> [String] {
         var violations: [String] = []
         if !answered { violations.append("\(what) was not called within \(budget)") }
         if watch.calls > 1 { violations.append("\(what) was called \(watch.calls) times") }
+        let wallet = wallet
+        watch.reportLaterCalls { calls in wallet.recordLaterViolation("\(what) was called \(calls) times") }
         return violations
     }
 

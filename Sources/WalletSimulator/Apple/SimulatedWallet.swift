@@ -122,6 +122,7 @@ public final class SimulatedWallet: Sendable {
         /// (a change made while the pass was being added), oldest first; the pass takes the
         /// latest when it arrives, as Apple's servers hand a new pass the token's current state.
         var earlyStates: [(deviceAccountIdentifier: String, state: SimulatedPass.ActivationState)] = []
+        var laterViolations: [String] = []
     }
 
     /// How many early state changes a Wallet remembers (those of other devices' tokens too,
@@ -188,6 +189,16 @@ public final class SimulatedWallet: Sendable {
     }
 
     /// Puts a pass into the device's library.
+    /// Wallet's rules broken after the call that broke them had returned its result: a
+    /// completion handler Wallet handed to issuer code (the add sheet's `generateRequest`,
+    /// an extension's) called again later, which would crash a real app. Empty when none was.
+    public var laterViolations: [String] { state.withLock { $0.laterViolations } }
+
+    /// Records a rule broken after its call had returned.
+    func recordLaterViolation(_ violation: String) {
+        state.withLock { $0.laterViolations.append(violation) }
+    }
+
     /// Reserves the slot of card account `primaryAccountIdentifier` on `device` for one add:
     /// false when another add of it is under way (or the device cannot take the card), so two adds at once (a double tap, the sheet and an
     /// extension together) cannot both put the card on the device. The add ends with
