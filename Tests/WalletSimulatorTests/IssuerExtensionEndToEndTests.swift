@@ -33,24 +33,23 @@ struct IssuerExtensionEndToEndTests {
         var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
     }
 
-    /// Apple's servers hand the opened card to the token service simulator.
+    /// Apple's servers hand the opened card to the token service simulator, and this
+    /// remembers whether each tokenization carried the issuer's activation data.
     struct TokenServiceNetwork: SimulatedPaymentNetwork {
-        let simulator: TokenServiceSimulator
+        let network: TokenServicePaymentNetwork
+        let activationData = Locked<[Data?]>([])
+
+        init(simulator: TokenServiceSimulator) {
+            network = TokenServicePaymentNetwork(simulator)
+        }
 
         func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
-            do {
-                switch try await simulator.tokenize(TokenizationRequest(card: card, activationData: activationData, deviceType: deviceType)) {
-                case .approved(let token): return .approved(tokenUniqueReference: token.tokenUniqueReference, tokenLast4: token.tokenLast4)
-                case .requiresActivation(let token): return .requiresActivation(tokenUniqueReference: token.tokenUniqueReference, tokenLast4: token.tokenLast4)
-                case .declined(let decline): return .declined(reason: decline.reason)
-                }
-            } catch {
-                return .declined(reason: "\(error)")
-            }
+            self.activationData.withValue { $0.append(activationData) }
+            return await network.tokenize(card, activationData: activationData, deviceType: deviceType)
         }
 
         func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
-            try? await simulator.activationLink(forToken: tokenUniqueReference, serialNumber: serialNumber)
+            await network.activationLink(tokenUniqueReference: tokenUniqueReference, serialNumber: serialNumber)
         }
     }
 
@@ -71,7 +70,8 @@ struct IssuerExtensionEndToEndTests {
         // checks what Wallet is answered and that each completion handler is called once; the
         // host's budget logic is ExtensionHostTests', and status's speed is measured by
         // Benchmarks/extension-status.sh.
-        let host = SimulatedExtensionHost(wallet: wallet, pki: tmp.pki, network: TokenServiceNetwork(simulator: tmp.simulator), statusBudget: .seconds(60), entriesBudget: .seconds(60), generateBudget: .seconds(60))
+        let network = TokenServiceNetwork(simulator: tmp.simulator)
+        let host = SimulatedExtensionHost(wallet: wallet, pki: tmp.pki, network: network, statusBudget: .seconds(60), entriesBudget: .seconds(60), generateBudget: .seconds(60))
 
         try await tmp.run { @MainActor session in
             let base = URL(string: "http://127.0.0.1:\(try #require(session.client.port))/")!
@@ -112,7 +112,15 @@ struct IssuerExtensionEndToEndTests {
                 }
                 #expect(authorized.value == .authorized)
                 #expect(authorized.violations.isEmpty)
+                // status answers from the snapshot alone, signed in too: TMP's app routes
+                // served nothing meanwhile, by TMP's own count (loopback would fit in any budget).
+                @Sendable func appRequests() async throws -> [Substring] {
+                    let metrics = try await session.client.reply(.get, "/metrics", headers: [:], body: nil).text
+                    return metrics.split(separator: "\n").filter { $0.hasPrefix("pushprov_http_requests_total") && $0.contains("/issuer/push-provisioning") }
+                }
+                let beforeStatus = try await appRequests()
                 #expect(await host.status(of: handler).value?.requiresAuthentication == false)
+                #expect(try await appRequests() == beforeStatus, "status asked TMP")
 
                 // iPhone: alice's two cards, never bob's; the art the app stored, or the issuer's generic one.
                 let phone = await host.entries(of: handler, for: .phone)
@@ -149,9 +157,17 @@ struct IssuerExtensionEndToEndTests {
                 #expect(watchPass.primaryAccountIdentifier == phonePass.primaryAccountIdentifier)
                 #expect(try await session.tmpToken(watchPass.deviceAccountIdentifier)?.deviceType == .watch)
 
+                // Both adds handed the network the activation data TMP issued (the token
+                // service verified it, or it would have declined): without it TMP would still
+                // answer yellow (activation_data_missing), and the adds would look the same.
+                let handed = network.activationData.current
+                #expect(handed.count == 2 && handed.allSatisfy { $0?.isEmpty == false }, "\(handed.map { $0?.count ?? -1 })")
+
                 // card-1 is on both devices; card-2 is still to add on each.
                 #expect(try #require(await host.entries(of: handler, for: .watch).value).map(\.identifier) == ["card-2:WATCH"])
+                let beforeLast = try await appRequests()
                 let last = await host.status(of: handler)
+                #expect(try await appRequests() == beforeLast, "status asked TMP")
                 #expect(last.violations.isEmpty)
                 #expect(last.value == .init(requiresAuthentication: false, passEntriesAvailable: true, remotePassEntriesAvailable: true))
             }
