@@ -49,8 +49,10 @@ extension TokenServiceSimulator {
         tokens[reference] = token
         logger.info("token \(operation.rawValue)", metadata: ["token": "\(Redaction.prefix(reference))", "status": "\(rule.target.rawValue)"])
         enqueueEvent(rule.event, for: token)
+        // On the actor, with no suspension since the change: two commands for one token
+        // notify in the order they changed it.
         for observer in observers {
-            await observer.tokenStateDidChange(tokenUniqueReference: reference, to: rule.target)
+            observer.tokenStateDidChange(tokenUniqueReference: reference, to: rule.target)
         }
     }
 

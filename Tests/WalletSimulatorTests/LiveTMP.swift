@@ -26,7 +26,7 @@ struct CountingRandom: Sendable {
 /// Records every state change the token service reports, as the simulated device would.
 final class RecordingObserver: TokenStateObserver {
     let changes = Locked<[String]>([])
-    func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async {
+    func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) {
         changes.withValue { $0.append("\(tokenUniqueReference) \(status.rawValue)") }
     }
 }

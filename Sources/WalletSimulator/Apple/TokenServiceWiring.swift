@@ -44,7 +44,7 @@ public struct WalletTokenObserver: TokenStateObserver {
     }
 
     /// Implements ``TokenStateObserver/tokenStateDidChange(tokenUniqueReference:to:)``.
-    public func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) async {
+    public func tokenStateDidChange(tokenUniqueReference: String, to status: TokenStatus) {
         wallet.setActivationState(SimulatedPass.ActivationState(status), deviceAccountIdentifier: tokenUniqueReference)
     }
 }
