@@ -39,7 +39,7 @@ extension TokenServiceSimulator {
     }
 
     /// The running delivery, or a new one: there is never more than one, so events keep their order.
-    private func startDelivery() -> Task<Void, Never> {
+    func startDelivery() -> Task<Void, Never> {
         if let deliveryTask { return deliveryTask }
         let task = Task { await deliverQueued() }
         deliveryTask = task
@@ -51,6 +51,7 @@ extension TokenServiceSimulator {
         while let event = outbox.first {
             guard let client else {
                 record(TokenEventDelivery(event: event, outcome: .failed(TokenServiceSimulatorError.notConnected.description)))
+                scheduleRetry()
                 return
             }
             let outcome: TokenEventDelivery.Outcome
@@ -64,6 +65,7 @@ extension TokenServiceSimulator {
                 }
             } catch where error.isTransient {
                 record(TokenEventDelivery(event: event, outcome: .failed(error.description)))
+                scheduleRetry()
                 return
             } catch .refused(_, _, let code, let message) {
                 outcome = .rejected(code: code, message: message)
@@ -74,8 +76,29 @@ extension TokenServiceSimulator {
                 logger.warning("token event rejected by TMP", metadata: ["event": "\(event.event.rawValue)", "token": "\(Redaction.prefix(event.tokenUniqueReference))", "outcome": "\(outcome)"])
             }
             outbox.removeFirst()
+            failedRetries = 0
             record(TokenEventDelivery(event: event, outcome: outcome))
         }
+    }
+
+    /// After a failed delivery, with background delivery: tries again after a wait that
+    /// doubles with each failed retry (``Configuration/firstEventRetryDelay`` up to
+    /// ``Configuration/longestEventRetryDelay``), at most ``Configuration/eventRetries`` times
+    /// in a row, as a network retries its notifications. One retry waits at a time.
+    func scheduleRetry() {
+        guard configuration.eventDelivery == .background, retryTask == nil, failedRetries < configuration.eventRetries else { return }
+        let doublings = min(failedRetries, 20)
+        let delay = min(configuration.firstEventRetryDelay * (1 << doublings), configuration.longestEventRetryDelay)
+        failedRetries += 1
+        retryTask = Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            await self?.retryDelivery()
+        }
+    }
+
+    private func retryDelivery() {
+        retryTask = nil
+        if !outbox.isEmpty { _ = startDelivery() }
     }
 
     private func record(_ delivery: TokenEventDelivery) {

@@ -33,6 +33,16 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         public var allowedClockSkew: TimeInterval
         /// Injected failures.
         public var faults: TokenServiceFaults
+        /// With ``TokenEventDeliveryMode/background`` delivery, the wait before the first
+        /// retry of an event TMP could not be reached for; each further retry waits twice as
+        /// long, up to ``longestEventRetryDelay``.
+        public var firstEventRetryDelay: Duration
+        /// The longest wait between two retries.
+        public var longestEventRetryDelay: Duration
+        /// Retries after which the simulator stops trying on its own; the events stay queued
+        /// for the next event, ``TokenServiceSimulator/drainEvents()`` or
+        /// ``TokenServiceSimulator/connect(to:)``.
+        public var eventRetries: Int
 
         /// Creates a configuration.
         public init(
@@ -40,13 +50,19 @@ public actor TokenServiceSimulator: TokenServiceConnector {
             eventDelivery: TokenEventDeliveryMode = .background,
             minimumKeyRefetchInterval: TimeInterval = 5,
             allowedClockSkew: TimeInterval = 30,
-            faults: TokenServiceFaults = .none
+            faults: TokenServiceFaults = .none,
+            firstEventRetryDelay: Duration = .milliseconds(500),
+            longestEventRetryDelay: Duration = .seconds(30),
+            eventRetries: Int = 10
         ) {
             self.activationLink = activationLink
             self.eventDelivery = eventDelivery
             self.minimumKeyRefetchInterval = minimumKeyRefetchInterval
             self.allowedClockSkew = allowedClockSkew
             self.faults = faults
+            self.firstEventRetryDelay = firstEventRetryDelay
+            self.longestEventRetryDelay = longestEventRetryDelay
+            self.eventRetries = eventRetries
         }
     }
 
@@ -63,6 +79,10 @@ public actor TokenServiceSimulator: TokenServiceConnector {
     var keysFetchedAt: Date?
     var outbox: [TokenEventRequest] = []
     var deliveryTask: Task<Void, Never>?
+    /// The retry waiting to deliver after a failure (background delivery), and how many
+    /// retries in a row have failed.
+    var retryTask: Task<Void, Never>?
+    var failedRetries = 0
     var deliveries: [TokenEventDelivery] = []
     var observers: [any TokenStateObserver] = []
     let now: @Sendable () -> Date
@@ -104,6 +124,9 @@ public actor TokenServiceSimulator: TokenServiceConnector {
     /// Points the simulator at TMP's TSP API (again, when TMP moved).
     public func connect(to endpoint: TSPAPIEndpoint) {
         client = TSPAPIClient(endpoint: endpoint)
+        // A new address: events still queued go there on the retry schedule, afresh.
+        failedRetries = 0
+        if !outbox.isEmpty { scheduleRetry() }
     }
 
     /// Replaces the injected failures.

@@ -138,6 +138,29 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func anEventTMPCouldNotReceiveIsSentAgainOnItsOwn() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            let port = try #require(session.client.port)
+            // TMP out of reach when customer service's suspension is echoed.
+            await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey))
+            #expect(try await session.send(.post, "/lifecycle/tokens/\(reference)/suspend", as: .issuer).status == .ok)
+            var deadline = ContinuousClock.now + .seconds(10)
+            while await session.simulator.pendingEvents.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            guard case .failed = await session.simulator.deliveryLog.last?.outcome else { throw TestFailure("expected a failed delivery") }
+            // Reachable again; nobody drains: the retry sends it (500 ms, then doubling).
+            await session.simulator.connect(to: LiveTMP.endpoint(port: port))
+            deadline = ContinuousClock.now + .seconds(20)
+            while await !session.simulator.pendingEvents.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(await session.simulator.pendingEvents.isEmpty)
+            let last = try #require(await session.simulator.deliveryLog.last)
+            #expect(last.event.event == .suspended)
+            guard case .applied = last.outcome else { throw TestFailure("expected the echo applied, got \(last.outcome)") }
+        }
+    }
+
     @Test func theTSPAPIKeyGoesOverPlainHTTPOnlyToThisMachine() async throws {
         let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
         try await tmp.run { session in
