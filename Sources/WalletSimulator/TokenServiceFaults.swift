@@ -25,6 +25,11 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// A timed-out decision has reached TMP (TMP decided and used the activation data), but
     /// its answer comes too late: the token service declines with `issuer_timeout`.
     public var timeOut: Set<TokenServiceOperation>
+    /// Lifecycle commands that take effect (the token changes, the device is told, the echo
+    /// is queued) and then hang for ``hangDuration`` and fail as timed out: the answer lost on
+    /// its way back, the case TMP cannot tell from one that did nothing. Checked after
+    /// ``timeOut``; `tokenizationDecision` here means nothing.
+    public var applyThenTimeOut: Set<TokenServiceOperation>
     /// How long a timed-out operation hangs before it fails.
     public var hangDuration: Duration
     /// Token events the network loses: logged as dropped, never sent.
@@ -37,12 +42,14 @@ public struct TokenServiceFaults: Sendable, Hashable {
     public init(
         declineTokenization: String? = nil,
         timeOut: Set<TokenServiceOperation> = [],
+        applyThenTimeOut: Set<TokenServiceOperation> = [],
         hangDuration: Duration = .zero,
         dropEvents: Set<TokenEventType> = [],
         duplicateEvents: Set<TokenEventType> = []
     ) {
         self.declineTokenization = declineTokenization
         self.timeOut = timeOut
+        self.applyThenTimeOut = applyThenTimeOut
         self.hangDuration = hangDuration
         self.dropEvents = dropEvents
         self.duplicateEvents = duplicateEvents

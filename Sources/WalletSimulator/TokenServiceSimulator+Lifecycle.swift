@@ -31,7 +31,8 @@ extension TokenServiceSimulator {
     /// Applies a lifecycle command to the token `reference`.
     ///
     /// - Throws: ``TokenServiceSimulatorError/timedOut(_:)`` for an injected timeout,
-    ///   `unknownToken`, or `illegalTransition`; the token is unchanged in every case.
+    ///   `unknownToken`, or `illegalTransition`; the token is unchanged in every case but an
+    ///   injected ``TokenServiceFaults/applyThenTimeOut``, where it changed before the timeout.
     func perform(_ operation: TokenServiceOperation, on reference: String) async throws(TokenServiceSimulatorError) {
         if configuration.faults.timeOut.contains(operation) {
             try? await sleep(configuration.faults.hangDuration)
@@ -53,6 +54,10 @@ extension TokenServiceSimulator {
         // notify in the order they changed it.
         for observer in observers {
             observer.tokenStateDidChange(tokenUniqueReference: reference, to: rule.target)
+        }
+        if configuration.faults.applyThenTimeOut.contains(operation) {
+            try? await sleep(configuration.faults.hangDuration)
+            throw .timedOut(operation)
         }
     }
 

@@ -75,6 +75,33 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func aBlockWhoseAnswerIsLostIsReportedFailedAndTheEchoBringsTMPInLine() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.drainEvents()
+            // The network suspends the token, then its answer is lost.
+            await session.simulator.setFaults(TokenServiceFaults(applyThenTimeOut: [.suspend], hangDuration: .seconds(30)))
+            #expect(try await session.setCardStatus("c1", .blocked).tokens.map(\.result) == ["FAILED"])
+            #expect(await session.simulator.token(reference)?.status == .suspended)
+            #expect(tmp.observer.changes.current.last == "\(reference) SUSPENDED")
+            #expect(try await session.tmpToken(reference)?.status == .active, "TMP does not know yet")
+            // The network's echo tells TMP what happened: both agree, the card still blocked.
+            await session.simulator.setFaults(.none)
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.pendingEvents.isEmpty)
+            #expect(try await session.tmpToken(reference)?.status == .suspended)
+            #expect(try await tmp.store.card(externalCardId: "c1")?.status == .blocked)
+            // Unblocking resumes it, as a block's suspension.
+            let unblocked = try await session.setCardStatus("c1", .active)
+            #expect(unblocked.tokens.map(\.result) == ["RESUMED"], "\(unblocked)")
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+        }
+    }
+
     @Test func aDroppedCreatedEventLeavesTMPUnawareOfTheToken() async throws {
         let tmp = try await LiveTMP(policy: .inApp)
         try await tmp.run { session in
