@@ -258,6 +258,31 @@ struct EndToEndTests {
         }
     }
 
+    @Test func passKitsFalseNoForTheWatchIsOvercomeByTheAppsWordOnThePairing() async throws {
+        // PassKit says the card cannot be added once it is on the iPhone, though the paired
+        // Watch lacks it. Without the app's word, the Watch offers nothing; with it, "Add".
+        try await World().run { world in
+            world.wallet.setConfiguration(.init(canAddAnswersFalseWhileTheWatchLacksTheCard: true))
+            _ = try await world.alice.refreshStatus()
+            let (outcome, _) = try await world.add()
+            #expect(outcome == .added(.phone))
+            let unaware = try #require(try await world.alice.refreshStatus()[DemoData.visaCard])
+            #expect(unaware.watch.state == .notAdded && unaware.watch.action == .none, "\(unaware.watch)")
+            let token = try world.platform.cardholderToken(userId: DemoData.alice)
+            let link = DemoPlatform.activationLink
+            let aware = IssuerWallet(
+                client: TMPClient(configuration: .init(baseURL: world.platform.baseURL, retry: .none), cardholderToken: { token }),
+                passLibrary: PassKitPassLibrary(watchPairing: { true }),
+                activationLinks: ActivationLinkRoute(scheme: link.scheme, host: link.host, path: link.path)
+            )
+            let told = try #require(try await aware.refreshStatus()[DemoData.visaCard])
+            #expect(told.watch.state == .notAdded && told.watch.action == .addToWallet, "\(told.watch)")
+            // And the sheet does put it on the Watch.
+            let watch = try await DemoScenario.presentInApp(aware, card: DemoData.visaCard, target: .watch, sheet: world.sheet, user: nil)
+            #expect(watch.outcome == .added(.watch))
+        }
+    }
+
     @Test func theWatchCannotBeTargetedBeforeTheIPhoneHasTheCard() async throws {
         try await World().run { world in
             _ = try await world.alice.refreshStatus()

@@ -101,12 +101,18 @@ public final class SimulatedWallet: Sendable {
         /// Whether the issuer app carries the `com.apple.developer.payment-pass-provisioning`
         /// entitlement (without it `PKAddPaymentPassViewController` cannot be created).
         public var hasProvisioningEntitlement: Bool
+        /// PassKit's known false answer: `canAddSecureElementPass(primaryAccountIdentifier:)`
+        /// says false once the iPhone holds the card, though a paired Watch still lacks it
+        /// (reference/apple-requirements.md). Off by default; an app must cope with it when on.
+        public var canAddAnswersFalseWhileTheWatchLacksTheCard: Bool
 
-        /// An iPhone, by default with a paired Watch, a pass library and the entitlement.
-        public init(hasPairedWatch: Bool = true, passLibraryAvailable: Bool = true, hasProvisioningEntitlement: Bool = true) {
+        /// An iPhone, by default with a paired Watch, a pass library and the entitlement, and
+        /// PassKit answering `canAddSecureElementPass` truthfully.
+        public init(hasPairedWatch: Bool = true, passLibraryAvailable: Bool = true, hasProvisioningEntitlement: Bool = true, canAddAnswersFalseWhileTheWatchLacksTheCard: Bool = false) {
             self.hasPairedWatch = hasPairedWatch
             self.passLibraryAvailable = passLibraryAvailable
             self.hasProvisioningEntitlement = hasProvisioningEntitlement
+            self.canAddAnswersFalseWhileTheWatchLacksTheCard = canAddAnswersFalseWhileTheWatchLacksTheCard
         }
     }
 
@@ -288,8 +294,11 @@ extension SimulatedWallet: PassKitShimBackend {
     }
 
     package func canAddSecureElementPass(primaryAccountIdentifier: String) -> Bool {
+        let configuration = configuration
         guard configuration.passLibraryAvailable else { return false }
-        return canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .phone) || canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .watch)
+        let onPhone = canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .phone)
+        if configuration.canAddAnswersFalseWhileTheWatchLacksTheCard, !onPhone { return false }
+        return onPhone || canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: .watch)
     }
 
     package func isSecureElementPassActivationAvailable() -> Bool { configuration.passLibraryAvailable }
