@@ -83,6 +83,26 @@ struct InterceptingNetwork: SimulatedPaymentNetwork {
     }
 }
 
+/// A network that turns the first `declines` cards away, then asks `inner`.
+struct FlakyNetwork: SimulatedPaymentNetwork {
+    let inner: any SimulatedPaymentNetwork
+    let declines: Locked<Int>
+
+    func tokenize(_ card: PassDataPayload, activationData: Data?, deviceType: DeviceType) async -> NetworkTokenization {
+        let decline = declines.withValue { left -> Bool in
+            guard left > 0 else { return false }
+            left -= 1
+            return true
+        }
+        if decline { return .declined(reason: "network_busy") }
+        return await inner.tokenize(card, activationData: activationData, deviceType: deviceType)
+    }
+
+    func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
+        await inner.activationLink(tokenUniqueReference: tokenUniqueReference, serialNumber: serialNumber)
+    }
+}
+
 @Suite("End to end", .serialized)
 @MainActor
 struct EndToEndTests {
@@ -280,6 +300,25 @@ struct EndToEndTests {
             // And the sheet does put it on the Watch.
             let watch = try await DemoScenario.presentInApp(aware, card: DemoData.visaCard, target: .watch, sheet: world.sheet, user: nil)
             #expect(watch.outcome == .added(.watch))
+        }
+    }
+
+    @Test func walletAskingAgainInOneFlowGetsAFreshlySealedCardAndOneToken() async throws {
+        // Apple may call generateRequest a second time in one flow: here after the network
+        // turned the first card data away. The SDK seals again for the new nonce, answers each
+        // handler once, and the flow ends added, with one token.
+        try await World().run { world in
+            let declines = Locked(1)
+            let flaky = FlakyNetwork(inner: TokenServicePaymentNetwork(world.platform.tokenService), declines: declines)
+            let sheet = SimulatedAddPaymentPassSheet(wallet: world.wallet, pki: world.platform.pki, network: flaky, generateRequestAttempts: 2)
+            _ = try await world.alice.refreshStatus()
+            let (outcome, result) = try await DemoScenario.presentInApp(world.alice, card: DemoData.visaCard, target: .phone, sheet: sheet, user: nil)
+            #expect(outcome == .added(.phone))
+            #expect(result.generateRequestCalls == 2)
+            #expect(result.violations.isEmpty)
+            #expect(world.wallet.laterViolations.isEmpty)
+            #expect(try await world.audit().filter { $0 == "card.seal" }.count == 2)
+            #expect(try await world.tokens().count == 1)
         }
     }
 

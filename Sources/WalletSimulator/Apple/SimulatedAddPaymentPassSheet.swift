@@ -38,14 +38,20 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
     public let network: any SimulatedPaymentNetwork
     /// How long the delegate has to answer `generateRequestWithCertificateChain` (Wallet: 20 s).
     public var budget: Duration
+    /// How many times Wallet asks the delegate for card data in one flow: after an answer
+    /// that could not be added (data that does not open or match, a network decline) it asks
+    /// again with a fresh nonce, as Apple may (reference/apple-requirements.md). 1 (the
+    /// default) asks once.
+    public var generateRequestAttempts: Int
     private let nonceKey: P256.Signing.PrivateKey
 
     /// Creates the sheet.
-    public init(wallet: SimulatedWallet, pki: SimulatedApplePKI, network: any SimulatedPaymentNetwork, budget: Duration = .seconds(20)) {
+    public init(wallet: SimulatedWallet, pki: SimulatedApplePKI, network: any SimulatedPaymentNetwork, budget: Duration = .seconds(20), generateRequestAttempts: Int = 1) {
         self.wallet = wallet
         self.pki = pki
         self.network = network
         self.budget = budget
+        self.generateRequestAttempts = max(1, generateRequestAttempts)
         nonceKey = P256.Signing.PrivateKey()
     }
 
@@ -72,8 +78,11 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         public var outcome: Outcome
         /// The device the sheet chose, once it got that far.
         public var device: DeviceType?
-        /// How long the delegate took to hand back the request; nil when it did not in time.
+        /// How long the delegate took to hand back the (last) request; nil when it did not in time.
         public var generateRequestTime: Duration?
+        /// How many times the delegate was asked for card data (more than once only with
+        /// ``SimulatedAddPaymentPassSheet/generateRequestAttempts``).
+        public var generateRequestCalls = 0
         /// Wallet rules the issuer code broke (late or missing answer, a completion handler
         /// called more than once); empty when it behaved.
         public var violations: [String]
@@ -128,42 +137,46 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         let device = offered.contains(preferred) ? preferred : offered[0]
         result.device = device
 
-        let nonce = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
-        guard let nonceSignature = try? nonceKey.signature(for: nonce).derRepresentation else {
-            return fail(.systemCancelled, "could not sign the nonce")
-        }
-        guard let delegate = controller.delegate else { return fail(.systemCancelled, "the add sheet has no delegate") }
-        let watch = CompletionWatch<IssuerRequest>(budget: budget)
-        let answer = watch.handler
-        delegate.addPaymentPassViewController(
-            controller, generateRequestWithCertificateChain: pki.walletCertificates, nonce: nonce, nonceSignature: nonceSignature,
-            completionHandler: { answer(IssuerRequest($0)) }
-        )
-        let answered = await watch.wait()
-        result.generateRequestTime = watch.elapsed
-        guard let request = answered else {
-            let sink = wallet
-            watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
-            result.violations.append("generateRequestWithCertificateChain was not answered within \(budget)")
-            return fail(.systemCancelled, "the issuer did not answer within \(budget)")
-        }
-        // A second call would crash a real app; give it a moment to show itself.
-        await Task.yield()
-        if watch.calls > 1 { result.violations.append("the generateRequest completion handler was called \(watch.calls) times") }
-        // One that comes later (the issuer's own deadline answered, then the network's late
-        // answer calls it again) is recorded on the Wallet.
         let sink = wallet
-        watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
+        for attempt in 1...generateRequestAttempts {
+            let nonce = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+            guard let nonceSignature = try? nonceKey.signature(for: nonce).derRepresentation else {
+                return fail(.systemCancelled, "could not sign the nonce")
+            }
+            guard let delegate = controller.delegate else { return fail(.systemCancelled, "the add sheet has no delegate") }
+            let watch = CompletionWatch<IssuerRequest>(budget: budget)
+            let answer = watch.handler
+            delegate.addPaymentPassViewController(
+                controller, generateRequestWithCertificateChain: pki.walletCertificates, nonce: nonce, nonceSignature: nonceSignature,
+                completionHandler: { answer(IssuerRequest($0)) }
+            )
+            let answered = await watch.wait()
+            result.generateRequestTime = watch.elapsed
+            result.generateRequestCalls = attempt
+            guard let request = answered else {
+                watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
+                result.violations.append("generateRequestWithCertificateChain was not answered within \(budget)")
+                return fail(.systemCancelled, "the issuer did not answer within \(budget)")
+            }
+            // A second call would crash a real app; give it a moment to show itself.
+            await Task.yield()
+            if watch.calls > 1 { result.violations.append("the generateRequest completion handler was called \(watch.calls) times") }
+            // One that comes later (the issuer's own deadline answered, then the network's late
+            // answer calls it again) is recorded on the Wallet.
+            watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
 
-        switch await AppleProvisioning(wallet: wallet, pki: pki, network: network).complete(
-            request, nonce: nonce, nonceSignature: nonceSignature, configuredAccount: configuration.primaryAccountIdentifier,
-            device: device, passName: configuration.localizedDescription ?? ""
-        ) {
-        case .added(let pass, let link):
-            result.outcome = .added(pass)
-            result.activationLink = link
-        case .failed(let reason):
-            result.outcome = .failed(code: .unsupported, reason: reason)
+            switch await AppleProvisioning(wallet: wallet, pki: pki, network: network).complete(
+                request, nonce: nonce, nonceSignature: nonceSignature, configuredAccount: configuration.primaryAccountIdentifier,
+                device: device, passName: configuration.localizedDescription ?? ""
+            ) {
+            case .added(let pass, let link):
+                result.outcome = .added(pass)
+                result.activationLink = link
+                return result
+            case .failed(let reason):
+                // Asked again, with a fresh nonce, while attempts are left.
+                result.outcome = .failed(code: .unsupported, reason: reason)
+            }
         }
         return result
     }
