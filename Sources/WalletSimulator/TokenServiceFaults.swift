@@ -30,6 +30,10 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// its way back, the case TMP cannot tell from one that did nothing. Checked after
     /// ``timeOut``; `tokenizationDecision` here means nothing.
     public var applyThenTimeOut: Set<TokenServiceOperation>
+    /// After a tokenization decision timed out (``timeOut`` holds `tokenizationDecision`),
+    /// ask TMP once more with the same request id, as a network whose answer was lost retries
+    /// it, and go by that answer instead of declining with `issuer_timeout`.
+    public var retryTimedOutDecision: Bool
     /// How long a timed-out operation hangs before it fails.
     public var hangDuration: Duration
     /// Token events the network loses: logged as dropped, never sent.
@@ -43,6 +47,7 @@ public struct TokenServiceFaults: Sendable, Hashable {
         declineTokenization: String? = nil,
         timeOut: Set<TokenServiceOperation> = [],
         applyThenTimeOut: Set<TokenServiceOperation> = [],
+        retryTimedOutDecision: Bool = false,
         hangDuration: Duration = .zero,
         dropEvents: Set<TokenEventType> = [],
         duplicateEvents: Set<TokenEventType> = []
@@ -50,6 +55,7 @@ public struct TokenServiceFaults: Sendable, Hashable {
         self.declineTokenization = declineTokenization
         self.timeOut = timeOut
         self.applyThenTimeOut = applyThenTimeOut
+        self.retryTimedOutDecision = retryTimedOutDecision
         self.hangDuration = hangDuration
         self.dropEvents = dropEvents
         self.duplicateEvents = duplicateEvents

@@ -180,22 +180,31 @@ public actor TokenServiceSimulator: TokenServiceConnector {
                 return .declined(decline)
             }
         }
-        let decision: TokenizationDecisionResponse
+        let decisionRequest = TokenizationDecisionRequest(
+            requestId: "TDR" + randomHex(16),
+            primaryAccountNumber: request.card.primaryAccountNumber,
+            expiration: request.card.expiration,
+            activationData: activationData,
+            walletType: request.walletType,
+            deviceType: request.deviceType
+        )
+        var decision: TokenizationDecisionResponse
         do {
-            decision = try await client.decide(TokenizationDecisionRequest(
-                requestId: "TDR" + randomHex(16),
-                primaryAccountNumber: request.card.primaryAccountNumber,
-                expiration: request.card.expiration,
-                activationData: activationData,
-                walletType: request.walletType,
-                deviceType: request.deviceType
-            ))
+            decision = try await client.decide(decisionRequest)
         } catch {
             return .declined(try Self.unreachableIssuer(error))
         }
         if configuration.faults.timeOut.contains(.tokenizationDecision) {
             try? await sleep(configuration.faults.hangDuration)
-            return .declined(TokenizationDecline(reason: "issuer_timeout", source: .tokenService))
+            guard configuration.faults.retryTimedOutDecision else {
+                return .declined(TokenizationDecline(reason: "issuer_timeout", source: .tokenService))
+            }
+            // The answer was lost: the same request, same id, asked again.
+            do {
+                decision = try await client.decide(decisionRequest)
+            } catch {
+                return .declined(try Self.unreachableIssuer(error))
+            }
         }
         let path: AuthorizationPath
         switch decision.decision {

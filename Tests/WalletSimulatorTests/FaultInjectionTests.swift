@@ -37,6 +37,24 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func aDecisionAskedAgainWithTheSameRequestIdGetsTheSameAnswerAndOneToken() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            let card = try await session.putCard("c1")
+            // TMP decides (using the activation data up), the answer is lost, the network asks
+            // again with the same request id: TMP answers from its record, not as a replay.
+            await session.simulator.setFaults(TokenServiceFaults(timeOut: [.tokenizationDecision], retryTimedOutDecision: true, hangDuration: .seconds(25)))
+            let pass = try await session.addPaymentPass("c1")
+            let outcome = try await session.simulator.tokenize(pass.tokenization)
+            let token = try #require(outcome.token, "\(outcome)")
+            #expect(token.status == .active)
+            let decision = try #require(try await tmp.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone))
+            #expect(decision.decision == .approved && decision.reason != "activation_data_replayed")
+            await session.simulator.drainEvents()
+            #expect(try await tmp.store.tokens(externalCardId: "c1").map(\.tokenUniqueReference) == [token.tokenUniqueReference])
+        }
+    }
+
     @Test func anActivationThatTimesOutAnswersFailedAndChangesNothingUntilRetried() async throws {
         let tmp = try await LiveTMP(policy: .inApp)
         try await tmp.run { session in
