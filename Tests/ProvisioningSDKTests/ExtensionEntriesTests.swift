@@ -142,6 +142,22 @@ struct ExtensionEntriesTests {
         #expect(await world.walletExtension.status().requiresAuthentication)
     }
 
+    @Test func aRefusalRemovesOnlyTheRefusedSessionNotOneSavedMeanwhile() async throws {
+        // While TMP refuses the old session, the authorization extension saves a fresh one.
+        let secrets = Locked<FileSecretStore?>(nil)
+        let fresh = Fixtures.session(token: "fresh-jwt", lifetime: 600)
+        let world = try ExtensionHarness(transport: ScriptedTransport { _, _ in
+            if let store = secrets.current { try ExtensionSessionStore(secrets: store).save(fresh) }
+            return ScriptedTransport.error(401, code: "unauthorized", message: "token expired")
+        })
+        defer { world.remove() }
+        secrets.withValue { $0 = world.secrets }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn()
+        #expect(await world.walletExtension.passEntries(for: .phone).map(\.id) == ["card-1"])
+        #expect(ExtensionSessionStore(secrets: world.secrets).validSession(at: world.date.now) == fresh)
+    }
+
     @Test func anotherCardholdersSnapshotIsNeverOffered() async throws {
         let world = try ExtensionHarness(transport: ScriptedTransport { _, _ in ScriptedTransport.error(503, code: "unavailable", message: "down") })
         defer { world.remove() }

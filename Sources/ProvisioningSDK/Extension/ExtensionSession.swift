@@ -89,6 +89,14 @@ public struct ExtensionSessionStore: Sendable {
         return stored == session
     }
 
+    /// Removes `session` if it is still the one stored: a session saved since (the
+    /// authorization extension signing the cardholder in again while TMP refused the old
+    /// one) is left alone. A failure to remove it is left for a later read.
+    public func remove(_ session: ExtensionSession) {
+        guard holds(session) else { return }
+        try? secrets.removeSecret(for: Self.key)
+    }
+
     /// Removes the session.
     public func clear() throws {
         try secrets.removeSecret(for: Self.key)

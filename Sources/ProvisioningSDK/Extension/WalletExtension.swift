@@ -207,7 +207,8 @@ public final class WalletExtension: Sendable {
 
     /// The cards read afresh from TMP (and written as the new snapshot), or nil when that
     /// failed or took longer than the refresh budget, or when `session` is no longer the
-    /// stored one by the time TMP answered (signed out meanwhile). A refused session is removed.
+    /// stored one by the time TMP answered (signed out meanwhile). A refused session is removed,
+    /// unless another has been saved since.
     private func refresh(_ session: ExtensionSession) async -> (snapshot: ExtensionSnapshot, cardsWithArt: Set<String>)? {
         let reader = WalletStatusReader(client: client(session), passLibrary: configuration.passLibrary)
         let outcome = await Deadline.run(within: configuration.refreshBudget, clock: configuration.clock) { () async throws(TMPClientError) -> WalletStatusSnapshot in
@@ -230,7 +231,8 @@ public final class WalletExtension: Sendable {
             guard stillSignedIn else { return nil }
             return (snapshot, Set(status.cards.filter { $0.card.artURL != nil }.map(\.id)))
         case .finished(.failure(let error as TMPClientError)) where error.kind == .unauthorized:
-            try? sessions.clear()
+            // The refused session only: a fresh one saved meanwhile stays.
+            sessions.remove(session)
             return nil
         case .finished(.failure), .timedOut, .cancelled:
             return nil
