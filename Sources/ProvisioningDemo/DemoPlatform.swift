@@ -29,13 +29,16 @@ public final class DemoPlatform: Sendable {
 
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
-    private let dataDirectory: URL?
+    private let dataDirectory: URL
 
     /// Starts TMP on a free loopback port with the token service simulator as its connector.
     ///
+    /// Its keys, secrets and (without `database`) SQLite file live in a temporary directory,
+    /// removed at ``stop()``, or before this throws when the start fails.
+    ///
     /// - Parameters:
     ///   - database: a database setting as `pushprov serve --database` takes it; nil for a
-    ///     temporary SQLite file removed at ``stop()``.
+    ///     temporary SQLite file.
     ///   - tokenServiceNow: the token service's clock (tests move it to expire activation data).
     public static func start(
         database: String? = nil,
@@ -45,6 +48,21 @@ public final class DemoPlatform: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-\(UUID().uuidString)")
         // Owner-only whatever the umask: the server refuses a data directory others can write.
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            return try await start(in: directory, database: database, tokenServiceNow: tokenServiceNow, logger: logger)
+        } catch {
+            // It holds the run's keys (keys.json, secrets.json): nothing of a failed start stays.
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+    }
+
+    private static func start(
+        in directory: URL,
+        database: String?,
+        tokenServiceNow: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) async throws -> DemoPlatform {
         let pki = try SimulatedApplePKI()
         let anchor = directory.appendingPathComponent("simulated-apple-root.pem")
         try Data(try pki.rootPEM().utf8).write(to: anchor)
@@ -69,21 +87,27 @@ public final class DemoPlatform: Sendable {
             portContinuation.finish()
         }
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-        let running = Task { try await group.run() }
+        let running = Task {
+            // The stream ends if the server stops without having bound a port.
+            defer { portContinuation.finish() }
+            try await group.run()
+        }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else {
             running.cancel()
+            _ = try? await running.value
+            await environment.store.close()
             throw DemoExpectation("the TMP server did not start")
         }
         let baseURL = URL(string: "http://127.0.0.1:\(port)/")!
         await tokenService.connect(to: TSPAPIEndpoint(baseURL: baseURL, apiKey: configuration.tspAPIKey))
         return DemoPlatform(
             baseURL: baseURL, configuration: configuration, pki: pki, tokenService: tokenService, store: environment.store,
-            group: group, running: running, dataDirectory: database == nil ? directory : nil
+            group: group, running: running, dataDirectory: directory
         )
     }
 
-    private init(baseURL: URL, configuration: ServerConfiguration, pki: SimulatedApplePKI, tokenService: TokenServiceSimulator, store: any TMPStore, group: ServiceGroup, running: Task<Void, any Error>, dataDirectory: URL?) {
+    private init(baseURL: URL, configuration: ServerConfiguration, pki: SimulatedApplePKI, tokenService: TokenServiceSimulator, store: any TMPStore, group: ServiceGroup, running: Task<Void, any Error>, dataDirectory: URL) {
         self.baseURL = baseURL
         self.configuration = configuration
         self.pki = pki
@@ -94,12 +118,14 @@ public final class DemoPlatform: Sendable {
         self.dataDirectory = dataDirectory
     }
 
-    /// Stops the server and removes the temporary data directory.
+    /// Stops the server, closes its store and removes the temporary data directory (with the
+    /// run's keys, whatever the database).
     public func stop() async {
         await tokenService.drainEvents()
         await group.triggerGracefulShutdown()
         _ = try? await running.value
-        if let dataDirectory { try? FileManager.default.removeItem(at: dataDirectory) }
+        await store.close()
+        try? FileManager.default.removeItem(at: dataDirectory)
     }
 
     /// A cardholder JWT for `userId`, signed with the embedded run's development key.

@@ -21,4 +21,23 @@ struct DemoCLITests {
         #expect(result.stdout.contains(" steps as expected\n"))
         #expect(!result.stdout.contains("FAIL"))
     }
+
+    /// The demo's temporary data directory holds the run's keys (keys.json, secrets.json): it
+    /// goes whatever the database, and when the start fails.
+    @Test(arguments: [
+        ("postgres://demo@/pushprov", "a setting refused while the configuration is resolved"),
+        ("/proc/pushprov-demo/demo.sqlite", "a database that cannot be opened"),
+        ("SHARED", "a database of the caller's that works"),
+    ])
+    func noTemporaryDirectoryIsLeftBehind(database: String, what: String) async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let shared = database == "SHARED"
+        let setting = shared ? temporary.appendingPathComponent("shared.sqlite").path : database
+        let result = try await CLI.run(["demo", "--json", "--database", setting], environment: ["TMPDIR": temporary.path])
+        #expect(result.status == (shared ? 0 : 1), "\(what): \(result.stdout)\(result.stderr)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-") }
+        #expect(left.isEmpty, "\(what): \(left)")
+    }
 }
