@@ -23,33 +23,91 @@ struct CLI {
 
     static func cert(_ name: String) -> String { certificates.appendingPathComponent(name).path }
 
+    /// How long ``run(_:environment:currentDirectory:timeout:)`` lets the binary run: far
+    /// longer than any command takes, and far shorter than CI's step limit.
+    static let defaultTimeout: Duration = .seconds(60)
+
+    /// A run that did not end within its time limit; the binary was stopped.
+    struct Timeout: Error, CustomStringConvertible {
+        var arguments: [String]
+        var limit: Duration
+        var description: String { "pushprov \(arguments.joined(separator: " ")) did not finish within \(limit); it was terminated" }
+    }
+
     /// Runs the binary to its end on a thread of its own, so the wait (the pipes, the exit)
     /// never holds one of Swift concurrency's few threads, which the other suites running
     /// meanwhile need (a blocked pool once made a timing test in another suite miss its budget).
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+    ///
+    /// It runs in `currentDirectory` (default: this one's) and sees this process's environment
+    /// without its `PUSHPROV_*` and `LOG_LEVEL` variables (a developer's settings must not
+    /// change what a test sees), plus `environment`. A run still going after `timeout` (a
+    /// command that should have refused but serves) is terminated, and the call throws
+    /// ``Timeout``.
+    static func run(_ arguments: [String], environment: [String: String] = [:], currentDirectory: String? = nil, timeout: Duration = defaultTimeout) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
-                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: environment) })
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: environment, currentDirectory: currentDirectory, timeout: timeout) })
             }
             thread.start()
         }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Result {
+    /// `inherited` without the `PUSHPROV_*` and `LOG_LEVEL` settings, then `environment`.
+    static func childEnvironment(inherited: [String: String], adding environment: [String: String]) -> [String: String] {
+        inherited.filter { !$0.key.hasPrefix("PUSHPROV_") && $0.key != "LOG_LEVEL" }.merging(environment) { $1 }
+    }
+
+    /// A run's watchdog: whether the child has exited, and whether the watchdog stopped it.
+    private final class Watchdog: @unchecked Sendable {
+        // @unchecked: `exited` and `stopped` are only touched while holding `lock`.
+        private let lock = NSLock()
+        private var exited = false
+        private var stopped = false
+        let finished = DispatchSemaphore(value: 0)
+
+        func exit() {
+            lock.withLock { exited = true }
+            finished.signal()
+        }
+
+        /// Sends `signal` to `pid` unless the child has exited (its pid may then be another's).
+        func stop(_ pid: Int32, with signal: Int32) {
+            lock.withLock {
+                guard !exited else { return }
+                stopped = true
+                kill(pid, signal)
+            }
+        }
+
+        var stoppedIt: Bool { lock.withLock { stopped } }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String], currentDirectory: String?, timeout: Duration) throws -> Result {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
+        process.environment = childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment)
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        let watchdog = Watchdog()
+        process.terminationHandler = { _ in watchdog.exit() }
         try process.run()
+        // SIGTERM at the limit (a server stops on it), SIGKILL if that has not ended it in 5 s.
+        let pid = process.processIdentifier
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        Thread {
+            guard watchdog.finished.wait(timeout: .now() + seconds) == .timedOut else { return }
+            watchdog.stop(pid, with: SIGTERM)
+            guard watchdog.finished.wait(timeout: .now() + 5) == .timedOut else { return }
+            watchdog.stop(pid, with: SIGKILL)
+        }.start()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        if watchdog.stoppedIt { throw Timeout(arguments: arguments, limit: timeout) }
         return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
 
@@ -126,6 +184,24 @@ struct CLITests {
         let refused = try await CLI.run(["crypto", "throughput", "--seconds", "0.3", CLI.cert("apple-encipherment-leaf-test-vector.pem")])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("not an accepted Apple chain"))
+    }
+
+    /// A command that should have ended but runs on (here a server) is stopped at the limit,
+    /// and the test that ran it fails saying so, instead of hanging the suite.
+    @Test func aRunPastItsTimeLimitIsStoppedAndThrows() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-timeout-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let arguments = ["serve", "--port", "0", "--data-dir", directory]
+        let started = ContinuousClock.now
+        let error = await #expect(throws: CLI.Timeout.self) { try await CLI.run(arguments, timeout: .seconds(2)) }
+        #expect(error?.description == "pushprov serve --port 0 --data-dir \(directory) did not finish within 2.0 seconds; it was terminated")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
+    @Test func theCallersSettingsDoNotReachTheBinaryButTheTestsDo() {
+        let inherited = ["PATH": "/usr/bin", "PUSHPROV_DATA_DIR": "/srv/pushprov", "PUSHPROV_JWT_ISSUER": "https://id.example", "LOG_LEVEL": "trace", "TMPDIR": "/tmp/x"]
+        let child = CLI.childEnvironment(inherited: inherited, adding: ["PUSHPROV_PORT": "http", "LOG_LEVEL": "debug"])
+        #expect(child == ["PATH": "/usr/bin", "TMPDIR": "/tmp/x", "PUSHPROV_PORT": "http", "LOG_LEVEL": "debug"])
     }
 
     @Test(arguments: [

@@ -33,11 +33,11 @@ struct MigrateCommandTests {
     }
 
     @Test(arguments: [
-        (["serve", "--data-dir", "/tmp/pushprov-unused", "--database", "postgres://tmp:hunter2-secret@db:99999/pushprov"], "port must be from 1 to 65535"),
+        (["serve", "--port", "0", "--data-dir", "/tmp/pushprov-unused", "--database", "postgres://tmp:hunter2-secret@db:99999/pushprov"], "port must be from 1 to 65535"),
         (["migrate", "--database", "postgres://tmp:hunter2-secret@/pushprov"], "database URL has no host"),
-        (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-pool-size", "0"], "database pool size must be a number from 1 to 200 (got 0)"),
+        (["serve", "--port", "0", "--data-dir", "/tmp/pushprov-unused", "--database-pool-size", "0"], "database pool size must be a number from 1 to 200 (got 0)"),
         (["migrate", "--database", "/tmp/pushprov-unused/x.sqlite", "--database-wait", "0"], "database wait must be a number of seconds from 1 to 60 (got 0)"),
-        (["serve", "--data-dir", "/tmp/pushprov-unused", "--database-statement-timeout", "0.5"], "database statement timeout must be a number of seconds from 1 to 300 (got 0.5)"),
+        (["serve", "--port", "0", "--data-dir", "/tmp/pushprov-unused", "--database-statement-timeout", "0.5"], "database statement timeout must be a number of seconds from 1 to 300 (got 0.5)"),
         (["migrate", "--database", "/tmp/pushprov-unused/x.sqlite", "--database-statement-timeout", "301"], "database statement timeout must be a number of seconds from 1 to 300 (got 301)"),
     ])
     func aBadDatabaseSettingIsOneClearLineWithoutThePassword(arguments: [String], expected: String) async throws {
@@ -66,6 +66,7 @@ struct MigrateCommandTests {
             #expect(!migrated.stdout.contains(credential))
 
             let server = try ServeCommandTests.Server(arguments: ["--no-migrate", "--database-pool-size", "3"], environment: ["PUSHPROV_DATABASE": url.absoluteString])
+            defer { server.removeDataDirectory() }
             let port = try await server.port()
             #expect(server.text.contains("database postgres://\(url.user ?? "")@\(url.host ?? ""):\(url.port ?? 5432)\(url.path)"), "\(server.text)")
             #expect(!server.text.contains(credential))

@@ -23,9 +23,7 @@ struct ServeCommandTests {
             self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-serve-\(UUID().uuidString)").path
             process.executableURL = CLI.binary
             process.arguments = ["serve", "--port", "0", "--data-dir", self.dataDirectory] + arguments
-            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHPROV_") }
-            env.merge(environment) { $1 }
-            process.environment = env
+            process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment)
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
@@ -121,6 +119,7 @@ struct ServeCommandTests {
 
         // A second start reuses the keys and does not print the secrets again.
         let restarted = try Server(dataDirectory: server.dataDirectory)
+        defer { _ = restarted.stop() }
         let secondPort = try await restarted.port()
         #expect(!restarted.text.contains("issuer API key (PUSHPROV_ISSUER_API_KEY): "))
         #expect(restarted.text.contains("from \(server.dataDirectory)/secrets.json"))
@@ -139,10 +138,12 @@ struct ServeCommandTests {
         let (accepted, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: matching.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(accepted == 200)
         let plain = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory])
+        try #require(plain.status == 0, "\(plain.stderr)")
         let (refused, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(refused == 401, "a token without the audience is not for this server")
         // The flags name them as `serve`'s flags do.
         let untyped = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp"])
+        try #require(untyped.status == 0, "\(untyped.stderr)")
         let (wrongType, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: untyped.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(wrongType == 401, "a JWT typed JWT is not the at+jwt the server asks for")
         let flagged = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp", "--jwt-type", "application/AT+JWT"])
@@ -159,7 +160,7 @@ struct ServeCommandTests {
         let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
         #expect(status == 200 && body.contains("\"ok\""))
         #expect(server.stop() == 0)
-        let refused = try await CLI.run(["serve", "--executor", "threads", "--data-dir", "/tmp/pushprov-unused"])
+        let refused = try await CLI.run(["serve", "--executor", "threads", "--port", "0", "--data-dir", "/tmp/pushprov-unused"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
     }
@@ -254,7 +255,7 @@ struct ServeCommandTests {
     }
 
     @Test func aBadPortOrPolicyIsOneClearLine() async throws {
-        let policy = try await CLI.run(["serve", "--activation-policy", "sometimes", "--data-dir", "/tmp/pushprov-unused"])
+        let policy = try await CLI.run(["serve", "--activation-policy", "sometimes", "--port", "0", "--data-dir", "/tmp/pushprov-unused"])
         #expect(policy.status != 0)
         #expect(policy.stderr.contains("activation policy must be in-app or immediate"))
         #expect(policy.stderr.split(separator: "\n").count == 1)
@@ -262,6 +263,8 @@ struct ServeCommandTests {
         #expect(flag.status != 0)
         #expect(flag.stderr.contains("port must be a number from 0 to 65535 (got 70000)"), "\(flag.stderr)")
         #expect(flag.stderr.split(separator: "\n").count == 1)
+        // No --port here: it would stand in for the variable under test (CLI.run's time limit
+        // stops a server this would start).
         let variable = try await CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: ["PUSHPROV_PORT": "http"])
         #expect(variable.status != 0)
         #expect(variable.stderr.contains("port must be a number from 0 to 65535 (got http)"), "\(variable.stderr)")
@@ -293,11 +296,11 @@ struct ServeCommandTests {
         ("--jwks-reload-interval", "0.5", "PUSHPROV_JWKS_RELOAD_INTERVAL", "JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to 3600 (got 0.5)"),
     ])
     func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) async throws {
-        let fromFlag = try await CLI.run(["serve", flag, value, "--data-dir", "/tmp/pushprov-unused"])
+        let fromFlag = try await CLI.run(["serve", flag, value, "--port", "0", "--data-dir", "/tmp/pushprov-unused"])
         #expect(fromFlag.status != 0)
         #expect(fromFlag.stderr.contains(message))
         #expect(fromFlag.stderr.split(separator: "\n").count == 1)
-        let fromEnvironment = try await CLI.run(["serve", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
+        let fromEnvironment = try await CLI.run(["serve", "--port", "0", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
         #expect(fromEnvironment.status != 0)
         #expect(fromEnvironment.stderr.contains("(got soon)"))
     }
