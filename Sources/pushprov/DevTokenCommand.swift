@@ -22,8 +22,7 @@ struct DevTokenCommand: ParsableCommand {
             throw CLIError("--user must be 1 to 128 bytes without control characters")
         }
         // Resolved as `pushprov serve` resolves them: the flag, then a non-empty variable.
-        let environment = ProcessInfo.processInfo.environment
-        let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let env = { (name: String) in EnvironmentSetting.value(name) }
         let directory = dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
         let path = (directory as NSString).appendingPathComponent("secrets.json")
         guard FileManager.default.fileExists(atPath: path) else {

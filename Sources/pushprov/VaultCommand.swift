@@ -34,9 +34,9 @@ struct VaultReencryptCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard (1...10_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 10000 (got \(batchSize))") }
-        let environment = ProcessInfo.processInfo.environment
-        let directory = dataDirectory ?? environment["PUSHPROV_DATA_DIR"] ?? ".pushprov"
-        let path = keyFile ?? environment["PUSHPROV_KEY_FILE"] ?? (directory as NSString).appendingPathComponent("keys.json")
+        // As `pushprov serve` reads them: the flag, then a non-empty variable.
+        let directory = dataDirectory ?? EnvironmentSetting.value("PUSHPROV_DATA_DIR") ?? ".pushprov"
+        let path = keyFile ?? EnvironmentSetting.value("PUSHPROV_KEY_FILE") ?? (directory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
         do {
             keys = try LocalKeyFile.load(at: path)

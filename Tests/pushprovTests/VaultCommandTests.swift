@@ -71,4 +71,25 @@ struct VaultCommandTests {
         #expect(batch.status != 0)
         #expect(batch.stderr.contains("--batch-size must be from 1 to 10000 (got 0)"), "\(batch.stderr)")
     }
+
+    /// An empty PUSHPROV_KEY_FILE or PUSHPROV_DATA_DIR (an env file's `NAME=`) counts as unset,
+    /// as `serve` and `dev-token` take it: the key file is then found in the data directory.
+    @Test func anEmptyKeyFileOrDataDirectoryVariableCountsAsUnset() async throws {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
+        let directory = (path as NSString).deletingLastPathComponent
+        let migrated = try await CLI.run(["migrate", "--database", path])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        _ = try LocalKeyFile.loadOrCreate(at: (directory as NSString).appendingPathComponent("keys.json"))
+        let emptyKeyFile = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory], environment: ["PUSHPROV_KEY_FILE": ""])
+        #expect(emptyKeyFile.status == 0, "\(emptyKeyFile.stderr)")
+        #expect(emptyKeyFile.stdout.hasPrefix("0 cards under keys other than the current key "), "\(emptyKeyFile.stdout)")
+        // With no --data-dir, an empty PUSHPROV_DATA_DIR leaves the default ./.pushprov (not
+        // "", which made the key file ./keys.json).
+        try FileManager.default.createDirectory(atPath: directory + "/.pushprov", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.moveItem(atPath: directory + "/keys.json", toPath: directory + "/.pushprov/keys.json")
+        let emptyDirectory = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path], environment: ["PUSHPROV_DATA_DIR": ""], currentDirectory: directory)
+        #expect(emptyDirectory.status == 0, "\(emptyDirectory.stderr)")
+        #expect(emptyDirectory.stdout.hasPrefix("0 cards under keys other than the current key "), "\(emptyDirectory.stdout)")
+    }
 }
