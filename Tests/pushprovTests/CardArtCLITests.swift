@@ -42,6 +42,35 @@ struct CardArtCLITests {
         #expect(result.stdout.contains("refused: too_large: file is 8388608 bytes; "))
     }
 
+    /// The size that counts is the file's, not a symbolic link's to it (a few bytes): a link to
+    /// a file over the limit is refused from that file's size, as the file itself is.
+    @Test func aLinkToAFileOverTheLimitIsRefusedFromTheFilesSize() async throws {
+        let big = try CLI.temporaryFile(TestPDF.onePage(exactSize: 8 * 1024 * 1024).data)
+        defer { try? FileManager.default.removeItem(atPath: big) }
+        let link = big + ".link.pdf"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: big)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let result = try await CLI.run(["card-art", "check", link])
+        #expect(result.status == 1)
+        #expect(result.stdout == "\(link): refused: too_large: file is 8388608 bytes; Apple requires under 4 MB (less than 4000000 bytes)\n", "\(result.stdout)")
+    }
+
+    /// A FIFO (or a directory) is refused at once in one line, rather than waited on for a writer.
+    @Test func aFIFOOrADirectoryIsRefusedWithoutWaiting() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-fifo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("art.png").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let result = try await CLI.run(["card-art", "check", fifo, directory.path], timeout: .seconds(20))
+        #expect(result.status == 1)
+        #expect(result.stdout == """
+            \(fifo): refused: unreadable: not a regular file (a FIFO); name the card-art file itself
+            \(directory.path): refused: unreadable: not a regular file (a directory); name the card-art file itself
+
+            """, "\(result.stdout)")
+    }
+
     @Test func aSampleIsWrittenThatPassesTheCheckAndNothingIsOverwritten() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sample-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
