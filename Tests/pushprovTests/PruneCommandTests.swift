@@ -91,6 +91,8 @@ struct PruneCommandTests {
         let unmigratedPath = MigrateCommandTests.temporaryPath("unmigrated.sqlite")
         defer { MigrateCommandTests.removeTemporary(unmigratedPath) }
         try FileManager.default.createDirectory(atPath: (unmigratedPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        // Owner-only, as the commands require of a database file.
+        #expect(FileManager.default.createFile(atPath: unmigratedPath, contents: nil, attributes: [.posixPermissions: 0o600]))
         let empty = try SQLiteStore(path: unmigratedPath)
         await empty.close()
         let unmigrated = try await CLI.run(["prune", "--keep-days", "400", "--database", unmigratedPath])

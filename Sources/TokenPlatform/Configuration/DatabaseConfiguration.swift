@@ -112,7 +112,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
 
     /// Opens the store this configuration names, without migrating it.
     ///
-    /// A SQLite file's directory is created (mode 0700) when missing. A PostgreSQL database is
+    /// A SQLite file's directory is created (mode 0700) when missing, a new file 0600, and a
+    /// file that group or others can read or write, or that another user owns, is refused
+    /// (``checkSQLiteFiles(at:user:logger:)``). A PostgreSQL database is
     /// connected to once up front, so a wrong host, password or database name is a clear error
     /// here rather than a stalled first request. Call ``TMPStore/close()`` when done.
     public func openStore(logger: Logger) async throws -> any TMPStore {
@@ -138,6 +140,7 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                     )
                 }
             }
+            try Self.checkSQLiteFiles(at: path, logger: logger)
             return try SQLiteStore(path: path, busyTimeout: connectionWait)
         case .postgres(let url):
             return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, statementTimeout: statementTimeout, logger: logger)

@@ -1,0 +1,103 @@
+import Foundation
+import ProvisioningCrypto
+import Testing
+import TokenPlatform
+
+/// Every command that opens a SQLite database refuses files others can read or write, the same
+/// way, whether the file is new or the operator's.
+@Suite("pushprov and the SQLite database files' mode", .serialized)
+struct SQLiteFileCheckTests {
+    /// A migrated database (0600, as `migrate` makes it) in a folder of its own, with a key file.
+    struct Database {
+        let directory: String
+        var path: String { directory + "/db.sqlite" }
+        var keyFile: String { directory + "/keys.json" }
+
+        init() async throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sqlite-mode-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            let migrated = try await CLI.run(["migrate", "--database", directory + "/db.sqlite"])
+            try #require(migrated.status == 0, "\(migrated.stderr)")
+            _ = try LocalKeyFile.loadOrCreate(at: directory + "/keys.json")
+        }
+
+        func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+        func chmod(_ file: String, _ mode: Int) throws {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file)
+        }
+
+        /// Each command that opens the database, as an operator runs it.
+        var commands: [(String, [String], [String: String])] {
+            [
+                ("serve", ["serve", "--port", "0", "--data-dir", directory, "--database", path], [:]),
+                ("serve --production", ["serve", "--production", "--port", "0", "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov", "--database", path], [
+                    "PUSHPROV_ISSUER_API_KEY": String(repeating: "i", count: 32), "PUSHPROV_TSP_API_KEY": String(repeating: "t", count: 32),
+                    "PUSHPROV_JWKS": directory + "/jwks.json", "PUSHPROV_KEY_FILE": keyFile,
+                ]),
+                ("migrate", ["migrate", "--database", path], [:]),
+                ("prune", ["prune", "--keep-days", "400", "--dry-run", "--database", path], [:]),
+                ("vault reencrypt", ["vault", "reencrypt", "--dry-run", "--key-file", keyFile, "--database", path], [:]),
+            ]
+        }
+
+        func writeJWKS() throws {
+            let set = JSONWebKeySet(keys: [SigningKey.generate().publicJWK])
+            try LocalKeyFile.createOwnerOnlyFile(try JSONEncoder().encode(set), at: directory + "/jwks.json")
+        }
+    }
+
+    @Test(arguments: ["", "-wal", "-shm"])
+    func aFileGroupOrOthersCanReadIsRefusedByEveryCommand(suffix: String) async throws {
+        let database = try await Database()
+        defer { database.remove() }
+        try database.writeJWKS()
+        let file = database.path + suffix
+        if !FileManager.default.fileExists(atPath: file) {
+            #expect(FileManager.default.createFile(atPath: file, contents: nil))
+        }
+        for (mode, shown) in [(0o644, "644"), (0o660, "660"), (0o602, "602")] {
+            try database.chmod(file, mode)
+            for (name, arguments, environment) in database.commands {
+                // Refused before anything opens: a server that started would run into the limit.
+                let result = try await CLI.run(arguments, environment: environment, timeout: .seconds(30))
+                #expect(result.status != 0, "\(name)")
+                #expect(result.stderr.contains("database file \(file) has mode \(shown); it must be readable and writable by its owner only (chmod 600 \(file))"), "\(name): \(result.stderr)")
+                #expect(result.stderr.split(separator: "\n").count == 1, "\(name): \(result.stderr)")
+            }
+        }
+    }
+
+    @Test func anOwnerOnlyFileOpensForEveryCommand() async throws {
+        let database = try await Database()
+        defer { database.remove() }
+        // The operator's own empty file, made 0600 before the first migration.
+        let own = database.directory + "/own.sqlite"
+        #expect(FileManager.default.createFile(atPath: own, contents: nil, attributes: [.posixPermissions: 0o600]))
+        let migrated = try await CLI.run(["migrate", "--database", own])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        for (name, arguments, _) in database.commands where !name.hasPrefix("serve") {
+            let result = try await CLI.run(arguments)
+            #expect(result.status == 0, "\(name): \(result.stderr)")
+            #expect(result.stderr.isEmpty, "\(name): \(result.stderr)")
+        }
+        let server = try ServeCommandTests.Server(dataDirectory: database.directory, arguments: ["--database", database.path])
+        defer { _ = server.stop() }
+        _ = try await server.port()
+        #expect(server.stop() == 0)
+    }
+
+    @Test func aDirectoryEveryoneCanWriteWithoutTheStickyBitIsWarnedOf() async throws {
+        let database = try await Database()
+        defer { database.remove() }
+        try database.chmod(database.directory, 0o777)
+        let open = try await CLI.run(["migrate", "--database", database.path])
+        #expect(open.status == 0, "\(open.stderr)")
+        #expect(open.stderr.contains("database directory can be written by every user, without the sticky bit"), "\(open.stderr)")
+        #expect(open.stderr.contains(database.directory), "\(open.stderr)")
+        try database.chmod(database.directory, 0o1777)
+        let sticky = try await CLI.run(["migrate", "--database", database.path])
+        #expect(sticky.status == 0, "\(sticky.stderr)")
+        #expect(sticky.stderr.isEmpty, "\(sticky.stderr)")
+    }
+}
