@@ -12,6 +12,8 @@ public struct SQLiteStore: TMPStore {
     private let groupCommit: GroupCommit
     /// Read-only connections for the single-statement reads (nil in memory); see `read(_:)`.
     private let readers: ReadConnections?
+    /// Every call into the connections passes it; ``close()`` shuts it first.
+    private let gate = SQLiteCloseGate()
 
     /// Opens (creating if needed) a database file in WAL mode.
     ///
@@ -72,11 +74,52 @@ public struct SQLiteStore: TMPStore {
     /// by about 5 %. When every such connection is busy the read goes to the pool as before,
     /// so a read never waits for a connection.
     private func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try gate.enter()
+        defer { gate.leave() }
         if let readers, let connection = readers.take() {
             defer { readers.give(back: connection) }
             return try connection.inDatabase(body)
         }
         return try writer.unsafeRead(body)
+    }
+
+    /// `writer.write` once past the gate.
+    private func write<T: Sendable>(_ updates: @Sendable (Database) throws -> T) async throws -> T {
+        try gate.enter()
+        defer { gate.leave() }
+        return try await writer.write(updates)
+    }
+
+    /// `writer.read` (a reader of the pool, for reads of more than one statement) once past the gate.
+    private func readInPool<T: Sendable>(_ value: @Sendable (Database) throws -> T) async throws -> T {
+        try gate.enter()
+        defer { gate.leave() }
+        return try await writer.read(value)
+    }
+
+    /// `groupCommit.write` once past the gate; the call stays admitted until its batch commits.
+    private func commitInGroup<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try gate.enter()
+        defer { gate.leave() }
+        return try await groupCommit.write(body)
+    }
+
+    /// Closes the connections, leaving the database file whole on its own.
+    ///
+    /// New calls are refused from the start with ``DatabaseUnavailable`` (a request still
+    /// arriving is answered 503); calls already running finish first. Then everything
+    /// committed is copied from the write-ahead log into the database file and the log is
+    /// emptied (a `TRUNCATE` checkpoint), and the connections close, the last of them
+    /// removing the `-wal` and `-shm` files: a copy of the database file alone then holds all
+    /// the data. A checkpoint another process's reader holds up leaves the log for SQLite to
+    /// apply on the next open; nothing is lost. Calling it again waits for the first call and
+    /// does nothing more.
+    public func close() async {
+        guard await gate.beginClosing() else { return }
+        defer { gate.finishClosing() }
+        readers?.close()
+        _ = try? await writer.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        try? writer.close()
     }
 
     /// Applies the named migrations; returns those this call applied.
@@ -89,16 +132,18 @@ public struct SQLiteStore: TMPStore {
     /// failure with nothing new applied is thrown.
     @discardableResult
     public func migrate() async throws -> [String] {
+        try gate.enter()
+        defer { gate.leave() }
         let ran = NIOLockedValueBox<[String]>([])
         let migrator = SQLiteStore.migrator(onApplied: { name in ran.withLockedValue { $0.append(name) } })
-        var applied = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        var applied = try await readInPool { db in try migrator.appliedIdentifiers(db) }
         while true {
             do {
                 try migrator.migrate(writer)
                 return ran.withLockedValue { $0 }
             } catch {
                 // Progress by someone else: applied now, but neither before nor by this call.
-                let now = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+                let now = try await readInPool { db in try migrator.appliedIdentifiers(db) }
                 let mine = Set(ran.withLockedValue { $0 })
                 guard !now.subtracting(applied).subtracting(mine).isEmpty else { throw error }
                 applied = now
@@ -109,13 +154,15 @@ public struct SQLiteStore: TMPStore {
     /// The named migrations not yet applied.
     public func pendingMigrations() async throws -> [String] {
         let migrator = SQLiteStore.migrator
-        let applied = try await writer.read { db in try migrator.appliedIdentifiers(db) }
+        let applied = try await readInPool { db in try migrator.appliedIdentifiers(db) }
         return migrator.migrations.filter { !applied.contains($0) }
     }
 
     /// The writer connection's `PRAGMA synchronous` level (2 = FULL: every commit synced).
     package func writerSynchronousLevel() throws -> Int {
-        try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        try gate.enter()
+        defer { gate.leave() }
+        return try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// Runs a trivial query.
@@ -160,7 +207,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/putCard(_:audit:)``.
     public func putCard(_ card: CardRecord, audit: @Sendable (_ previous: CardRecord?) -> AuditEntry) async throws -> CardRecord? {
-        try await writer.write { db in
+        try await write { db in
             if let other = try String.fetchOne(db, sql: "SELECT external_card_id FROM card WHERE pan_lookup_hash = ? AND external_card_id != ?", arguments: [card.panLookupHash, card.externalCardId]) {
                 throw StoreError.duplicatePAN(existingCardId: other)
             }
@@ -203,7 +250,7 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/setCardStatus(externalCardId:status:at:audit:)``.
     public func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate {
         // SQLite has one writer at a time: nothing changes the card between this read and the update.
-        try await writer.write { db in
+        try await write { db in
             guard let stored = try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:)) else {
                 return .notFound
             }
@@ -241,7 +288,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/updateToken(reference:audit:_:)``.
     public func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
-        try await writer.write { db in
+        try await write { db in
             guard let before = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [reference], TokenRecord.init(row:)) else {
                 return .notFound
             }
@@ -261,7 +308,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
     public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
-        try await writer.write { db in
+        try await write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
             if let earlier = try Row.fetchOne(db, sql: "SELECT token_unique_reference, event FROM token_event WHERE event_id = ?", arguments: [eventId]) {
                 let use = TokenEventIdUse(tokenReference: earlier[0], event: earlier[1])
@@ -320,7 +367,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/historyCount(_:before:)``.
     public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
-        try await writer.read { db in
+        try await readInPool { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.rawValue) WHERE \(table.timeColumn) < ?", arguments: [SQLiteTimestamp(cutoff)]) ?? 0
         }
     }
@@ -331,7 +378,7 @@ public struct SQLiteStore: TMPStore {
         let start = position.flatMap { Int64($0.value) } ?? 0
         // Found on a reader (WAL: the servers' writes go on meanwhile), from `position` on in
         // rowid order, which is the order rows were appended in.
-        let found = try await writer.read { db in
+        let found = try await readInPool { db in
             try Int64.fetchAll(
                 db, sql: "SELECT rowid FROM \(table.rawValue) WHERE rowid > ? AND \(table.timeColumn) < ? ORDER BY rowid LIMIT ?",
                 arguments: [start, SQLiteTimestamp(cutoff), limit]
@@ -340,7 +387,7 @@ public struct SQLiteStore: TMPStore {
         guard let first = found.first, let last = found.last else { return HistoryBatch(deleted: 0, next: nil) }
         // The write deletes by rowid range, a B-tree range: only what was found, since rows
         // added meanwhile are new (not before `cutoff`) whatever rowid they got.
-        let deleted = try await writer.write { db in
+        let deleted = try await write { db in
             try db.execute(
                 sql: "DELETE FROM \(table.rawValue) WHERE rowid BETWEEN ? AND ? AND \(table.timeColumn) < ?",
                 arguments: [first, last, SQLiteTimestamp(cutoff)]
@@ -353,7 +400,7 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``.
     public func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {
         guard limit > 0 else { return [] }
-        return try await writer.write { db in
+        return try await write { db in
             let tokens = try allRows(db.cachedStatement(sql: SQL.tokensAtOdds), [cutoff, limit], TokenRecord.init(row:))
             let restart = try db.cachedStatement(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ?")
             for token in tokens {
@@ -365,7 +412,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
-        try await writer.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ? AND at_odds_since IS NOT NULL", arguments: [time, reference])
         }
     }
@@ -374,7 +421,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/recordProvisioningAttempt(_:)``.
     public func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws {
-        try await groupCommit.write { db in
+        try await commitInGroup { db in
             try db.cachedStatement(
                 sql: """
                     INSERT INTO provisioning_attempt (activation_data_id, external_card_id, user_id, device_type, nonce_hash, leaf_fingerprint, created_at, expires_at)
@@ -395,7 +442,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/recordTokenizationDecision(_:consumingActivationData:)``.
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
-        try await groupCommit.write { db in
+        try await commitInGroup { db in
             if let id {
                 try db.execute(sql: "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [id, decision.decidedAt])
                 guard db.changesCount == 1 else { return false }
@@ -457,7 +504,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/putCardArt(_:audit:)``.
     public func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws {
-        try await writer.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO card_art (art_id, content_type, data, updated_at) VALUES (?, ?, ?, ?)
@@ -485,7 +532,7 @@ public struct SQLiteStore: TMPStore {
 
     /// Implements ``TMPStore/recordAudit(_:)``.
     public func recordAudit(_ entry: AuditEntry) async throws {
-        try await writer.write { db in try insertAudit(db, entry) }
+        try await write { db in try insertAudit(db, entry) }
     }
 
     /// Implements ``TMPStore/countCards(notEncryptedUnder:)``.
@@ -511,7 +558,7 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/replaceEncryptedPANs(_:)``.
     public func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String] {
         guard !changes.isEmpty else { return [] }
-        return try await writer.write { db in
+        return try await write { db in
             var changed: [String] = []
             for change in changes {
                 try db.execute(sql: "UPDATE card SET encrypted_pan = ? WHERE external_card_id = ? AND encrypted_pan = ?", arguments: [change.replacement, change.externalCardId, change.expected])
@@ -526,7 +573,7 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/auditEntries(subject:)``.
     public func auditEntries(subject: String) async throws -> [AuditEntry] {
         // Two statements: GRDB's read transaction gives them one snapshot.
-        try await writer.read { db in
+        try await readInPool { db in
             let events = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM audit_event WHERE subject = ? ORDER BY id"), arguments: [subject]).map { row in
                 AuditEntry(at: row["at"], actor: row["actor"], action: row["action"], subject: row["subject"], detail: row["detail"])
             }
@@ -657,4 +704,13 @@ final class ReadConnections: Sendable {
 
     /// Connections not in use (tests).
     var available: Int { free.withLockedValue { $0.count } }
+
+    /// Closes the connections not in use (all of them once no read runs) and takes them out.
+    func close() {
+        let connections = free.withLockedValue { free in
+            defer { free = [] }
+            return free
+        }
+        for connection in connections { try? connection.close() }
+    }
 }
