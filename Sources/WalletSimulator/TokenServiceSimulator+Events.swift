@@ -91,7 +91,8 @@ extension TokenServiceSimulator {
         let delay = min(configuration.firstEventRetryDelay * (1 << doublings), configuration.longestEventRetryDelay)
         failedRetries += 1
         retryTask = Task { [weak self] in
-            try? await Task.sleep(for: delay)
+            // A retry cancelled by connect(to:) ends here; its replacement is scheduled.
+            do { try await Task.sleep(for: delay) } catch { return }
             await self?.retryDelivery()
         }
     }

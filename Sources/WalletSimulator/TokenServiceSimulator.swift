@@ -124,7 +124,10 @@ public actor TokenServiceSimulator: TokenServiceConnector {
     /// Points the simulator at TMP's TSP API (again, when TMP moved).
     public func connect(to endpoint: TSPAPIEndpoint) {
         client = TSPAPIClient(endpoint: endpoint)
-        // A new address: events still queued go there on the retry schedule, afresh.
+        // A new address: events still queued go there on the retry schedule, afresh (a
+        // retry waiting out a long delay for the old address is dropped).
+        retryTask?.cancel()
+        retryTask = nil
         failedRetries = 0
         if !outbox.isEmpty { scheduleRetry() }
     }

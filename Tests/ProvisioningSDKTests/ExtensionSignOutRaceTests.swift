@@ -2,6 +2,7 @@ import Foundation
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
+import TestSupport
 import Testing
 
 /// A Wallet extension's refresh that began before the app signed out ends after it: what it
@@ -54,6 +55,29 @@ struct ExtensionSignOutRaceTests {
         let stored = try #require(world.directory.readSnapshot())
         #expect(stored.userId == "bob")
         #expect(stored.cards.map(\.externalCardId) == ["card-9"])
+    }
+
+    @Test func artArrivingAfterSignOutIsNotStoredAndNothingIsOffered() async throws {
+        // The refresh wrote the snapshot while alice was signed in; the sign-out comes while
+        // her cards' art is on its way.
+        var card = Fixtures.card("card-1")
+        card.artURL = "/issuer/push-provisioning/cards/card-1/art"
+        let server = Fixtures.server(cards: [card], tokens: [], art: ["card-1": TestPNG.file()])
+        let gate = AsyncGate()
+        let world = try ExtensionHarness(transport: ScriptedTransport { request, _ in
+            if ScriptedTransport.operation(of: request) == .cardArt { await gate.wait() }
+            return try await server.send(request)
+        })
+        defer { world.remove() }
+        try world.signIn()
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        await gate.waitForArrivals(1)
+        #expect(world.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"])
+        try await Self.signOut(world)
+        gate.open()
+        #expect(await entries.value.isEmpty, "the signed-out cardholder's cards were offered")
+        #expect(world.directory.storedArtFileName(externalCardId: "card-1") == nil, "her art was stored after the sign-out")
+        #expect(!FileManager.default.fileExists(atPath: world.directory.url.path), "the wiped folder came back")
     }
 
     @Test func aRefreshStillSignedInWritesAsBefore() async throws {

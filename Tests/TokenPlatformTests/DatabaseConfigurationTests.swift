@@ -38,6 +38,7 @@ struct DatabaseConfigurationTests {
         ("postgres://user:pw@host/db?sslmode=disable&sslrootcert=/ca.pem", "sslrootcert needs sslmode=require, verify-ca or verify-full"),
         ("postgres://user:pw@host/db?sslmode=require&sslrootcert=", "sslrootcert needs the path of a PEM file"),
         ("postgres://user:pw@host/db?sslmode=require&sslmode=disable", "parameter sslmode is given more than once"),
+        ("postgres://user:pw@host/db?sslmode=verify-ca", "sslmode=verify-ca needs sslrootcert=<PEM file of your CA>"),
     ])
     func aMalformedURLSaysWhatIsWrongWithoutThePassword(text: String, expected: String) {
         let error = #expect(throws: ConfigurationError.self) { try DatabaseConfiguration(parsing: text) }
@@ -52,7 +53,7 @@ struct DatabaseConfigurationTests {
         #expect(full.description == "postgres://u@db.internal:5432/pushprov?sslmode=verify-full&sslrootcert=/etc/ssl/private%20ca.pem")
         // What the description shows parses back to the same URL, password aside.
         #expect(try PostgresURL(parsing: full.description) == PostgresURL(host: "db.internal", username: "u", password: nil, database: "pushprov", tls: .verifyFull, rootCertificatesPath: "/etc/ssl/private ca.pem"))
-        #expect(try PostgresURL(parsing: "postgres://u@h/d?sslmode=verify-ca").tls == .verifyCA)
+        #expect(try PostgresURL(parsing: "postgres://u@h/d?sslmode=verify-ca&sslrootcert=/ca.pem").tls == .verifyCA)
         #expect(try PostgresURL(parsing: "postgres://u@h/d?sslmode=require").tls.verifiesServer)
         #expect(try !PostgresURL(parsing: "postgres://u@h/d").tls.verifiesServer)
         #expect(try !PostgresURL(parsing: "postgres://u@h/d?sslmode=disable").tls.verifiesServer)

@@ -192,9 +192,14 @@ struct FaultInjectionTests {
             // TMP out of reach when customer service's suspension is echoed.
             await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey))
             #expect(try await session.send(.post, "/lifecycle/tokens/\(reference)/suspend", as: .issuer).status == .ok)
+            // Until the echo's delivery has failed (the echo is queued before it is tried).
+            @Sendable func echoFailed() async -> Bool {
+                guard let last = await session.simulator.deliveryLog.last, last.event.event == .suspended, case .failed = last.outcome else { return false }
+                return true
+            }
             var deadline = ContinuousClock.now + .seconds(10)
-            while await session.simulator.pendingEvents.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            guard case .failed = await session.simulator.deliveryLog.last?.outcome else { throw TestFailure("expected a failed delivery") }
+            while await !echoFailed(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            guard await echoFailed() else { throw TestFailure("expected the echo's delivery to fail") }
             // Reachable again; nobody drains: the retry sends it (500 ms, then doubling).
             await session.simulator.connect(to: LiveTMP.endpoint(port: port))
             deadline = ContinuousClock.now + .seconds(20)

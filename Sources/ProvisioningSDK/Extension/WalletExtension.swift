@@ -180,9 +180,11 @@ public final class WalletExtension: Sendable {
         let session = sessions.validSession(at: configuration.now())
         var snapshot: ExtensionSnapshot?
         var artAtTMP: Set<String> = []
+        var snapshotIsFresh = false
         if let session, let refreshed = await refresh(session) {
             snapshot = refreshed.snapshot
             artAtTMP = refreshed.cardsWithArt
+            snapshotIsFresh = true
         } else if let stored = directory.readSnapshot(), session.map({ stored.userId.isSameIdentifier(as: $0.userId) }) ?? true {
             snapshot = stored
         }
@@ -192,6 +194,10 @@ public final class WalletExtension: Sendable {
         if let session {
             let missing = cards.map(\.externalCardId).filter { artAtTMP.contains($0) && directory.storedArtFileName(externalCardId: $0) == nil }
             if !missing.isEmpty { await fetchArt(missing, session: session) }
+            // Cards read afresh for a session that a sign-out removed (or another sign-in
+            // replaced) while the art arrived are not offered. (A session TMP refused was
+            // removed by the refresh, and the snapshot on disk answers, as before.)
+            if snapshotIsFresh, !sessions.holds(session) { return [] }
         }
         return cards.map { card in
             let artName = card.artFileName ?? directory.storedArtFileName(externalCardId: card.externalCardId)
@@ -222,13 +228,7 @@ public final class WalletExtension: Sendable {
             // the session is gone or replaced, and what was read for it is neither written
             // nor offered. Checked and written under the folder's lock, which sign-out takes
             // for its wipe, so no sign-out falls between the check and the write.
-            let sessions = sessions
-            let stillSignedIn = (try? directory.withLock { () -> Bool in
-                guard sessions.holds(session) else { return false }
-                try? directory.write(snapshot)
-                return true
-            }) ?? false
-            guard stillSignedIn else { return nil }
+            guard whileSignedIn(session, { try? directory.write(snapshot) }) else { return nil }
             return (snapshot, Set(status.cards.filter { $0.card.artURL != nil }.map(\.id)))
         case .finished(.failure(let error as TMPClientError)) where error.kind == .unauthorized:
             // The refused session only: a fresh one saved meanwhile stays.
@@ -239,11 +239,36 @@ public final class WalletExtension: Sendable {
         }
     }
 
-    /// Fetches art for `ids` within the art budget; whatever arrived in time is stored.
+    /// Runs `body` if `session` is still the stored one — not removed by a sign-out nor
+    /// replaced by another sign-in — and says whether it ran. Checked and run under the shared
+    /// folder's lock, which sign-out takes for its wipe, so no sign-out falls between the check
+    /// and what `body` writes; when the lock cannot be had, checked and run without it, as the
+    /// wipe then goes on without it too.
+    private func whileSignedIn(_ session: ExtensionSession, _ body: () -> Void) -> Bool {
+        let sessions = sessions
+        func checked() -> Bool {
+            guard sessions.holds(session) else { return false }
+            body()
+            return true
+        }
+        do {
+            return try configuration.directory.withLock(checked)
+        } catch {
+            return checked()
+        }
+    }
+
+    /// Fetches art for `ids` within the art budget; whatever arrived in time is stored, each
+    /// file only while `session` is still the stored one (art fetched for a cardholder who
+    /// signed out meanwhile is dropped, and the rest not fetched).
     private func fetchArt(_ ids: [String], session: ExtensionSession) async {
         let fetcher = CardArtFetcher(client: client(session), directory: configuration.directory)
-        _ = await Deadline.run(within: configuration.artBudget, clock: configuration.clock) {
-            await fetcher.fetchAll(ids)
+        _ = await Deadline.run(within: configuration.artBudget, clock: configuration.clock) { () async -> Void in
+            for id in ids {
+                if Task.isCancelled { return }
+                guard let download = try? await fetcher.download(externalCardId: id) else { continue }
+                guard self.whileSignedIn(session, { _ = try? fetcher.store(download, externalCardId: id) }) else { return }
+            }
         }
     }
 

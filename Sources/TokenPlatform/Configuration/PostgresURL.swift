@@ -18,8 +18,8 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
         /// against the system's roots or `sslrootcert` (stricter than libpq's `require`, which
         /// checks nothing without a root certificate file: the same as ``verifyFull``).
         case require
-        /// TLS or no connection; the server's certificate chain is verified, its host name is
-        /// not (libpq's `verify-ca`).
+        /// TLS or no connection; the server's certificate chain is verified against
+        /// `sslrootcert` (required with this mode), its host name is not (libpq's `verify-ca`).
         case verifyCA = "verify-ca"
         /// TLS or no connection; the server's certificate chain and host name are verified
         /// (libpq's `verify-full`).
@@ -111,12 +111,20 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible, CustomDe
                 throw ConfigurationError("database URL parameter \(item.name) is not supported; only sslmode and sslrootcert are")
             }
         }
+        // Checking the chain but not the name against the system's public roots takes any
+        // publicly trusted certificate for any name (libpq refuses it too).
+        if tls == .verifyCA, rootCertificatesPath == nil {
+            throw ConfigurationError(Self.verifyCANeedsRoots)
+        }
         // A root certificate nobody checks against would look like protection and give none.
         if rootCertificatesPath != nil, !tls.verifiesServer {
             throw ConfigurationError("database URL sslrootcert needs sslmode=require, verify-ca or verify-full (with sslmode=\(tls.rawValue) the server's certificate is not checked)")
         }
         self.init(host: host, port: port, username: username, password: password, database: database, tls: tls, rootCertificatesPath: rootCertificatesPath)
     }
+
+    /// Why `verify-ca` without `sslrootcert` is refused.
+    static let verifyCANeedsRoots = "database URL sslmode=verify-ca needs sslrootcert=<PEM file of your CA>: checking the chain but not the host name against the system's public roots would accept any publicly trusted certificate, for any name; use verify-full to check the name against the system's roots"
 
     /// The URL without its password, e.g. `postgres://pushprov@db.internal:5432/pushprov`.
     public var description: String {

@@ -922,6 +922,9 @@ public struct PostgresStore: TMPStore {
     /// - Throws: ``ConfigurationError`` when `sslrootcert` cannot be read or holds no PEM
     ///   certificate.
     static func tlsConfiguration(for url: PostgresURL) throws(ConfigurationError) -> TLSConfiguration {
+        if url.tls == .verifyCA, url.rootCertificatesPath == nil {
+            throw ConfigurationError(PostgresURL.verifyCANeedsRoots)
+        }
         var configuration = TLSConfiguration.makeClientConfiguration()
         switch url.tls {
         case .disable, .prefer: configuration.certificateVerification = .none

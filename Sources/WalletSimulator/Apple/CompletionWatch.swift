@@ -91,9 +91,14 @@ final class CompletionWatch<Value: Sendable>: Sendable {
     }
 
     /// From now on, hands every further call of a handler already called (its count of
-    /// calls so far) to `report`: for a caller that has read ``calls`` and returned.
-    func reportLaterCalls(to report: @escaping @Sendable (Int) -> Void) {
-        state.withLock { $0.laterCalls = report }
+    /// calls so far) to `report`: for a caller that has read ``calls`` as `seen` and
+    /// returned. A call that came between that read and this is reported at once.
+    func reportLaterCalls(after seen: Int, to report: @escaping @Sendable (Int) -> Void) {
+        let missed = state.withLock { state -> Int? in
+            state.laterCalls = report
+            return state.calls > max(seen, 1) ? state.calls : nil
+        }
+        if let missed { report(missed) }
     }
 
     /// How many times the handler was called in all.

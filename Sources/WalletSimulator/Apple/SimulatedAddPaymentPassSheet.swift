@@ -154,16 +154,17 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
             result.generateRequestTime = watch.elapsed
             result.generateRequestCalls = attempt
             guard let request = answered else {
-                watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
+                watch.reportLaterCalls(after: watch.calls) { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
                 result.violations.append("generateRequestWithCertificateChain was not answered within \(budget)")
                 return fail(.systemCancelled, "the issuer did not answer within \(budget)")
             }
             // A second call would crash a real app; give it a moment to show itself.
             await Task.yield()
-            if watch.calls > 1 { result.violations.append("the generateRequest completion handler was called \(watch.calls) times") }
+            let seen = watch.calls
+            if seen > 1 { result.violations.append("the generateRequest completion handler was called \(seen) times") }
             // One that comes later (the issuer's own deadline answered, then the network's late
             // answer calls it again) is recorded on the Wallet.
-            watch.reportLaterCalls { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
+            watch.reportLaterCalls(after: seen) { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
 
             switch await AppleProvisioning(wallet: wallet, pki: pki, network: network).complete(
                 request, nonce: nonce, nonceSignature: nonceSignature, configuredAccount: configuration.primaryAccountIdentifier,

@@ -182,10 +182,11 @@ public struct SimulatedExtensionHost: Sendable {
     /// (``SimulatedWallet/laterViolations``).
     private func violations<Value>(_ what: String, watch: CompletionWatch<Value>, answered: Bool, budget: Duration) -> [String] {
         var violations: [String] = []
+        let seen = watch.calls
         if !answered { violations.append("\(what) was not called within \(budget)") }
-        if watch.calls > 1 { violations.append("\(what) was called \(watch.calls) times") }
+        if seen > 1 { violations.append("\(what) was called \(seen) times") }
         let wallet = wallet
-        watch.reportLaterCalls { calls in wallet.recordLaterViolation("\(what) was called \(calls) times") }
+        watch.reportLaterCalls(after: seen) { calls in wallet.recordLaterViolation("\(what) was called \(calls) times") }
         return violations
     }
 

@@ -173,12 +173,14 @@ public final class SimulatedWallet: Sendable {
     /// Whether `device` can take a pass for the card account `primaryAccountIdentifier`: it
     /// exists and holds no live (not deactivated) pass of that account.
     public func canAdd(primaryAccountIdentifier: String?, to device: DeviceType) -> Bool {
-        state.withLock { state in
-            guard device == .phone || state.configuration.hasPairedWatch else { return false }
-            guard let primaryAccountIdentifier else { return true }
-            return !state.passes.contains {
-                $0.device == device && $0.primaryAccountIdentifier == primaryAccountIdentifier && $0.activationState != .deactivated
-            }
+        state.withLock { Self.canAdd(primaryAccountIdentifier, to: device, in: $0) }
+    }
+
+    private static func canAdd(_ primaryAccountIdentifier: String?, to device: DeviceType, in state: State) -> Bool {
+        guard device == .phone || state.configuration.hasPairedWatch else { return false }
+        guard let primaryAccountIdentifier else { return true }
+        return !state.passes.contains {
+            $0.device == device && $0.primaryAccountIdentifier == primaryAccountIdentifier && $0.activationState != .deactivated
         }
     }
 
@@ -210,8 +212,12 @@ public final class SimulatedWallet: Sendable {
     /// extension together) cannot both put the card on the device. The add ends with
     /// ``add(_:)`` or ``endAdding(primaryAccountIdentifier:to:)``.
     func beginAdding(primaryAccountIdentifier: String, to device: DeviceType) -> Bool {
-        guard canAdd(primaryAccountIdentifier: primaryAccountIdentifier, to: device) else { return false }
-        return state.withLock { $0.adding.insert(Self.slot(primaryAccountIdentifier, device)).inserted }
+        // One look under one lock: an add ending between a check and a reservation would
+        // otherwise let a second add of the card through.
+        state.withLock { state in
+            guard Self.canAdd(primaryAccountIdentifier, to: device, in: state) else { return false }
+            return state.adding.insert(Self.slot(primaryAccountIdentifier, device)).inserted
+        }
     }
 
     /// Frees a slot ``beginAdding(primaryAccountIdentifier:to:)`` reserved, for an add that failed.
