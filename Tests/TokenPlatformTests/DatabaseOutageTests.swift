@@ -9,7 +9,7 @@ import TMPTestSupport
 import Testing
 @testable import TokenPlatform
 
-@Suite("A database that cannot serve is answered 503 database_unavailable, promptly, with nothing stored")
+@Suite("A database that cannot serve is answered 503 database_unavailable, promptly, with nothing stored", .timeLimit(.minutes(3)))
 struct DatabaseOutageTests {
     /// A card of another PAN than ``APIClient/putCard`` puts.
     static let secondCard = #"{"userId":"alice","primaryAccountNumber":"5555555555554444","expiration":"12/29","cardholderName":"Alice","network":"MASTERCARD","productTitle":"Gold"}"#
@@ -94,7 +94,7 @@ struct DatabaseOutageTests {
         }
     }
 
-    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
     func aPostgreSQLOutageIsAnswered503WithinTheWaitAndServiceResumesAfterIt() async throws {
         try await withProxiedStore(poolSize: 2) { store, proxy in
             let platform = try TestPlatform(store: store, secrets: .init())
@@ -282,6 +282,48 @@ struct DatabaseOutageTests {
             #expect(DatabaseUnavailable.isUnavailable(try #require(error)), "\(String(reflecting: error))")
             #expect(ContinuousClock.now - started < .seconds(30))
             proxy.restore()
+            var count: Int?
+            for _ in 0..<60 where count == nil {
+                count = try? await store.withConnection { connection in try await connection.all("SELECT 3", logger: PostgresTestDatabase.logger).count }
+                if count == nil { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(count == 1)
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
+    func aCallCancelledWhileItsStatementWaitsOnASilentNetworkIsStillClosedAtItsLimit() async throws {
+        let storeLogs = Locked<[String]>([])
+        try await withProxiedStore(poolSize: 1, statementTimeout: .seconds(1), logger: TestTMP.logger("test.postgres", into: storeLogs)) { store, proxy in
+            #expect(try await store.withConnection { connection in try await connection.all("SELECT 1", logger: PostgresTestDatabase.logger).count } == 1)
+            proxy.silence()
+            let leased = Locked(false)
+            let call = Task {
+                try await store.withConnection { connection in
+                    leased.withValue { $0 = true }
+                    return try await connection.all("SELECT 2", logger: PostgresTestDatabase.logger).count
+                }
+            }
+            for _ in 0..<2_000 where !leased.current { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(leased.current, "the call got its connection")
+            let started = ContinuousClock.now
+            // The caller gives up (a client that went away); its statement still waits on the
+            // silent network and holds the pool's only connection.
+            call.cancel()
+            // Unbounded, the call would wait for TCP to give up, minutes later: after 30 s
+            // the proxy closes its connections instead, so the call ends and the checks fail.
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(30))
+                await proxy.cut()
+            }
+            let outcome = await call.result
+            let waited = ContinuousClock.now - started
+            watchdog.cancel()
+            #expect(throws: (any Error).self) { try outcome.get() }
+            #expect(waited < .seconds(20), "the cancelled call ended after \(waited)")
+            #expect(storeLogs.current.contains { $0.contains("closing a database connection that has not answered") && $0.contains(#""caller": cancelled"#) }, "\(storeLogs.current)")
+            proxy.restore()
+            // The pool's connection was closed and replaced: the store serves again.
             var count: Int?
             for _ in 0..<60 where count == nil {
                 count = try? await store.withConnection { connection in try await connection.all("SELECT 3", logger: PostgresTestDatabase.logger).count }

@@ -61,7 +61,7 @@ struct LentClosedConnectionTests {
             return asked.current > 1 && !connection.isClosed
         } _: { store in
             let ran = try await store.withConnection { connection in
-                try await connection.run("SELECT 1", logger: PostgresTestDatabase.logger).collect().count
+                try await connection.run("SELECT 1", logger: PostgresTestDatabase.logger).count
             }
             #expect(ran == 1)
             #expect(asked.current == 2, "the call leased once more")

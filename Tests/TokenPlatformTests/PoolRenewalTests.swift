@@ -9,7 +9,7 @@ import Testing
 
 /// The PostgreSQL store replaces a pool still waiting out its back-off once the database
 /// answers a connection of the store's own, and leaves a pool that is only busy alone.
-@Suite("A connection pool stuck in its back-off is replaced once the database answers")
+@Suite("A connection pool stuck in its back-off is replaced once the database answers", .timeLimit(.minutes(3)))
 struct PoolRenewalTests {
     /// Runs `body` with a store on a fresh, migrated schema of the test server whose first
     /// pool connects through an ``OutageProxy`` that is cut (a pool that cannot connect, and

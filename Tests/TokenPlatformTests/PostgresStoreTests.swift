@@ -6,7 +6,7 @@ import TokenPlatform
 
 /// What only PostgreSQL has: a server to connect to, migrations shared by instances, tables to
 /// inspect. The storage contract itself runs in `TMPStoreContractTests`.
-@Suite("PostgreSQL store", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+@Suite("PostgreSQL store", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
 struct PostgresStoreTests {
     @Test func migrationsAreNamedRecordedAndAppliedOnceWhenInstancesStartTogether() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in

@@ -7,7 +7,7 @@ import Testing
 /// Every `sslmode` against the test server, which offers TLS with a certificate for
 /// "localhost" issued by a CA of its own (scripts/postgres-dev.sh): the CA is in no system
 /// store, as a private or cloud provider's CA is not.
-@Suite("PostgreSQL over TLS")
+@Suite("PostgreSQL over TLS", .timeLimit(.minutes(3)))
 struct PostgresTLSTests {
     /// The test server's CA certificate (PEM), if the server offers TLS.
     static let caFile: String? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_CA"].flatMap { $0.isEmpty ? nil : $0 }

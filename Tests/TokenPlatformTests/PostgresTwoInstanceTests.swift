@@ -9,7 +9,7 @@ import TokenPlatform
 /// the interleaving, the end state must be one a single instance reaches by handling the same
 /// requests one after the other: the audit trail is that order, every entry in it was a legal
 /// step from the state before, and replaying it gives exactly the stored token.
-@Suite("Two TMP instances on one PostgreSQL database", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun))
+@Suite("Two TMP instances on one PostgreSQL database", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
 struct PostgresTwoInstanceTests {
     /// Runs `body` with clients of two live servers (instances "A" and "B") on one fresh schema.
     static func withTwoInstances(policy: ActivationPolicy, _ body: @escaping @Sendable (APIClient, APIClient) async throws -> Void) async throws {

@@ -49,7 +49,7 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
 }
 
 /// The contract every ``TMPStore`` implementation passes.
-@Suite("TMPStore contract")
+@Suite("TMPStore contract", .timeLimit(.minutes(3)))
 struct TMPStoreContractTests {
     static let now = Date(timeIntervalSince1970: 1_790_000_000)
 

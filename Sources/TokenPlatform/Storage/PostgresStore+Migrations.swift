@@ -226,7 +226,7 @@ extension PostgresStore {
     /// The migrations not applied yet (all of them on an empty database).
     public func pendingMigrations() async throws -> [String] {
         let applied = try await withConnection { connection in
-            let exists = try await connection.run("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger).collect()
+            let exists = try await connection.run("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger)
             guard try exists.first?.decode(Bool.self) == true else { return Set<String>() }
             return try await Self.appliedMigrations(connection, logger: logger)
         }
@@ -235,8 +235,8 @@ extension PostgresStore {
 
     private static func appliedMigrations(_ connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
         var names = Set<String>()
-        for try await name in try await connection.run("SELECT name FROM \(unescaped: migrationsTable)", logger: logger).decode(String.self) {
-            names.insert(name)
+        for row in try await connection.run("SELECT name FROM \(unescaped: migrationsTable)", logger: logger) {
+            names.insert(try row.decode(String.self))
         }
         return names
     }

@@ -296,6 +296,9 @@ public struct PostgresStore: TMPStore {
                 logger: logger
             ).first.map(CardRecord.init(postgres:))
             guard let before = try await lockToken(connection, reference) else { return .notFound }
+            // The token was created (by another instance) between the two reads, so its card was
+            // not read: start over, and `decide` sees the card this time (every token has one).
+            if card == nil { throw LostRace() }
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try await connection.run(
@@ -397,10 +400,19 @@ public struct PostgresStore: TMPStore {
         guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
         let start = position?.value ?? "(0,0)"
         // A TID range scan from `position` on (PostgreSQL 14 and later), so a batch does not
-        // pass again over the rows earlier batches deleted (dead until vacuumed). The scan
-        // starts at `position`: synchronized scans, which may start mid-table, are off.
+        // pass again over the rows earlier batches deleted (dead until vacuumed). The next
+        // batch starts after the largest ctid found, which is right only if the scan returns
+        // rows in ctid order: synchronized scans (which may start mid-table), parallel scans
+        // and index or bitmap scans (on an index an operator added on the time column) could
+        // return them in another order, and rows below that ctid not in this batch would be
+        // skipped until the next prune. `ORDER BY ctid` would instead sort every old row left
+        // for each batch.
         let row = try await transaction { connection in
             try await connection.run("SET LOCAL synchronize_seqscans = off", logger: logger)
+            try await connection.run("SET LOCAL max_parallel_workers_per_gather = 0", logger: logger)
+            try await connection.run("SET LOCAL enable_indexscan = off", logger: logger)
+            try await connection.run("SET LOCAL enable_bitmapscan = off", logger: logger)
+            try await connection.run("SET LOCAL enable_indexonlyscan = off", logger: logger)
             return try await connection.all(
                 """
                 WITH found AS (
@@ -675,7 +687,8 @@ public struct PostgresStore: TMPStore {
     /// whole is still unanswered ``silenceGrace`` after that, its connection is closed, what it
     /// waits for fails, and the call throws ``DatabaseUnavailable``; the connection goes back
     /// to the pool only once closed, and the pool opens a new one in its place. A cancelled
-    /// call stops this bound, like the wait's. Without this, a statement on a connection that goes silent (a network that drops
+    /// call ends its wait, but not this bound: a body already running (it may wait on a
+    /// silent network whatever its caller wants) is still closed at its limit. Without this, a statement on a connection that goes silent (a network that drops
     /// packets without a reset) would wait for TCP to give up, minutes later. A `body` that
     /// finished is never reported as failed, even if its connection is closed just after.
     /// `bounded: false` (migrations) lets `body` run as long as it takes. `waitingSince`: when
@@ -703,14 +716,20 @@ public struct PostgresStore: TMPStore {
                             // is not counted as one: the pool has not served the call).
                             guard isUsable(connection) else { throw LentClosed() }
                             guard pool.claim(generation: generation) else { throw RenewablePool.Retired() }
-                            let started = lease.withLockedValue { lease in
-                                guard lease.phase == .waiting else { return false }
-                                lease.phase = .leased(connection, at: .now)
-                                return true
+                            let leasedAt = ContinuousClock.now
+                            let started: (ok: Bool, timerGone: Bool) = lease.withLockedValue { lease in
+                                guard lease.phase == .waiting else { return (false, lease.timerGone) }
+                                lease.phase = .leased(connection, at: leasedAt)
+                                return (true, lease.timerGone)
                             }
-                            guard started else {
+                            guard started.ok else {
                                 pool.returned()
                                 throw DatabaseUnavailable.waitRanOut(wait)
+                            }
+                            // The timer already ended (the call was cancelled while waiting):
+                            // the connection's event loop keeps the call's bound instead.
+                            if started.timerGone, let limit {
+                                Self.closeAtLimit(lease, connection, deadline: leasedAt + limit, limit: limit, logger: logger)
                             }
                             // The body ends the lease's bound before the connection goes back to the
                             // pool. If the timer closed the connection meanwhile, the close completes
@@ -757,13 +776,22 @@ public struct PostgresStore: TMPStore {
                 // lent) the call's `limit`. It wakes at least every `limit` while waiting, so
                 // a call lent its connection late is still closed on time. Cancelled (the
                 // caller was, or the call ended first): the lease task's outcome decides, so a
-                // body that committed is never reported as failed.
+                // body that committed is never reported as failed. A cancelled caller does not
+                // lift the bound of a body already running (or lent its connection later):
+                // that body may wait on a silent network whatever the caller wants, holding a
+                // pooled connection, so the connection's event loop closes it at the limit.
                 let started = waitingSince ?? ContinuousClock.now
                 let waitEnds = started + wait
                 var wake = limit.map { min(waitEnds, started + $0) } ?? waitEnds
                 while true {
-                    do { try await Task.sleep(until: wake, clock: .continuous) } catch { return nil }
-                    if Task.isCancelled { return nil }
+                    do { try await Task.sleep(until: wake, clock: .continuous) } catch {
+                        Self.handOverBound(lease, limit: limit, logger: logger)
+                        return nil
+                    }
+                    if Task.isCancelled {
+                        Self.handOverBound(lease, limit: limit, logger: logger)
+                        return nil
+                    }
                     let now = ContinuousClock.now
                     let step: TimerStep = lease.withLockedValue { lease in
                         switch lease.phase {
@@ -840,6 +868,38 @@ public struct PostgresStore: TMPStore {
         }
 
         var phase = Phase.waiting
+        /// The timer ended early (the call was cancelled); the bound is kept elsewhere.
+        var timerGone = false
+    }
+
+    /// The timer of a ``withConnection(bounded:_:)`` call ends early (cancelled): a body
+    /// running keeps its bound on its connection's event loop, and a body lent its connection
+    /// later is bounded there by the lease task (`timerGone`).
+    private static func handOverBound(_ lease: NIOLockedValueBox<Lease>, limit: Duration?, logger: Logger) {
+        let running: (PostgresConnection, ContinuousClock.Instant)? = lease.withLockedValue { lease in
+            lease.timerGone = true
+            guard case .leased(let connection, let leasedAt) = lease.phase else { return nil }
+            return (connection, leasedAt)
+        }
+        guard let limit, let (connection, leasedAt) = running else { return }
+        closeAtLimit(lease, connection, deadline: leasedAt + limit, limit: limit, logger: logger)
+    }
+
+    /// At `deadline`, closes `connection` if the call is still running on it (as the timer
+    /// does); a call that ended by then is left alone.
+    private static func closeAtLimit(_ lease: NIOLockedValueBox<Lease>, _ connection: PostgresConnection, deadline: ContinuousClock.Instant, limit: Duration, logger: Logger) {
+        let (seconds, attoseconds) = max(deadline - .now, .zero).components
+        let delay = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        connection.eventLoop.scheduleTask(in: delay) {
+            let silence = lease.withLockedValue { lease in
+                guard case .leased(let leased, _) = lease.phase, leased === connection else { return false }
+                lease.phase = .silenced
+                return true
+            }
+            guard silence else { return }
+            logger.warning("closing a database connection that has not answered", metadata: ["waited": "\(limit.formattedSeconds)", "caller": "cancelled"])
+            let _: EventLoopFuture<Void> = connection.close()
+        }
     }
 
     /// What the timer of ``withConnection(bounded:_:)`` does next.
@@ -870,8 +930,13 @@ public struct PostgresStore: TMPStore {
                     try await connection.run("BEGIN", logger: logger)
                     do {
                         if !bounded {
+                            // Statements run as long as they take; a transaction left idle
+                            // (its client stopped or wedged while holding the migration's
+                            // advisory lock and ACCESS EXCLUSIVE table locks, which every
+                            // other instance's queries queue behind) is still ended by the
+                            // server, after at least a minute.
                             try await connection.run("SET LOCAL statement_timeout = 0", logger: logger)
-                            try await connection.run("SET LOCAL idle_in_transaction_session_timeout = 0", logger: logger)
+                            try await connection.run(PostgresQuery(unsafeSQL: "SET LOCAL idle_in_transaction_session_timeout = \(Self.unboundedIdleTimeout(statementTimeout).wholeMilliseconds)"), logger: logger)
                         }
                         let value = try await body(connection)
                         try await connection.run("COMMIT", logger: logger)
@@ -889,6 +954,13 @@ public struct PostgresStore: TMPStore {
                 logger.debug("retrying a transaction that read a row another committed meanwhile", metadata: ["attempt": "\(attempt)"])
             }
         }
+    }
+
+    /// How long a transaction that lifts the statement timeout (migrations) may stay idle
+    /// before the server ends it: the store's statement timeout, and at least a minute, so a
+    /// slow client between two statements is not mistaken for one that stopped.
+    static func unboundedIdleTimeout(_ statementTimeout: Duration) -> Duration {
+        max(statementTimeout, .seconds(60))
     }
 
     /// The first key of the advisory locks that serialize the PUTs of one card (the second
@@ -964,18 +1036,43 @@ public struct PostgresStore: TMPStore {
 }
 
 extension PostgresConnection {
-    /// Runs `query`, refusing a connection already closed: postgres-nio drops a query written
-    /// to a closed connection without ever answering it, so the call would wait forever (a
-    /// connection the statement timeout closed, then a ROLLBACK or a transaction's next
-    /// statement). The store writes every statement through this.
+    /// Runs `query` and collects every row, refusing a connection already closed.
+    ///
+    /// postgres-nio drops a statement written to a channel whose handlers have left the
+    /// pipeline (which happens one event-loop turn after the channel goes inactive) without
+    /// ever answering it, so the call would wait forever (in a debug build the dropped promise
+    /// traps instead). Checking `isClosed` from the calling task leaves a window: the channel
+    /// can close, and lose its handlers, between the check and the write. Here the check and
+    /// the write happen in one turn of the connection's event loop: a channel active then
+    /// still has postgres-nio's handler, which answers or fails every statement written to it,
+    /// also when the connection closes later; a channel no longer active gets nothing written.
+    /// The store writes every statement through this (a connection the statement timeout
+    /// closed, then a ROLLBACK or a transaction's next statement, is the common case).
     @discardableResult
-    func run(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
-        guard !isClosed else { throw DatabaseUnavailable("the database connection was closed") }
-        return try await self.query(query, logger: logger)
+    func run(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await Self.submit(query, on: self, logger: logger, isActive: { !$0.isClosed }).get().rows
     }
 
     /// Runs `query` (as ``run(_:logger:)``) and collects every row.
     func all(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await run(query, logger: logger).collect()
+        try await run(query, logger: logger)
+    }
+
+    /// Writes `query` on `connection`'s event loop, if `isActive` says the connection still
+    /// is in that turn of the loop. `isActive` is a parameter only so a test can make the
+    /// channel close at that very moment.
+    static func submit(
+        _ query: PostgresQuery,
+        on connection: PostgresConnection,
+        logger: Logger,
+        isActive: @escaping @Sendable (PostgresConnection) -> Bool
+    ) -> EventLoopFuture<PostgresQueryResult> {
+        let eventLoop = connection.eventLoop
+        return eventLoop.flatSubmit {
+            guard isActive(connection) else {
+                return eventLoop.makeFailedFuture(DatabaseUnavailable("the database connection was closed"))
+            }
+            return connection.query(query, logger: logger)
+        }
     }
 }
