@@ -12,21 +12,24 @@ public enum Redaction {
     }
 
     /// `text` with every card number in it — 12 to 19 ASCII digits passing the Luhn check,
-    /// written as one run or in groups of any length joined by single spaces or hyphens, as
-    /// cards print them (`4111 1111 1111 1111`, `3782-822463-10005`) and ids may split them
-    /// (`41-11111111111111`), or dots or underscores (as a form or a URL may carry them) —
-    /// replaced by its last
-    /// four, as ``pan(last4:)`` writes them: for messages that echo what a caller sent (an id
-    /// or a path), in case a card number was sent there. Other digit runs (most numeric ids,
-    /// times, dates) are left as they are.
+    /// written as one run, inside a longer run of digits, or in groups of any length joined by
+    /// separators, as cards print them (`4111 1111 1111 1111`, `3782-822463-10005`), ids may
+    /// split them (`41-11111111111111`), and forms, paths and URLs may carry them — replaced
+    /// by its last four, as ``pan(last4:)`` writes them: for messages that echo what a caller
+    /// sent (an id or a path), in case a card number was sent there. A separator is one to
+    /// three of: space, tab, no-break space, `-`, `.`, `_`, `/`, `+` and `%20`. Other digit
+    /// runs (most numeric ids, times, dates) are left as they are.
     ///
-    /// In a chain of groups, every group that is part of some card number is hidden, so a
-    /// group before the card (a year, an order number) cannot take part of the card's digits
-    /// into a span of its own and leave the rest in clear; the groups hidden together show the
-    /// last four of their digits. The result is redacted again until nothing changes (the
-    /// four digits shown may start a card number with the groups after them), so redacting
-    /// twice changes nothing more; an input that keeps chaining after 16 rounds, which only
-    /// one built for it does, has every digit hidden.
+    /// Every stretch of 12 to 19 consecutive digits of a chain is checked, so a card number
+    /// inside a longer run (`4111111111111111` followed by a sequence number) is found; the
+    /// cost is that a long run of digits is hidden more often than a short one (the safe
+    /// side). In a chain of groups, every group that holds part of some card number is hidden,
+    /// so a group before the card (a year, an order number) cannot take part of the card's
+    /// digits into a span of its own and leave the rest in clear; the groups hidden together
+    /// show the last four of their digits. The four digits shown and the groups after them
+    /// were a stretch of the input already, so a second round finds nothing more; the result
+    /// is still redacted again until nothing changes, as a guard, and an input still changing
+    /// after 16 rounds would have every digit hidden.
     public static func cardNumbers(in text: String) -> String {
         cardNumbers(in: text, rounds: 16)
     }
@@ -42,17 +45,42 @@ public enum Redaction {
         return String(String.UnicodeScalarView(current.unicodeScalars.map { ("0"..."9").contains($0) ? "•" : $0 }))
     }
 
+    /// The most separator units (``separatorUnit(at:in:)``) that join two groups of digits.
+    private static let maximumSeparatorUnits = 3
+
+    /// The length in bytes of the separator unit starting at `index`, or nil.
+    private static func separatorUnit(at index: Int, in bytes: [UInt8]) -> Int? {
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "/"), UInt8(ascii: "+"):
+            return 1
+        case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
+            return 2
+        case UInt8(ascii: "%") where index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "2") && bytes[index + 2] == UInt8(ascii: "0"):
+            return 3
+        default:
+            return nil
+        }
+    }
+
     /// One round of ``cardNumbers(in:)``.
     private static func redactingOnce(_ text: String) -> String {
         let bytes = Array(text.utf8)
         func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
-        func isSeparator(_ index: Int) -> Bool {
-            index < bytes.count && (bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "-") || bytes[index] == UInt8(ascii: ".") || bytes[index] == UInt8(ascii: "_"))
-        }
         func runEnd(_ start: Int) -> Int {
             var end = start
             while isDigit(end) { end += 1 }
             return end
+        }
+        /// Where the digits after a separator starting at `index` begin, if they do.
+        func nextRun(after index: Int) -> Int? {
+            var position = index
+            for _ in 0..<maximumSeparatorUnits {
+                guard let length = separatorUnit(at: position, in: bytes) else { break }
+                position += length
+                if isDigit(position) { return position }
+            }
+            return nil
         }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
@@ -63,39 +91,42 @@ public enum Redaction {
                 index += 1
                 continue
             }
-            // The chain starting here: runs of digits joined by single separators.
+            // The chain starting here: runs of digits joined by separators.
             var runs: [Range<Int>] = [index..<runEnd(index)]
-            while isSeparator(runs[runs.count - 1].upperBound), isDigit(runs[runs.count - 1].upperBound + 1) {
-                let start = runs[runs.count - 1].upperBound + 1
+            while let start = nextRun(after: runs[runs.count - 1].upperBound) {
                 runs.append(start..<runEnd(start))
             }
+            // Its digits read together, each with the run it belongs to.
+            var digits: [UInt8] = []
+            var owner: [Int] = []
+            for (number, run) in runs.enumerated() {
+                digits += bytes[run]
+                owner += repeatElement(number, count: run.count)
+            }
             var hidden = [Bool](repeating: false, count: runs.count)
-            for first in runs.indices {
-                var digits = 0
-                var span: [UInt8] = []
-                for last in first..<runs.count {
-                    digits += runs[last].count
-                    guard digits <= 19 else { break }
-                    span += bytes[runs[last]]
-                    if digits >= 12, Self.passesLuhn(span[...]) {
-                        for covered in first...last { hidden[covered] = true }
+            if digits.count >= 12 {
+                for first in digits.indices {
+                    for length in 12...19 where first + length <= digits.count {
+                        if Self.passesLuhn(digits[first..<(first + length)]) {
+                            for covered in owner[first]...owner[first + length - 1] { hidden[covered] = true }
+                        }
                     }
                 }
             }
             var run = 0
             while run < runs.count {
-                if run > 0 { output.append(bytes[runs[run].lowerBound - 1]) }
+                if run > 0 { output.append(contentsOf: bytes[runs[run - 1].upperBound..<runs[run].lowerBound]) }
                 guard hidden[run] else {
                     output.append(contentsOf: bytes[runs[run]])
                     run += 1
                     continue
                 }
-                var digits: [UInt8] = []
+                var covered: [UInt8] = []
                 while run < runs.count, hidden[run] {
-                    digits += bytes[runs[run]]
+                    covered += bytes[runs[run]]
                     run += 1
                 }
-                output.append(contentsOf: pan(last4: String(decoding: digits.suffix(4), as: UTF8.self)).utf8)
+                output.append(contentsOf: pan(last4: String(decoding: covered.suffix(4), as: UTF8.self)).utf8)
             }
             index = runs[runs.count - 1].upperBound
         }

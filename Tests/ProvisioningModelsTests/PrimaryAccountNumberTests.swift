@@ -92,8 +92,11 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "amex 3782 822463 10005.") == "amex •••• 0005.")
         #expect(Redaction.cardNumbers(in: "/x/4111.1111.1111.1111") == "/x/•••• 1111")
         #expect(Redaction.cardNumbers(in: "card_4111_1111_1111_1111") == "card_•••• 1111")
-        #expect(Redaction.cardNumbers(in: "4111111111111111 2026") == "•••• 1111 2026")
-        #expect(Redaction.cardNumbers(in: "4111-1111-1111-1112") == "4111-1111-1111-1112")
+        // A group after the card is hidden with it when some stretch across both passes the
+        // check, as one does here.
+        #expect(Redaction.cardNumbers(in: "4111111111111111 2026") == "•••• 2026")
+        // No stretch of 12 to 19 of these digits passes the Luhn check.
+        #expect(Redaction.cardNumbers(in: "4111-1111-1111-1114") == "4111-1111-1111-1114")
         // Groups of any length: ids split a number where they like.
         #expect(Redaction.cardNumbers(in: "req-4111111-111111111") == "req-•••• 1111")
         #expect(Redaction.cardNumbers(in: "41-11111111111111") == "•••• 1111")
@@ -101,7 +104,9 @@ struct RedactionTests {
         // Dates, times and short groups are no card numbers…
         #expect(Redaction.cardNumbers(in: "at 2026-11-22 23:24:38, order 1234-5678") == "at 2026-11-22 23:24:38, order 1234-5678")
         #expect(Redaction.cardNumbers(in: "card-2026-11-01-0003") == "card-2026-11-01-0003")
-        #expect(Redaction.cardNumbers(in: "12345678-1234-1234-1234-123456789012") == "12345678-1234-1234-1234-123456789012")
+        #expect(Redaction.cardNumbers(in: "550e8400-e29b-41d4-a716-446655440000") == "550e8400-e29b-41d4-a716-446655440000")
+        // More than three separators between two groups break the chain.
+        #expect(Redaction.cardNumbers(in: "4111    1111    1111    1111") == "4111    1111    1111    1111")
         // …but 12 or more digits in a chain that pass the Luhn check are hidden, one in ten:
         // hiding too much is the safe side.
         #expect(Redaction.cardNumbers(in: "card-2026-11-01-0002") == "card-•••• 0002")
@@ -113,9 +118,33 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "2025 4090 1610 3396 2179") == "•••• 2179")
         #expect(Redaction.cardNumbers(in: "order 2024 4254 1224 8244 7577") == "order •••• 7577")
         #expect(!Redaction.cardNumbers(in: "2026-11-22 4291 4177 7631 7063").contains("4291"))
-        #expect(Redaction.cardNumbers(in: "ref 12 4111 1111 1111 1111 99") == "ref 12 •••• 1111 99")
+        // "12 4111 …" and "… 1111 99" hold stretches that pass the check too: every group of
+        // the chain that any of them touches is hidden.
+        #expect(Redaction.cardNumbers(in: "ref 12 4111 1111 1111 1111 99") == "ref •••• 1199")
         #expect(Redaction.cardNumbers(in: "4111111111111111 4111 1111 1111 1111") == "•••• 1111")
         #expect(Redaction.cardNumbers(in: "4111111111111111, 4111 1111 1111 1111") == "•••• 1111, •••• 1111")
+    }
+
+    @Test func aCardNumberInsideALongerRunOfDigitsIsHidden() {
+        // Twenty digits: no card number as a whole, but one from its first digit.
+        #expect(Redaction.cardNumbers(in: "41111111111111111111") == "•••• 1111")
+        #expect(Redaction.cardNumbers(in: "id 4111111111111111000123") == "id •••• 0123")
+        #expect(Redaction.cardNumbers(in: "id 00041111111111111111") == "id •••• 1111")
+        #expect(Redaction.cardNumbers(in: "ref-0005555555555554444-x") == "ref-•••• 4444-x")
+    }
+
+    @Test func cardNumbersSplitByOtherSeparatorsAreHidden() {
+        for (text, redacted) in [
+            ("4111\t1111\t1111\t1111", "•••• 1111"),
+            ("4111  1111  1111  1111", "•••• 1111"),
+            ("4111 - 1111 - 1111 - 1111", "•••• 1111"),
+            ("/cards/4111/1111/1111/1111/art", "/cards/•••• 1111/art"),
+            ("q=4111+1111+1111+1111&x", "q=•••• 1111&x"),
+            ("q=4111%201111%201111%201111", "q=•••• 1111"),
+            ("4111\u{A0}1111\u{A0}1111\u{A0}1111", "•••• 1111"),
+        ] {
+            #expect(Redaction.cardNumbers(in: text) == redacted, "\(text)")
+        }
     }
 
     @Test func aRedactionMarkInFrontOfACardNumberDoesNotShieldIt() {
@@ -123,13 +152,15 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "•••• 1111 4111 1111 1111 1111") == "•••• •••• 1111")
     }
 
-    @Test func theLastFourShownCanStartACardNumberWithTheGroupsAfterThem() {
-        // "3600 049748 48968" is a card number; so are the "8968" it shows and the groups after
-        // it, which no span of the original text is (found by search).
+    @Test func theLastFourShownAndTheGroupsAfterThemAreCheckedInTheSameRound() {
+        // "3600 049748 48968" is a card number; so are the "8968" it ends with and the groups
+        // after them (found by search), a stretch of the input that one round checks already.
         let text = "3600 049748 48968 8667 5095 7018"
-        #expect(Redaction.cardNumbers(in: text) == "•••• •••• 7018")
-        // An input that would chain past the rounds allowed has every digit hidden.
-        #expect(Redaction.cardNumbers(in: text, rounds: 1) == "•••• •••• •••• •••• ••••")
+        #expect(Redaction.cardNumbers(in: text) == "•••• 7018")
+        // The second round only confirms that nothing changes.
+        #expect(Redaction.cardNumbers(in: text, rounds: 2) == "•••• 7018")
+        // An input still changing when the rounds run out has every digit hidden.
+        #expect(Redaction.cardNumbers(in: "4111 1111 1111 1111 x", rounds: 0) == "•••• •••• •••• •••• x")
     }
 
     @Test func redactingTwiceChangesNothingMore() {
@@ -146,7 +177,6 @@ struct RedactionTests {
         // ids, millisecond times), so the message still names them.
         #expect(Redaction.cardNumbers(in: "at most 65536 bytes, card-12345678901") == "at most 65536 bytes, card-12345678901")
         #expect(Redaction.cardNumbers(in: "card 100200300400 and event 1795000000123") == "card 100200300400 and event 1795000000123")
-        #expect(Redaction.cardNumbers(in: "41111111111111111111") == "41111111111111111111")
         #expect(Redaction.cardNumbers(in: "é 4111111111111111 ü") == "é •••• 1111 ü")
         #expect(Redaction.cardNumbers(in: "") == "")
     }
