@@ -192,9 +192,17 @@ struct ErrorHandlingTests {
     @Test func aNonJSONContentTypeIs415() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
-            let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: "application/x-www-form-urlencoded")
-            #expect(reply.status == .unsupportedMediaType)
-            #expect(try await platform.store.card(externalCardId: "c1") == nil)
+            for contentType in ["application/x-www-form-urlencoded", "application/jsonp", "application/json-seq", "application/jsonx; charset=utf-8"] {
+                let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
+                #expect(reply.status == .unsupportedMediaType, "\(contentType): \(reply.text)")
+                #expect(reply.error?.code == "unsupported_media_type", "\(contentType)")
+                #expect(try await platform.store.card(externalCardId: "c1") == nil)
+            }
+            // JSON with parameters, in any case and spacing, is JSON.
+            for contentType in ["application/json; charset=utf-8", "Application/JSON", " application/json ;charset=UTF-8"] {
+                let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
+                #expect(reply.status == .created || reply.status == .ok, "\(contentType): \(reply.text)")
+            }
         }
     }
 

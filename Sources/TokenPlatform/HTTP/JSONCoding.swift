@@ -36,10 +36,18 @@ enum JSONCoding {
 
     /// The body of a request that must be JSON.
     private static func jsonBody(of request: Request) async throws -> Data {
-        if let contentType = request.headers[.contentType], !contentType.lowercased().hasPrefix("application/json") {
+        if let contentType = request.headers[.contentType], !isJSON(contentType) {
             throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
         }
         return try await body(of: request, limit: maximumBodySize)
+    }
+
+    /// Whether a `Content-Type` value names JSON: its media type (before any parameter such as
+    /// `charset`), trimmed and compared without regard to case, is `application/json`.
+    /// `application/jsonp` or `application/json-seq` are not JSON bodies.
+    static func isJSON(_ contentType: String) -> Bool {
+        let essence = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return essence.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
     /// Decodes JSON bytes into `T`; a refusal names the field and the reason.
