@@ -108,15 +108,23 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The PDF is encrypted: its trailer (or a cross-reference stream) has `/Encrypt`, even with an empty password.
         public static let pdfEncrypted = Code(rawValue: "pdf_encrypted")
         /// Something other than white space and comments follows the byte offset after the PDF's last
-        /// `startxref` (or the offset is missing): a reader going by the cross-reference table would not read it.
+        /// `startxref` (or the offset is missing), or data after a `startxref` and `%%EOF` is not a complete
+        /// incremental update (objects, an `xref` section and trailer or a cross-reference stream, `startxref`,
+        /// `%%EOF`): a reader going by the cross-reference table would not read it.
         public static let pdfDataAfterStartXRef = Code(rawValue: "pdf_data_after_startxref")
+        /// The PDF's top level holds something other than objects (`N G obj … endobj`), cross-reference
+        /// sections, trailers, `startxref` and comments (for example an unbalanced `(` or a stray
+        /// `stream`), or one revision defines an object number twice: content a reader following the
+        /// cross-reference table could show but a scan in file order would not read.
+        public static let pdfInvalidStructure = Code(rawValue: "pdf_invalid_structure")
         /// No page could be read from the PDF: for example its pages are inside compressed object streams,
         /// a `/Kids` entry of its page tree is not an indirect reference, two tree nodes share one `/Kids`
         /// array, or the tree lists more entries than the file has objects (plus 1,024).
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
         /// The PDF carries active content card art has no use for: in its catalog an `/OpenAction` that is an
         /// action (a destination is accepted), `/AA`, `/AcroForm`, or `/JavaScript` or `/EmbeddedFiles` in
-        /// `/Names`; `/AA` on its page; or a `/Launch` or `/JavaScript` action in any object read.
+        /// `/Names`; `/AA` on its page; or a `/Launch` or `/JavaScript` action in any object read (every
+        /// definition of it, including those a later revision replaced).
         public static let pdfActiveContent = Code(rawValue: "pdf_active_content")
         /// The first page was found but its `/MediaBox` could not be read.
         public static let pdfNoPageBox = Code(rawValue: "pdf_no_page_box")

@@ -20,6 +20,9 @@ import Foundation
 /// when anything but white space and comments follows the offset after its last `startxref`
 /// (objects there would be read here but not by a reader following the cross-reference table; a
 /// PDF without `startxref` is read in file order, as a reader rebuilding a damaged table would),
+/// when data after a `startxref` and `%%EOF` is not a complete incremental update, when its top
+/// level holds anything but objects, cross-reference sections, trailers, `startxref` and comments,
+/// or defines an object number twice in one revision (see ``CardArtError/Code/pdfInvalidStructure``),
 /// and when its page tree is not a tree of indirect references (see ``CardArtError/Code/pdfNoPage``).
 ///
 /// The format is always detected from the bytes; a declared content type is only cross-checked.
@@ -395,8 +398,10 @@ private enum CardArtCRC32 {
 /// Finds a PDF's first page and its page box by scanning the uncompressed object text.
 ///
 /// One forward pass tokenizes the file, records every top-level `N G obj … endobj` value,
-/// skips stream data, and notes the trailer's `/Root`. The page tree is then walked from the
-/// catalog (or, if there is none, `/Type /Page` objects are taken in file order). Objects inside
+/// skips stream data, reads `xref` sections and notes the trailer's `/Root`; anything else at
+/// the top level, and an object number defined twice in one revision, stops it as malformed.
+/// The page tree is then walked from the catalog (or, if there is none, `/Type /Page` objects
+/// are taken in file order). Objects inside
 /// compressed object streams are not visible, and a page that cannot be read is refused, never guessed.
 private enum CardArtPDFReader {
     static let header: [UInt8] = Array("%PDF-".utf8)
@@ -417,6 +422,9 @@ private enum CardArtPDFReader {
                 message: "PDF is encrypted (\(place) has /Encrypt); save the card art without a password, permissions or other security"
             ))
         }
+        if let malformation = document.malformation {
+            return .failure(CardArtError(code: .pdfInvalidStructure, message: malformation))
+        }
         switch document.endOfFile {
         case .noStartXRef:
             break
@@ -431,6 +439,9 @@ private enum CardArtPDFReader {
             guard CardArtByteSearch.firstIndex(of: endOfFileMarker, in: bytes[end...]) != nil else {
                 return .failure(CardArtError(code: .pdfTruncated, message: "PDF has no %%EOF marker after its last startxref; the file looks cut off"))
             }
+        }
+        if let incompleteUpdate = document.incompleteUpdate {
+            return .failure(CardArtError(code: .pdfDataAfterStartXRef, message: incompleteUpdate))
         }
 
         let page: [String: PDFValue]
@@ -634,6 +645,13 @@ private struct PDFDocumentScan {
     }
 
     private(set) var objects: [Int: Record] = [:]
+    /// Definitions a later revision replaced; checked for actions as the current ones are.
+    private(set) var replacedValues: [(number: Int, value: PDFValue)] = []
+    /// Why the top level is not only objects, cross-reference sections, trailers, `startxref` and
+    /// comments, or why one revision defines an object number twice; the scan stops there.
+    private(set) var malformation: String?
+    /// A refusal for data after a `startxref N` and `%%EOF` that is not a complete incremental update.
+    private(set) var incompleteUpdate: String?
     private(set) var endOfFile = EndOfFile.noStartXRef
     private(set) var rootReference: Int?
     /// Where the file declares its encryption (`its trailer`, `its cross-reference stream`), if it does.
@@ -651,62 +669,158 @@ private struct PDFDocumentScan {
 
     init(bytes: [UInt8]) {
         var lexer = PDFLexer(bytes: bytes)
-        var previous: PDFLexer.Token?
-        var beforePrevious: PDFLexer.Token?
-        var streamDictionary: [String: PDFValue]?
         var order = 0
-        while let token = lexer.next() {
-            switch endOfFile {
-            case .expectingOffset:
-                if case .integer(let offset) = token, offset >= 0 {
-                    endOfFile = .offset(end: lexer.position)
-                } else {
-                    endOfFile = .dataAfterOffset(at: lexer.tokenStart)
+        // The current revision (the original file, then each incremental update after a
+        // `startxref N` and `%%EOF`): where it starts, its objects' offsets, its cross-reference data.
+        var revisionStart = 0
+        var isUpdate = false
+        var definedHere: [Int: Int] = [:]
+        var hasTable = false
+        var hasTrailer = false
+        var hasXRefStream = false
+        // Set by `startxref N`: how many `%%EOF` markers the lexer had passed then.
+        var closedAtMarker: Int?
+        scan: while let token = lexer.next() {
+            let start = lexer.tokenStart
+            if let marker = closedAtMarker {
+                guard lexer.endOfFileMarkers > marker else {
+                    endOfFile = .dataAfterOffset(at: start)
+                    break scan
                 }
-            case .offset:
-                endOfFile = .dataAfterOffset(at: lexer.tokenStart)
-            case .noStartXRef, .dataAfterOffset:
-                break
+                revisionStart = start
+                isUpdate = true
+                definedHere = [:]
+                hasTable = false
+                hasTrailer = false
+                hasXRefStream = false
+                closedAtMarker = nil
             }
-            if token == .keyword("startxref") { endOfFile = .expectingOffset }
-            var nextStreamDictionary: [String: PDFValue]?
             switch token {
-            case .keyword("obj"):
-                guard case .integer(let number)? = beforePrevious, case .integer? = previous, number >= 0 else { break }
+            case .integer(let number):
+                guard number >= 0, case .integer(let generation)? = lexer.next(), generation >= 0, lexer.next() == .keyword("obj") else {
+                    malformation = Self.outsideObjects(token, at: start, in: bytes)
+                    break scan
+                }
+                if let earlier = definedHere[number] {
+                    malformation = "PDF defines object \(number) twice in one revision (at bytes \(earlier) and \(start)); a reader following the cross-reference table could show the one not checked here"
+                    break scan
+                }
+                definedHere[number] = start
                 guard let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) else {
                     unreadableObject = min(unreadableObject ?? number, number)
-                    previous = nil
-                    beforePrevious = nil
-                    streamDictionary = nil
+                    Self.skipToEndOfObject(&lexer)
                     continue
                 }
+                var closing = lexer.next()
+                if closing == .keyword("stream"), let dictionary = value.dictionary {
+                    lexer.skipStreamData(declaredLength: dictionary["Length"]?.integer)
+                    closing = lexer.next()
+                }
+                guard closing == .keyword("endobj") else {
+                    let found = Self.describe(closing, at: lexer.tokenStart, in: bytes)
+                    malformation = "PDF's object \(number) at byte \(start) is not closed by endobj (found \(found) at byte \(lexer.tokenStart))"
+                    break scan
+                }
+                if let replaced = objects[number] { replacedValues.append((number, replaced.value)) }
                 order += 1
                 objects[number] = Record(value: value, order: order)
                 if let dictionary = value.dictionary {
-                    nextStreamDictionary = dictionary
                     let type = value.typeName
                     if type == "ObjStm" || type == "XRef" { hasCompressedObjects = true }
                     if type == "ObjStm" { hasObjectStreams = true }
-                    if type == "XRef", case .reference(let root)? = dictionary["Root"] { rootReference = root }
-                    if type == "XRef", dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
+                    if type == "XRef" {
+                        hasXRefStream = true
+                        if case .reference(let root)? = dictionary["Root"] { rootReference = root }
+                        if dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
+                    }
                 }
-                previous = nil
-                beforePrevious = nil
-                streamDictionary = nextStreamDictionary
-                continue
-            case .keyword("stream"):
-                lexer.skipStreamData(declaredLength: streamDictionary?["Length"]?.integer)
+            case .keyword("xref"):
+                if let problem = Self.crossReferenceTableProblem(&lexer, at: start) {
+                    malformation = problem
+                    break scan
+                }
+                hasTable = true
             case .keyword("trailer"):
-                if let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0) {
-                    if case .reference(let root)? = trailer["Root"] { rootReference = root }
-                    if trailer["Encrypt"] != nil { encryptedIn = "its trailer" }
+                guard let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0) else {
+                    malformation = "PDF's trailer at byte \(start) is not followed by a dictionary"
+                    break scan
                 }
+                hasTrailer = true
+                if case .reference(let root)? = trailer["Root"] { rootReference = root }
+                if trailer["Encrypt"] != nil { encryptedIn = "its trailer" }
+            case .keyword("startxref"):
+                guard let offset = lexer.next() else {
+                    endOfFile = .expectingOffset
+                    break scan
+                }
+                guard case .integer(let value) = offset, value >= 0 else {
+                    endOfFile = .dataAfterOffset(at: lexer.tokenStart)
+                    break scan
+                }
+                endOfFile = .offset(end: lexer.position)
+                if isUpdate, !(hasTable && hasTrailer), !hasXRefStream, incompleteUpdate == nil {
+                    incompleteUpdate = "PDF has data at byte \(revisionStart) after an earlier startxref and %%EOF that is not a complete incremental update: it has no cross-reference section (xref and trailer, or a cross-reference stream) before its startxref"
+                }
+                closedAtMarker = lexer.endOfFileMarkers
             default:
-                break
+                malformation = Self.outsideObjects(token, at: start, in: bytes)
+                break scan
             }
-            streamDictionary = nextStreamDictionary
-            beforePrevious = previous
-            previous = token
+        }
+        if isUpdate, closedAtMarker == nil, incompleteUpdate == nil {
+            incompleteUpdate = "PDF has data at byte \(revisionStart) after its last startxref and %%EOF that is not a complete incremental update (objects, a cross-reference section and trailer, startxref and %%EOF)"
+        }
+    }
+
+    /// The refusal for a token where only an object, `xref`, `trailer` or `startxref` may begin.
+    private static func outsideObjects(_ token: PDFLexer.Token, at position: Int, in bytes: [UInt8]) -> String {
+        "PDF has \(describe(token, at: position, in: bytes)) at byte \(position) outside any object; only objects (N G obj … endobj), cross-reference sections, trailers, startxref and comments may stand there"
+    }
+
+    /// A token for a message: `the keyword stream`, `a string`, `the number 12`.
+    private static func describe(_ token: PDFLexer.Token?, at position: Int, in bytes: [UInt8]) -> String {
+        switch token {
+        case nil: "the end of the file"
+        case .integer(let value)?: "the number \(value)"
+        case .real(let value)?: "the number \(CardArtFormatting.decimal(value, fractionDigits: 6))"
+        case .name(let name)?: "the name /\(CardArtFormatting.printable(name, limit: 32))"
+        case .keyword(let word)?: "the keyword \(CardArtFormatting.printable(word, limit: 32))"
+        case .string?: "a string"
+        case .dictionaryStart?: "a dictionary"
+        case .arrayStart?: "an array"
+        case .dictionaryEnd?: "\">>\""
+        case .arrayEnd?: "\"]\""
+        case .junk?: "the byte \"\(CardArtFormatting.printable(String(decoding: bytes[position...].prefix(1), as: UTF8.self), limit: 1))\""
+        }
+    }
+
+    /// The subsections after `xref` (`first count`, then `count` entries of `offset generation n|f`),
+    /// leaving the lexer before the token that follows them; a refusal if one is malformed.
+    private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int) -> String? {
+        while true {
+            let before = lexer.position
+            guard case .integer(let first)? = lexer.next(), first >= 0 else {
+                lexer.position = before
+                return nil
+            }
+            guard case .integer(var remaining)? = lexer.next(), remaining >= 0 else {
+                return "PDF's cross-reference section at byte \(start) has a subsection header without an entry count at byte \(lexer.tokenStart)"
+            }
+            while remaining > 0 {
+                guard case .integer(let offset)? = lexer.next(), offset >= 0, case .integer(let generation)? = lexer.next(), generation >= 0,
+                    case .keyword(let kind)? = lexer.next(), kind == "n" || kind == "f"
+                else {
+                    return "PDF's cross-reference section at byte \(start) has a malformed entry at byte \(lexer.tokenStart)"
+                }
+                remaining -= 1
+            }
+        }
+    }
+
+    /// After an object whose value could not be parsed: moves past its `endobj` (skipping stream data), or to the end.
+    private static func skipToEndOfObject(_ lexer: inout PDFLexer) {
+        while let token = lexer.next(), token != .keyword("endobj") {
+            if token == .keyword("stream") { lexer.skipStreamData(declaredLength: nil) }
         }
     }
 
@@ -825,8 +939,8 @@ private struct PDFDocumentScan {
     /// The first active content found, described for a message, or `nil`. Checked, in this order:
     /// in the catalog, an `/OpenAction` that is an action (a dictionary; a destination array is
     /// fine), `/AA`, `/AcroForm`, and `/JavaScript` or `/EmbeddedFiles` in its `/Names`; `/AA` on
-    /// the page; then a `/Launch` or `/JavaScript` action (a dictionary whose `/S` names one) anywhere
-    /// in the objects read, reporting the lowest object number.
+    /// the page; then a `/Launch` or `/JavaScript` action (a dictionary whose `/S` names one) in every
+    /// definition of every object read (replaced ones too), reporting the lowest object number.
     func activeContent(page: [String: PDFValue]) -> String? {
         // What this scan cannot read it cannot clear: objects in compressed object streams,
         // and objects it could not parse, could hold any action.
@@ -861,6 +975,9 @@ private struct PDFDocumentScan {
         var first: (number: Int, action: String)?
         for (number, record) in objects where number < first?.number ?? Int.max {
             if let action = Self.action(in: record.value) { first = (number, action) }
+        }
+        for (number, value) in replacedValues where number < first?.number ?? Int.max {
+            if let action = Self.action(in: value) { first = (number, action) }
         }
         return first.map { "object \($0.number) holds a /\($0.action) action" }
     }
@@ -993,6 +1110,7 @@ private struct PDFLexer {
     /// Keywords that can only appear between objects; finding one inside an object means it is malformed.
     static let structuralKeywords: Set<String> = ["obj", "endobj", "stream", "endstream", "trailer", "xref", "startxref"]
     private static let endStream: [UInt8] = Array("endstream".utf8)
+    private static let endOfFileMarker: [UInt8] = Array("%%EOF".utf8)
     /// Names and keywords are kept to this many bytes (PDF's own limit for names is 127).
     private static let maximumKept = 127
 
@@ -1000,6 +1118,8 @@ private struct PDFLexer {
     var position = 0
     /// Where the token `next()` returned last begins (after the white space and comments before it).
     private(set) var tokenStart = 0
+    /// How many comments starting with `%%EOF` have been skipped.
+    private(set) var endOfFileMarkers = 0
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
@@ -1088,6 +1208,7 @@ private struct PDFLexer {
             if Self.isWhitespace(byte) {
                 position += 1
             } else if byte == UInt8(ascii: "%") {
+                if bytes[position...].starts(with: Self.endOfFileMarker) { endOfFileMarkers += 1 }
                 while position < bytes.count, bytes[position] != 0x0A, bytes[position] != 0x0D { position += 1 }
             } else {
                 return

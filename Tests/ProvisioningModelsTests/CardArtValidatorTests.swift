@@ -132,7 +132,7 @@ struct CardArtLimitsTests {
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
             .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
-            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfNoPage, .pdfActiveContent, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
+            .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfInvalidStructure, .pdfNoPage, .pdfActiveContent, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
         for code in codes {
@@ -963,5 +963,124 @@ struct CardArtPDFActiveContentTests {
         let link = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (https://example.com) >> >>"
         let data = Self.file(catalog: "/OpenAction [3 0 R /Fit] /Names << /Dests 6 0 R >>", page: "/Annots [5 0 R]", extra: [link, "<< /Names [] >>"]).data
         #expect(acceptance(of: data)?.dimensions == .points(width: 1536, height: 969))
+    }
+}
+
+// MARK: - PDF top-level structure
+
+@Suite("Card art: PDF top-level structure")
+struct CardArtPDFStructureTests {
+    /// Object 5 is a link annotation on the page that launches a program: refused whenever it is read.
+    private static let launching = TestPDF.build([
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+        TestPDF.stream(TestPDF.artwork),
+        "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
+    ])
+
+    /// `file` with `text` inserted where `before` first occurs; also the byte offset of the insertion.
+    private static func inserting(_ text: String, before: String, in file: TestPDF.File) throws -> (data: Data, at: Int) {
+        var data = file.data
+        let place = try #require(data.range(of: Data(before.utf8)))
+        data.insert(contentsOf: Data(text.utf8), at: place.lowerBound)
+        return (data, place.lowerBound)
+    }
+
+    @Test func theLaunchActionIsFoundWhenNothingHidesIt() throws {
+        let error = try #require(refusal(of: Self.launching.data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /Launch action"))
+    }
+
+    /// Before the fix an unbalanced "(" or a stray "stream" swallowed object 5 and the file was accepted.
+    @Test(arguments: [
+        ("(\n", "a string"),
+        ("stream\n", "the keyword stream"),
+        ("endobj\n", "the keyword endobj"),
+        ("12\n", "the number 12"),
+        ("<< /Type /Page >>\n", "a dictionary"),
+        (")\n", "the byte \")\""),
+    ])
+    func refusesAnythingButObjectsBetweenObjects(_ junk: String, _ found: String) throws {
+        let (data, at) = try Self.inserting(junk, before: "5 0 obj", in: Self.launching)
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF has \(found) at byte \(at) outside any object; only objects (N G obj … endobj), cross-reference sections, trailers, startxref and comments may stand there")
+        #expect(CardArtError.Code.pdfInvalidStructure.rawValue == "pdf_invalid_structure")
+    }
+
+    @Test func refusesAnObjectNotClosedByEndobj() throws {
+        var data = Self.launching.data
+        let end = try #require(data.range(of: Data(">>\nendobj\n4 0 obj".utf8)))
+        data.replaceSubrange(end, with: Data(">>\n4 0 obj".utf8))
+        let object3 = try #require(data.range(of: Data("3 0 obj".utf8))).lowerBound
+        let next = try #require(data.range(of: Data("4 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF's object 3 at byte \(object3) is not closed by endobj (found the number 4 at byte \(next))")
+    }
+
+    /// A viewer going by the cross-reference table shows the first (portrait) page; before the
+    /// fix the validator read the second (landscape) one and accepted the file.
+    @Test func refusesAnObjectNumberDefinedTwiceInOneRevision() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let second = "3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>\nendobj\n"
+        let (data, at) = try Self.inserting(second, before: "xref\n", in: portrait)
+        let first = try #require(data.range(of: Data("3 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF defines object 3 twice in one revision (at bytes \(first) and \(at)); a reader following the cross-reference table could show the one not checked here")
+    }
+
+    @Test func refusesAnObjectNumberDefinedTwiceWithDifferentGenerations() throws {
+        let second = "3 1 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>\nendobj\n"
+        let (data, _) = try Self.inserting(second, before: "xref\n", in: TestPDF.onePage(page: "/MediaBox [0 0 612 792]"))
+        #expect(refusal(of: data)?.code == .pdfInvalidStructure)
+    }
+
+    /// Before the fix the appended object and its own startxref passed, and its landscape page was read.
+    @Test func refusesAnAppendedObjectWithAStartxrefButNoCrossReferenceSection() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let appended = "3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>\nendobj\n"
+            + "startxref\n\(portrait.bytes.count)\n%%EOF\n"
+        let error = try #require(refusal(of: portrait.data + Data(appended.utf8)))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        #expect(error.message == "PDF has data at byte \(portrait.bytes.count) after an earlier startxref and %%EOF that is not a complete incremental update: it has no cross-reference section (xref and trailer, or a cross-reference stream) before its startxref")
+    }
+
+    @Test func refusesAnAppendedCrossReferenceSectionWithoutStartxref() throws {
+        let portrait = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        var data = TestPDF.updatingPage(of: portrait, mediaBox: "[0 0 1536 969]").data
+        let last = try #require(data.range(of: Data("startxref".utf8), options: .backwards)).lowerBound
+        let end = try #require(data.range(of: Data("%%EOF".utf8), options: .backwards)).lowerBound
+        try #require(last > portrait.bytes.count)
+        data.removeSubrange(last..<end)
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        #expect(error.message.hasPrefix("PDF has data at byte \(portrait.bytes.count) after its last startxref and %%EOF that is not a complete incremental update"))
+    }
+
+    @Test func acceptsARedefinitionInALaterUpdateAndChecksEveryDefinition() throws {
+        let link = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (https://example.com) >> >>"
+        let harmless = TestPDF.updating(TestPDF.onePage(), object: 3, body: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>", size: 5)
+        #expect(acceptance(of: harmless.data)?.dimensions == .points(width: 1536, height: 969))
+
+        // The update replaces the launching annotation; the definition it replaces is still checked.
+        let replaced = TestPDF.updating(Self.launching, object: 5, body: link, size: 6)
+        let error = try #require(refusal(of: replaced.data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /Launch action"))
+    }
+
+    @Test func refusesTwoDefinitionsInsideOneUpdate() throws {
+        let base = TestPDF.onePage()
+        let page = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>"
+        var update = TestPDF.updating(base, object: 3, body: page, size: 5)
+        let twice = "3 0 obj\n\(page)\nendobj\n"
+        update.bytes.insert(contentsOf: Array(twice.utf8), at: base.bytes.count)
+        let error = try #require(refusal(of: update.data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF defines object 3 twice in one revision (at bytes \(base.bytes.count) and \(base.bytes.count + twice.utf8.count))"))
     }
 }

@@ -278,6 +278,21 @@ public enum TestPDF {
     }
 }
 
+extension TestPDF {
+    /// Appends an incremental update (object, cross-reference section, trailer with `/Prev`,
+    /// `startxref`, `%%EOF`) that defines object `number` as `body`; `size` is the trailer's `/Size`.
+    public static func updating(_ base: File, object number: Int, body: String, size: Int) -> File {
+        var out = base.bytes
+        let offset = out.count
+        out += Array("\(number) 0 obj\n\(body)\nendobj\n".utf8)
+        let xrefOffset = out.count
+        let tail = "xref\n0 1\n0000000000 65535 f \n\(number) 1\n\(offset10(offset)) 00000 n \n"
+            + "trailer\n<< /Size \(size) /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+}
+
 /// Card art at a given size, for tests that need a valid file and not its construction.
 public enum SampleCardArt {
     /// A valid PNG of `width` × `height` pixels (Apple's 1536 × 969 by default).
