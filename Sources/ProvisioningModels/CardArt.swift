@@ -123,8 +123,9 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pdfNoPage = Code(rawValue: "pdf_no_page")
         /// The PDF carries active content card art has no use for: in its catalog an `/OpenAction` that is an
         /// action (a destination is accepted), `/AA`, `/AcroForm`, or `/JavaScript` or `/EmbeddedFiles` in
-        /// `/Names`; `/AA` on its page; or a `/Launch` or `/JavaScript` action in any object read (every
-        /// definition of it, including those a later revision replaced).
+        /// `/Names`; `/AA` on its page; or, in any object read (every definition of it, including those a
+        /// later revision replaced), a `/Launch`, `/JavaScript`, `/SubmitForm`, `/ImportData`, `/GoToR`,
+        /// `/GoToE` or `/RichMediaExecute` action, or any `/JS` entry (such as a `/Rendition` action's script).
         public static let pdfActiveContent = Code(rawValue: "pdf_active_content")
         /// The first page was found but its `/MediaBox` could not be read.
         public static let pdfNoPageBox = Code(rawValue: "pdf_no_page_box")

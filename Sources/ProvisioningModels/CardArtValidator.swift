@@ -939,8 +939,9 @@ private struct PDFDocumentScan {
     /// The first active content found, described for a message, or `nil`. Checked, in this order:
     /// in the catalog, an `/OpenAction` that is an action (a dictionary; a destination array is
     /// fine), `/AA`, `/AcroForm`, and `/JavaScript` or `/EmbeddedFiles` in its `/Names`; `/AA` on
-    /// the page; then a `/Launch` or `/JavaScript` action (a dictionary whose `/S` names one) in every
-    /// definition of every object read (replaced ones too), reporting the lowest object number.
+    /// the page; then, in every definition of every object read (replaced ones too), an action that
+    /// runs code or reaches outside the file (see ``refusedActions``) or any `/JS` entry, reporting
+    /// the lowest object number.
     func activeContent(page: [String: PDFValue]) -> String? {
         // What this scan cannot read it cannot clear: objects in compressed object streams,
         // and objects it could not parse, could hold any action.
@@ -979,14 +980,22 @@ private struct PDFDocumentScan {
         for (number, value) in replacedValues where number < first?.number ?? Int.max {
             if let action = Self.action(in: value) { first = (number, action) }
         }
-        return first.map { "object \($0.number) holds a /\($0.action) action" }
+        return first.map { "object \($0.number) holds \($0.action)" }
     }
 
-    /// `Launch` or `JavaScript` if `value` is, or contains, a dictionary whose `/S` names that action type.
+    /// Action types (`/S`) that run code, submit or import data, or open other files or programs.
+    private static let refusedActions: Set<String> = ["Launch", "JavaScript", "SubmitForm", "ImportData", "GoToR", "GoToE", "RichMediaExecute"]
+
+    /// `a /Launch action`, `a /JS entry (JavaScript)` …, if `value` is or contains a dictionary
+    /// whose `/S` is in ``refusedActions`` or that has a `/JS` key.
     private static func action(in value: PDFValue) -> String? {
         switch value {
         case .dictionary(let dictionary):
-            if case .name(let type)? = dictionary["S"], type == "Launch" || type == "JavaScript" { return type }
+            if case .name(let type)? = dictionary["S"], refusedActions.contains(type) { return "a /\(type) action" }
+            if dictionary["JS"] != nil {
+                if case .name("Rendition")? = dictionary["S"] { return "a /Rendition action with /JS (JavaScript)" }
+                return "a /JS entry (JavaScript)"
+            }
             for item in dictionary.values {
                 if let found = action(in: item) { return found }
             }

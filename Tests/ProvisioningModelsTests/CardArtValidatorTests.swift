@@ -1084,3 +1084,45 @@ struct CardArtPDFStructureTests {
         #expect(error.message.hasPrefix("PDF defines object 3 twice in one revision (at bytes \(base.bytes.count) and \(base.bytes.count + twice.utf8.count))"))
     }
 }
+
+// MARK: - PDF actions
+
+@Suite("Card art: PDF actions and scripts")
+struct CardArtPDFActionTests {
+    private static func file(annotation: String) -> TestPDF.File {
+        TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+            TestPDF.stream(TestPDF.artwork),
+            annotation,
+        ])
+    }
+
+    @Test(arguments: ["SubmitForm", "ImportData", "GoToR", "GoToE", "RichMediaExecute", "Launch", "JavaScript"])
+    func refusesActionsThatReachOutsideTheFile(_ type: String) throws {
+        let annotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /\(type) /F (other.pdf) >> >>"
+        let error = try #require(refusal(of: Self.file(annotation: annotation).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message == "PDF has active content: object 5 holds a /\(type) action; card art must not carry actions, scripts, forms or attached files")
+    }
+
+    @Test func refusesARenditionActionCarryingJavaScript() throws {
+        let annotation = "<< /Type /Annot /Subtype /Screen /Rect [0 0 100 100] /A << /S /Rendition /OP 0 /JS (app.alert(1)) >> >>"
+        let error = try #require(refusal(of: Self.file(annotation: annotation).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /Rendition action with /JS (JavaScript)"))
+    }
+
+    @Test(arguments: ["<< /Type /Annot /Subtype /Widget /Rect [0 0 1 1] /JS (x) >>", "<< /Next [<< /J#53 (x) >>] >>"])
+    func refusesAJSEntryAnywhere(_ annotation: String) throws {
+        let error = try #require(refusal(of: Self.file(annotation: annotation).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /JS entry (JavaScript)"))
+    }
+
+    @Test func stillAcceptsALinkToAWebPage() throws {
+        let annotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (https://example.com) >> >>"
+        #expect(acceptance(of: Self.file(annotation: annotation).data)?.format == .pdf)
+    }
+}
