@@ -97,12 +97,15 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A PNG chunk after the header is damaged (bad length, type or CRC of a critical chunk, or no image data);
         /// a critical chunk other than `IHDR`, `PLTE`, `IDAT` and `IEND`; `IDAT` chunks that are not consecutive or
         /// whose data does not start with a valid zlib header; a `PLTE` that is missing (indexed-colour), forbidden
-        /// (greyscale), repeated, after the image data or of a bad length; or an `IEND` that holds data.
+        /// (greyscale), repeated, after the image data, of a bad length or, for indexed-colour, with more entries
+        /// than its bit depth can index; or an `IEND` that holds data.
         public static let pngCorrupt = Code(rawValue: "png_corrupt")
         /// Bytes follow the PNG's `IEND` chunk; decoders ignore them, so they could hold anything (another file).
         public static let pngTrailingData = Code(rawValue: "png_trailing_data")
         /// The PNG is not exactly 1536 × 969 pixels.
         public static let pngWrongSize = Code(rawValue: "png_wrong_size")
+        /// The PNG has an `acTL` chunk: it is an animated PNG (APNG), and card art is a still image.
+        public static let pngAnimated = Code(rawValue: "png_animated")
         /// The PDF has no `%%EOF` marker near its end, or none after its last `startxref`, so it was most likely cut off.
         public static let pdfTruncated = Code(rawValue: "pdf_truncated")
         /// The PDF is encrypted: its trailer (or a cross-reference stream) has `/Encrypt`, even with an empty password.

@@ -8,8 +8,9 @@ import Foundation
 ///   allows, compression and filter method 0 and interlace method 0 or 1; whose chunks are complete
 ///   up to an empty `IEND` that ends the file; whose only critical chunks are `IHDR`, `PLTE`, `IDAT`
 ///   and `IEND`, with correct CRCs; whose `IDAT` chunks are consecutive and start with a valid zlib
-///   header (the compressed image data itself is not decoded); and which has one `PLTE` before its
-///   image data when it is indexed-colour and none when it is greyscale;
+///   header (the compressed image data itself is not decoded); which has one `PLTE` before its
+///   image data when it is indexed-colour (with at most 2^bit depth entries) and none when it is
+///   greyscale; and which has no `acTL` chunk (it is not animated);
 /// - an unencrypted single-page PDF whose page box (the `/CropBox` clipped to the `/MediaBox`,
 ///   else the `/MediaBox`, either possibly inherited from the page tree) is landscape with the
 ///   1536:969 aspect ratio within ``aspectRatioTolerance``, whose sides (and the `/MediaBox`'s) are
@@ -138,6 +139,7 @@ private enum CardArtPNGReader {
     private static let idat: [UInt8] = Array("IDAT".utf8)
     private static let iend: [UInt8] = Array("IEND".utf8)
     private static let plte: [UInt8] = Array("PLTE".utf8)
+    private static let actl: [UInt8] = Array("acTL".utf8)
     private static let knownCritical: [[UInt8]] = [ihdr, plte, idat, iend]
     /// Signature (8) + IHDR length and type (8) + IHDR data (13) + CRC (4).
     private static let headerLength = 33
@@ -225,8 +227,15 @@ private enum CardArtPNGReader {
                     "PNG has an unknown critical chunk \(chunkName(type)) at byte \(position); the only critical chunks are IHDR, PLTE, IDAT and IEND, and decoders refuse an image with any other"
                 ))
             }
+            if type == actl {
+                return .failure(CardArtError(
+                    code: .pngAnimated,
+                    message: "PNG has an acTL chunk at byte \(position), so it is an animated PNG (APNG); card art must be a still image"
+                ))
+            }
             if type == plte {
-                if let error = checkPalette(length: dataLength, at: position, colourType: colourType, sawPalette: sawPalette, sawImageData: sawImageData) {
+                let header = (colourType: colourType, bitDepth: bytes[24])
+                if let error = checkPalette(length: dataLength, at: position, header: header, sawPalette: sawPalette, sawImageData: sawImageData) {
                     return .failure(error)
                 }
                 sawPalette = true
@@ -338,8 +347,12 @@ private enum CardArtPNGReader {
         return nil
     }
 
-    /// A `PLTE` chunk: allowed once, before the image data, not for greyscale, 1 to 256 entries of 3 bytes.
-    private static func checkPalette(length: Int, at position: Int, colourType: UInt8, sawPalette: Bool, sawImageData: Bool) -> CardArtError? {
+    /// A `PLTE` chunk: allowed once, before the image data, not for greyscale, 1 to 256 entries of 3 bytes,
+    /// and for indexed-colour no more entries than the bit depth can index.
+    private static func checkPalette(
+        length: Int, at position: Int, header: (colourType: UInt8, bitDepth: UInt8), sawPalette: Bool, sawImageData: Bool
+    ) -> CardArtError? {
+        let colourType = header.colourType
         if colourType == 0 || colourType == 4 {
             return corrupt("PNG has a PLTE chunk at byte \(position), but its colour type \(colourType) (\(colourTypeName(colourType))) allows no palette")
         }
@@ -351,6 +364,10 @@ private enum CardArtPNGReader {
         }
         guard length > 0, length <= 768, length % 3 == 0 else {
             return corrupt("PNG's PLTE chunk at byte \(position) holds \(length) bytes; a palette is 1 to 256 entries of 3 bytes")
+        }
+        let indexable = 1 << Int(header.bitDepth)
+        if colourType == 3, length / 3 > indexable {
+            return corrupt("PNG's PLTE chunk at byte \(position) holds \(length / 3) entries; bit depth \(header.bitDepth) indexes at most \(indexable)")
         }
         return nil
     }

@@ -131,7 +131,7 @@ struct CardArtLimitsTests {
 
     @Test func errorCodesAreStableSnakeCase() {
         let codes: [CardArtError.Code] = [
-            .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize,
+            .empty, .tooLarge, .unknownFormat, .contentTypeMismatch, .pngTruncated, .pngInvalidHeader, .pngCorrupt, .pngTrailingData, .pngWrongSize, .pngAnimated,
             .pdfTruncated, .pdfEncrypted, .pdfDataAfterStartXRef, .pdfInvalidStructure, .pdfNoPage, .pdfActiveContent, .pdfNoPageBox, .pdfInvalidPageBox, .pdfMultiplePages, .pdfPageSizeOutOfRange, .pdfRotated, .pdfNotLandscape, .pdfWrongAspect,
         ]
         #expect(Set(codes).count == codes.count)
@@ -1124,5 +1124,48 @@ struct CardArtPDFActionTests {
     @Test func stillAcceptsALinkToAWebPage() throws {
         let annotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /URI /URI (https://example.com) >> >>"
         #expect(acceptance(of: Self.file(annotation: annotation).data)?.format == .pdf)
+    }
+}
+
+// MARK: - PNG animation and palette size
+
+@Suite("Card art: PNG animation and palette size")
+struct CardArtPNGAnimationAndPaletteTests {
+    private static let header = TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969)
+    private static let image = TestPNG.idat(width: 1536, height: 969)
+    private static let iend = TestPNG.chunk("IEND", [])
+    /// `acTL`: two frames, played forever.
+    private static let animationControl = TestPNG.chunk("acTL", TestPNG.bigEndian(2) + TestPNG.bigEndian(0))
+
+    @Test func refusesAnAnimatedPNG() throws {
+        let error = try #require(refusal(of: Data(Self.header + Self.animationControl + Self.image + Self.iend)))
+        #expect(error.code == .pngAnimated)
+        #expect(error.message == "PNG has an acTL chunk at byte 33, so it is an animated PNG (APNG); card art must be a still image")
+        #expect(CardArtError.Code.pngAnimated.rawValue == "png_animated")
+    }
+
+    @Test func refusesAnAnimationControlChunkAfterTheImageDataToo() throws {
+        let error = try #require(refusal(of: Data(Self.header + Self.image + Self.animationControl + Self.iend)))
+        #expect(error.code == .pngAnimated)
+        #expect(error.message.hasPrefix("PNG has an acTL chunk at byte \(Self.header.count + Self.image.count)"))
+    }
+
+    private static func indexed(bitDepth: UInt8, entries: Int) -> Data {
+        let count = TestPNG.scanlineByteCount(width: 1536, height: 969, bitDepth: bitDepth, colourType: 3, interlaced: false)
+        return Data(TestPNG.signature + TestPNG.ihdr(width: 1536, height: 969, bitDepth: bitDepth, colourType: 3)
+            + TestPNG.chunk("PLTE", [UInt8](repeating: 0x80, count: entries * 3))
+            + TestPNG.chunk("IDAT", TestPNG.zlibZeros(count)) + Self.iend)
+    }
+
+    @Test(arguments: [(UInt8(1), 3), (2, 5), (4, 17)])
+    func refusesAPaletteLargerThanTheBitDepthCanIndex(_ bitDepth: UInt8, _ entries: Int) throws {
+        let error = try #require(refusal(of: Self.indexed(bitDepth: bitDepth, entries: entries)))
+        #expect(error.code == .pngCorrupt)
+        #expect(error.message == "PNG's PLTE chunk at byte 33 holds \(entries) entries; bit depth \(bitDepth) indexes at most \(1 << Int(bitDepth))")
+    }
+
+    @Test(arguments: [(UInt8(1), 2), (2, 4), (4, 16), (8, 256), (1, 1)])
+    func acceptsAPaletteTheBitDepthCanIndex(_ bitDepth: UInt8, _ entries: Int) {
+        #expect(acceptance(of: Self.indexed(bitDepth: bitDepth, entries: entries))?.format == .png)
     }
 }
