@@ -34,6 +34,27 @@ struct PrimaryAccountNumberTests {
         #expect(String(decoding: try JSONEncoder().encode(decoded), as: UTF8.self) == #"["4111111111111111"]"#)
     }
 
+    @Test func lengthsAreTwelveToNineteenDigits() throws {
+        // Each valid by the Luhn check, so only the length decides.
+        for (digits, accepted) in [("41111111112", false), ("411111111117", true), ("4111111111111111110", true), ("41111111111111111115", false)] {
+            #expect(PrimaryAccountNumber.passesLuhnCheck(digits), "\(digits)")
+            if accepted {
+                #expect(try PrimaryAccountNumber(digits).digits == digits)
+            } else {
+                let error = #expect(throws: ValidationError.self, "\(digits.count) digits") { try PrimaryAccountNumber(digits) }
+                #expect(error?.description.contains("must have 12 to 19 digits (got \(digits.count))") == true, "\(String(describing: error))")
+            }
+        }
+    }
+
+    @Test(arguments: ["４１１１１１１１１１１１１１１１", "٤١١١١١١١١١١١١١١١", "4111 1111 1111 1111", "+4111111111111111", "4111111111111111\n", "4111111111111111\u{0}"])
+    func onlyASCIIDigitsAreDigits(_ text: String) throws {
+        // Fullwidth and Arabic-Indic digits are digits to Unicode, not to a card number.
+        let error = try #require(throws: ValidationError.self) { try PrimaryAccountNumber(text) }
+        #expect(error.code.rawValue == "invalid_pan")
+        #expect(error.description.contains("must contain digits only"))
+    }
+
     @Test func errorsNameTheFieldButNotTheValue() throws {
         let error = try #require(throws: ValidationError.self) { try PrimaryAccountNumber("4111111111111112") }
         #expect(error.field == "primaryAccountNumber")
@@ -62,6 +83,17 @@ struct CardExpirationTests {
         #expect(!expiration.isExpired(at: utc("2028-02-29T23:59:59Z")))
         #expect(expiration.isExpired(at: utc("2028-03-01T00:00:00Z")))
         #expect(try CardExpiration("12/28").validUntil == utc("2029-01-01T00:00:00Z"))
+    }
+
+    @Test func theLastTwoDigitYearsAndMonthsHaveTheirDates() throws {
+        let utc = { (s: String) in ISO8601DateFormatter().date(from: s)! }
+        // Years are read as 20YY: 99 is 2099, valid through December 2099.
+        #expect(try CardExpiration("12/99").validUntil == utc("2100-01-01T00:00:00Z"))
+        #expect(try CardExpiration("01/00").validUntil == utc("2000-02-01T00:00:00Z"))
+        #expect(try CardExpiration("01/00").year == 2000)
+        for text in ["00/00", "13/99", "99/99", "-1/28", "1/028", "０３/２９"] {
+            #expect(throws: ValidationError.self, "\(text)") { try CardExpiration(text) }
+        }
     }
 
     @Test func ordersChronologically() throws {
