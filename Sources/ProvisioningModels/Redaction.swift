@@ -38,7 +38,9 @@ public enum Redaction {
     static func cardNumbers(in text: String, rounds: Int) -> String {
         var current = text
         for _ in 0..<rounds {
-            let next = redactingOnce(current)
+            // `%20` is read both ways: as a separator, and as `%` before the digits `20` (which
+            // may start a card number: `25%204111…` holds `204111…`).
+            let next = redactingOnce(redactingOnce(current, percentSpace: true), percentSpace: false)
             if next == current { return current }
             current = next
         }
@@ -48,23 +50,24 @@ public enum Redaction {
     /// The most separator units (``separatorUnit(at:in:)``) that join two groups of digits.
     private static let maximumSeparatorUnits = 3
 
-    /// The length in bytes of the separator unit starting at `index`, or nil.
-    private static func separatorUnit(at index: Int, in bytes: [UInt8]) -> Int? {
+    /// The length in bytes of the separator unit starting at `index`, or nil; `%20` counts only
+    /// with `percentSpace`.
+    private static func separatorUnit(at index: Int, in bytes: [UInt8], percentSpace: Bool) -> Int? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
         case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "/"), UInt8(ascii: "+"):
             return 1
         case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
             return 2
-        case UInt8(ascii: "%") where index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "2") && bytes[index + 2] == UInt8(ascii: "0"):
+        case UInt8(ascii: "%") where percentSpace && index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "2") && bytes[index + 2] == UInt8(ascii: "0"):
             return 3
         default:
             return nil
         }
     }
 
-    /// One round of ``cardNumbers(in:)``.
-    private static func redactingOnce(_ text: String) -> String {
+    /// One pass of ``cardNumbers(in:)``, taking `%20` as a separator or not.
+    private static func redactingOnce(_ text: String, percentSpace: Bool) -> String {
         let bytes = Array(text.utf8)
         func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
         func runEnd(_ start: Int) -> Int {
@@ -76,7 +79,7 @@ public enum Redaction {
         func nextRun(after index: Int) -> Int? {
             var position = index
             for _ in 0..<maximumSeparatorUnits {
-                guard let length = separatorUnit(at: position, in: bytes) else { break }
+                guard let length = separatorUnit(at: position, in: bytes, percentSpace: percentSpace) else { break }
                 position += length
                 if isDigit(position) { return position }
             }
