@@ -30,6 +30,10 @@ set -euo pipefail
 DIR="${PUSHPROV_PG_DIR:-/tmp/pushprov-postgres}"
 DATA="$DIR/data"
 SOCKET="$DIR/socket"
+# The directory goes into pg_ctl's option string, which a shell reads.
+case "$DIR" in
+    *"'"*|*'"'*|*'\'*|*'$'*|*'`'*|*$'\n'*) echo "postgres-dev: PUSHPROV_PG_DIR must not hold quotes, backslashes, \$, \` or line breaks: $DIR" >&2; exit 2 ;;
+esac
 USER_NAME=pushprov
 PASSWORD=pushprov
 DATABASE=pushprov
@@ -133,7 +137,7 @@ start() {
     if [ ! -f "$DATA/PG_VERSION" ]; then
         as_owner mkdir -p "$SOCKET"
         local pwfile="$DIR/pwfile"
-        as_owner sh -c "umask 077; echo '$PASSWORD' > '$pwfile'"
+        as_owner sh -c 'umask 077; printf "%s\n" "$1" > "$2"' sh "$PASSWORD" "$pwfile"
         as_owner "$bindir/initdb" -D "$DATA" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
             --pwfile="$pwfile" --encoding=UTF8 --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 \
             || { cat "$DIR/initdb.log" >&2; exit 1; }
@@ -146,8 +150,8 @@ start() {
     for attempt in 1 2 3 4 5; do
         while port_in_use "$port"; do port=$((port + 1)); done
         echo "$port" > "$DIR/port"
-        options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$SOCKET -c max_connections=300"
-        options="$options -c ssl=on -c ssl_cert_file=$TLS/server.crt -c ssl_key_file=$TLS/server.key"
+        options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories='$SOCKET' -c max_connections=300"
+        options="$options -c ssl=on -c ssl_cert_file='$TLS/server.crt' -c ssl_key_file='$TLS/server.key'"
         if ! $durable; then options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"; fi
         rm -f "$DIR/server.log"
         if as_owner "$bindir/pg_ctl" -D "$DATA" -l "$DIR/server.log" -o "$options" -w -t 60 start >/dev/null; then break; fi
