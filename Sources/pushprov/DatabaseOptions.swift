@@ -17,8 +17,10 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("database-statement-timeout"), help: ArgumentHelp("Most seconds one PostgreSQL database call may run before it is cancelled and answered 503; migrations are not bounded (PUSHPROV_DATABASE_STATEMENT_TIMEOUT; default 10, 1 to 300; SQLite ignores it).", valueName: "seconds"))
     var statementTimeout: String?
 
-    /// Copies the options into `settings`.
+    /// Copies the options into `settings`, warning on stderr when `--database` holds a
+    /// password (``passwordWarning``).
     func apply(to settings: inout ServerSettings) {
+        if let passwordWarning { FileHandle.standardError.write(Data("pushprov: \(passwordWarning)\n".utf8)) }
         settings.database = database
         settings.databasePoolSize = poolSize
         settings.databaseWait = wait
@@ -27,6 +29,17 @@ struct DatabaseOptions: ParsableArguments {
 }
 
 extension DatabaseOptions {
+    /// A warning (without the password) when the `--database` option holds a PostgreSQL URL
+    /// with a password: a command line is in every local user's process list
+    /// (`/proc/<pid>/cmdline`) for as long as the process runs, while its environment is
+    /// readable by its own user only. Nil otherwise (`PUSHPROV_DATABASE` is not looked at).
+    var passwordWarning: String? {
+        guard let database, database.lowercased().hasPrefix("postgres"),
+            let url = try? PostgresURL(parsing: database), let password = url.password, !password.isEmpty
+        else { return nil }
+        return "warning: --database holds a password, which every local user can read in the process list while this runs; give the URL in PUSHPROV_DATABASE instead (a process's environment is readable by its own user only)"
+    }
+
     /// Opens the database these options name (the default SQLite file in `dataDirectory`
     /// when none is given) for a command that runs once: migrating it first when `migrate`,
     /// else refusing it while migrations are pending. A bad setting or a database that cannot

@@ -48,6 +48,27 @@ struct MigrateCommandTests {
         #expect(!result.stderr.contains("hunter2"))
     }
 
+    @Test func aPasswordOnTheCommandLineIsWarnedOfAndOneInTheEnvironmentIsNot() async throws {
+        let url = "postgres://tmp:hunter2-secret@127.0.0.1:1/pushprov?sslmode=disable"
+        // Run in a folder of their own: serve would make its data directory there.
+        let folder = Self.temporaryPath("x")
+        try FileManager.default.createDirectory(atPath: (folder as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        defer { Self.removeTemporary(folder) }
+        let here = (folder as NSString).deletingLastPathComponent
+        for command in [["migrate"], ["prune", "--keep-days", "400"], ["serve", "--port", "0"]] {
+            let flagged = try await CLI.run(command + ["--database", url], currentDirectory: here)
+            #expect(flagged.stderr.contains("warning: --database holds a password, which every local user can read in the process list"), "\(command): \(flagged.stderr)")
+            #expect(!flagged.stderr.contains("hunter2") && !flagged.stdout.contains("hunter2"), "\(command)")
+            let inEnvironment = try await CLI.run(command, environment: ["PUSHPROV_DATABASE": url], currentDirectory: here)
+            #expect(inEnvironment.status != 0, "\(command): nothing answers on port 1")
+            #expect(!inEnvironment.stderr.contains("holds a password"), "\(command): \(inEnvironment.stderr)")
+        }
+        // No password, no warning.
+        let without = try await CLI.run(["migrate", "--database", "postgres://tmp@127.0.0.1:1/pushprov?sslmode=disable"], currentDirectory: here)
+        #expect(without.status != 0)
+        #expect(!without.stderr.contains("holds a password"), "\(without.stderr)")
+    }
+
     @Test func anUnreachablePostgresIsAClearStartupError() async throws {
         let result = try await CLI.run(["migrate", "--database", "postgres://tmp:hunter2-secret@127.0.0.1:1/pushprov?sslmode=disable"])
         #expect(result.status != 0)
