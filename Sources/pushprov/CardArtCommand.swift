@@ -80,51 +80,27 @@ struct CardArtCheckCommand: AsyncParsableCommand {
     }
 
     /// Refuses a file over the limit from its size alone, without loading it, and anything but
-    /// a regular file.
-    ///
-    /// The file is opened without blocking (a FIFO would otherwise wait for a writer, and the
-    /// command with it), then sized and read through that descriptor: the size is the file's
-    /// own, not a symbolic link's, and the bytes judged are those of the file sized.
+    /// a regular file (``BoundedFile``); validates the rest.
     static func check(_ path: String) -> Result<CardArtInfo, CardArtError> {
-        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard descriptor >= 0 else { return .failure(unreadable("cannot open the file")) }
-        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-        defer { try? handle.close() }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return .failure(unreadable("cannot read the file")) }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            return .failure(unreadable("not a regular file (\(kind(status.st_mode))); name the card-art file itself"))
-        }
-        let size = Int(status.st_size)
-        if size >= CardArtValidator.maximumSize {
+        switch BoundedFile.read(path, limit: CardArtValidator.maximumSize) {
+        case .success(let data):
+            return CardArtValidator.validate(data)
+        case .failure(.cannotOpen):
+            return .failure(unreadable("cannot open the file"))
+        case .failure(.cannotRead):
+            return .failure(unreadable("cannot read the file"))
+        case .failure(.notRegular(let kind)):
+            return .failure(unreadable("not a regular file (\(kind)); name the card-art file itself"))
+        case .failure(.tooLarge(let size, _)):
             return .failure(CardArtError(
                 code: .tooLarge,
                 message: "file is \(size) bytes; Apple requires under 4 MB (less than \(CardArtValidator.maximumSize) bytes)"
             ))
         }
-        let data: Data
-        do {
-            // One byte past the limit, in case the file grew since it was sized.
-            data = try handle.read(upToCount: CardArtValidator.maximumSize + 1) ?? Data()
-        } catch {
-            return .failure(unreadable("cannot read the file"))
-        }
-        return CardArtValidator.validate(data)
     }
 
     private static func unreadable(_ message: String) -> CardArtError {
         CardArtError(code: CardArtError.Code(rawValue: "unreadable"), message: message)
-    }
-
-    /// What a file that is not a regular file is, in a word.
-    private static func kind(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFDIR: "a directory"
-        case S_IFIFO: "a FIFO"
-        case S_IFSOCK: "a socket"
-        case S_IFCHR, S_IFBLK: "a device"
-        default: "not a file"
-        }
     }
 
     static func describe(_ info: CardArtInfo) -> String {

@@ -4,15 +4,24 @@ import X509
 
 /// Reading the files the crypto commands take, with one-line errors naming the file.
 enum InputFiles {
+    /// The most bytes a crypto command reads from one file: certificates, keys and payloads
+    /// are a few kilobytes.
+    static let maximumSize = 1 << 20
+
+    /// The bytes of the regular file at `path`, under ``maximumSize`` (``BoundedFile``).
     static func read(_ path: String) throws -> Data {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw CLIError("\(path): no such file")
-        }
-        guard !isDirectory.boolValue, let data = FileManager.default.contents(atPath: path) else {
+        switch BoundedFile.read(path, limit: maximumSize) {
+        case .success(let data):
+            return data
+        case .failure(.cannotOpen):
+            throw CLIError(FileManager.default.fileExists(atPath: path) ? "\(path): cannot be read" : "\(path): no such file")
+        case .failure(.cannotRead):
             throw CLIError("\(path): cannot be read")
+        case .failure(.notRegular(let kind)):
+            throw CLIError("\(path): not a regular file (\(kind))")
+        case .failure(.tooLarge(let size, let limit)):
+            throw CLIError("\(path): \(size) bytes or more; a certificate, key or payload file must be under \(limit) bytes")
         }
-        return data
     }
 
     /// Every certificate in a PEM file (in file order) or the one certificate of a DER file.

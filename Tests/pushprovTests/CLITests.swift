@@ -210,15 +210,26 @@ struct CLITests {
         (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "PLAIN", "--ephemeral-key", "xyz"], "--ephemeral-key must be 64 hex digits"),
         (["crypto", "seal", "--leaf", "ROOT", "--plaintext", "PLAIN"], "not EC P-256"),
         (["crypto", "seal", "--leaf", "PLAIN", "--plaintext", "PLAIN"], "neither PEM nor a DER"),
+        // Read without blocking and within a bound: a device, a FIFO, a directory or a large
+        // file is refused before anything is read from it.
+        (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "/dev/zero"], "/dev/zero: not a regular file (a device)"),
+        (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "FIFO"], "not a regular file (a FIFO)"),
+        (["crypto", "verify-chain", "/tmp"], "/tmp: not a regular file (a directory)"),
+        (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "LARGE"], "2097152 bytes or more; a certificate, key or payload file must be under 1048576 bytes"),
     ])
     func badInputGivesOneClearLineAndNonZeroExit(arguments: [String], expected: String) async throws {
         let plaintext = try CLI.temporaryFile(Data("{}".utf8))
-        defer { try? FileManager.default.removeItem(atPath: plaintext) }
+        let large = try CLI.temporaryFile(Data(count: 2 << 20))
+        let fifo = plaintext + ".fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { for path in [plaintext, large, fifo] { try? FileManager.default.removeItem(atPath: path) } }
         let substituted = arguments.map {
             switch $0 {
             case "LEAF": CLI.cert("apple-encipherment-leaf-test-vector.pem")
             case "ROOT": CLI.cert("apple-root-ca-g3.pem")
             case "PLAIN": plaintext
+            case "LARGE": large
+            case "FIFO": fifo
             default: $0
             }
         }
