@@ -26,6 +26,19 @@ struct DemoCommand: AsyncParsableCommand {
         throw CLIError("the demo plays Apple Wallet through the PassKit shim, which exists only where PassKit does not (Linux)")
         #else
         let json = json
+        // Interrupted (Ctrl-C, a TERM), the run's temporary folders — its keys among them —
+        // are removed before the process exits with the signal's status.
+        let interruptions = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                DemoTemporaryFiles.removeAll()
+                Foundation.exit(128 + number)
+            }
+            source.resume()
+            return source
+        }
+        defer { for source in interruptions { source.cancel() } }
         let trace = json ? DemoTrace() : DemoTrace(echo: Self.printStep)
         if !json { print("pushprov demo: TMP + SDK + simulated Apple Wallet and token service, all on 127.0.0.1\n") }
         let passed = await DemoScenario(database: database).run(trace: trace)

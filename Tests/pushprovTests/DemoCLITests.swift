@@ -40,4 +40,33 @@ struct DemoCLITests {
         let left = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-") }
         #expect(left.isEmpty, "\(what): \(left)")
     }
+
+    @Test(arguments: [SIGINT, SIGTERM])
+    func aDemoInterruptedRemovesItsTemporaryFoldersAndExitsWithTheSignalsStatus(signal number: Int32) async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["demo"]
+        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporary.path])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        // Interrupted once both folders exist (the data directory with the keys, and the App
+        // Group container), while the demo runs.
+        var seen: [String] = []
+        for _ in 0..<600 where seen.count < 2 && process.isRunning {
+            seen = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-") }) ?? []
+            if seen.count < 2 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try #require(seen.count == 2, "the demo made its two folders: \(seen)")
+        kill(process.processIdentifier, number)
+        for _ in 0..<600 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 128 + number)
+        let left = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-") }
+        #expect(left.isEmpty, "\(left)")
+    }
 }
