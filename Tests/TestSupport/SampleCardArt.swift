@@ -267,14 +267,7 @@ public enum TestPDF {
 
     /// Appends an incremental update that redefines the page (object 3) with a new `/MediaBox`.
     public static func updatingPage(of base: File, mediaBox: String) -> File {
-        var out = base.bytes
-        let offset3 = out.count
-        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
-        let xrefOffset = out.count
-        let tail = "xref\n0 1\n0000000000 65535 f \n3 1\n\(offset10(offset3)) 00000 n \n"
-            + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
-        out += Array(tail.utf8)
-        return File(bytes: out, xrefOffset: xrefOffset)
+        updating(base, object: 3, body: "<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>", size: 5)
     }
 }
 
