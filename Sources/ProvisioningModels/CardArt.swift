@@ -117,7 +117,8 @@ public struct CardArtError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let pdfDataAfterStartXRef = Code(rawValue: "pdf_data_after_startxref")
         /// The PDF's top level holds something other than objects (`N G obj … endobj`), cross-reference
         /// sections, trailers, `startxref` and comments (for example an unbalanced `(` or a stray
-        /// `stream`), or one revision defines an object number twice: content a reader following the
+        /// `stream`), one revision defines an object number twice, or the cross-reference table gives
+        /// an object at an offset where the scan found none: content a reader following the
         /// cross-reference table could show but a scan in file order would not read.
         public static let pdfInvalidStructure = Code(rawValue: "pdf_invalid_structure")
         /// No page could be read from the PDF: for example its pages are inside compressed object streams,

@@ -23,7 +23,8 @@ import Foundation
 /// PDF without `startxref` is read in file order, as a reader rebuilding a damaged table would),
 /// when data after a `startxref` and `%%EOF` is not a complete incremental update, when its top
 /// level holds anything but objects, cross-reference sections, trailers, `startxref` and comments,
-/// or defines an object number twice in one revision (see ``CardArtError/Code/pdfInvalidStructure``),
+/// or defines an object number twice in one revision, or whose cross-reference table gives an
+/// object at an offset where the scan found none (see ``CardArtError/Code/pdfInvalidStructure``),
 /// and when its page tree is not a tree of indirect references (see ``CardArtError/Code/pdfNoPage``).
 ///
 /// The format is always detected from the bytes; a declared content type is only cross-checked.
@@ -692,6 +693,10 @@ private struct PDFDocumentScan {
         var revisionStart = 0
         var isUpdate = false
         var definedHere: [Int: Int] = [:]
+        // Where every definition of each object number starts, in any revision, and the in-use
+        // entries of every cross-reference table, checked against them after the scan.
+        var starts: [Int: Set<Int>] = [:]
+        var entries: [(number: Int, offset: Int)] = []
         var hasTable = false
         var hasTrailer = false
         var hasXRefStream = false
@@ -723,6 +728,7 @@ private struct PDFDocumentScan {
                     break scan
                 }
                 definedHere[number] = start
+                starts[number, default: []].insert(start)
                 guard let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) else {
                     unreadableObject = min(unreadableObject ?? number, number)
                     Self.skipToEndOfObject(&lexer)
@@ -752,7 +758,7 @@ private struct PDFDocumentScan {
                     }
                 }
             case .keyword("xref"):
-                if let problem = Self.crossReferenceTableProblem(&lexer, at: start) {
+                if let problem = Self.crossReferenceTableProblem(&lexer, at: start, entries: &entries) {
                     malformation = problem
                     break scan
                 }
@@ -787,6 +793,19 @@ private struct PDFDocumentScan {
         if isUpdate, closedAtMarker == nil, incompleteUpdate == nil {
             incompleteUpdate = "PDF has data at byte \(revisionStart) after its last startxref and %%EOF that is not a complete incremental update (objects, a cross-reference section and trailer, startxref and %%EOF)"
         }
+        // A reader goes to an object by the table's offset. An unterminated string or a
+        // misleading stream /Length inside one object can make this scan read the objects
+        // after it as part of its value: such an object is where the table says, but not among
+        // the objects found.
+        if malformation == nil {
+            for entry in entries where entry.number != 0 {
+                var position = entry.offset
+                while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
+                guard starts[entry.number]?.contains(position) != true else { continue }
+                malformation = "PDF's cross-reference table gives object \(entry.number) at byte \(entry.offset), where this check found no object \(entry.number) (text inside another object, such as an unterminated string, hides it from this check but not from a reader); export the file again"
+                break
+            }
+        }
     }
 
     /// The refusal for a token where only an object, `xref`, `trailer` or `startxref` may begin.
@@ -812,24 +831,26 @@ private struct PDFDocumentScan {
     }
 
     /// The subsections after `xref` (`first count`, then `count` entries of `offset generation n|f`),
-    /// leaving the lexer before the token that follows them; a refusal if one is malformed.
-    private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int) -> String? {
+    /// leaving the lexer before the token that follows them; a refusal if one is malformed. Each
+    /// in-use (`n`) entry is added to `entries`.
+    private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int, entries: inout [(number: Int, offset: Int)]) -> String? {
         while true {
             let before = lexer.position
             guard case .integer(let first)? = lexer.next(), first >= 0 else {
                 lexer.position = before
                 return nil
             }
-            guard case .integer(var remaining)? = lexer.next(), remaining >= 0 else {
+            guard case .integer(let count)? = lexer.next(), count >= 0 else {
                 return "PDF's cross-reference section at byte \(start) has a subsection header without an entry count at byte \(lexer.tokenStart)"
             }
-            while remaining > 0 {
+            for index in 0..<count {
                 guard case .integer(let offset)? = lexer.next(), offset >= 0, case .integer(let generation)? = lexer.next(), generation >= 0,
                     case .keyword(let kind)? = lexer.next(), kind == "n" || kind == "f"
                 else {
                     return "PDF's cross-reference section at byte \(start) has a malformed entry at byte \(lexer.tokenStart)"
                 }
-                remaining -= 1
+                let (number, overflow) = first.addingReportingOverflow(index)
+                if kind == "n", !overflow { entries.append((number, offset)) }
             }
         }
     }

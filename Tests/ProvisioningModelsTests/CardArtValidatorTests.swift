@@ -840,10 +840,12 @@ struct CardArtPDFEndOfFileTests {
     }
 
     @Test func refusesAStartxrefWithoutAnOffset() throws {
-        let text = String(decoding: TestPDF.onePage().bytes, as: UTF8.self)
-        let withoutOffset = try #require(text.range(of: "startxref\n", options: .backwards)).upperBound
-        let data = Data((String(text[..<withoutOffset]) + "%%EOF\n").utf8)
-        let error = try #require(refusal(of: data))
+        // Bytes, not text: the header's binary comment would not survive a round trip through
+        // String, and the cross-reference offsets would no longer match.
+        let file = TestPDF.onePage().data
+        let withoutOffset = try #require(file.range(of: Data("startxref\n".utf8), options: .backwards)).upperBound
+        let data = file[..<withoutOffset] + Data("%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(data)))
         #expect(error.code == .pdfDataAfterStartXRef)
         #expect(error.message == "PDF's last startxref is not followed by the byte offset of its cross-reference section")
     }
@@ -985,6 +987,60 @@ struct CardArtPDFStructureTests {
         let place = try #require(data.range(of: Data(before.utf8)))
         data.insert(contentsOf: Data(text.utf8), at: place.lowerBound)
         return (data, place.lowerBound)
+    }
+
+    /// The string opened in object 4 runs to the `)` of object 6, so the scan reads objects 5
+    /// and 6 as part of it; a reader jumps to object 5 by the table and finds the action.
+    /// Before the check the file was accepted.
+    @Test func refusesAnObjectTheTableGivesWhereTheScanFoundNone() throws {
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+            "<< /Length 0 /X (hidden",
+            "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
+            ") >>",
+        ])
+        let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF's cross-reference table gives object 5 at byte \(object5), where this check found no object 5"), "\(error.message)")
+    }
+
+    /// Object 4's /Length runs over its own `endstream` to object 6's, so the scan takes objects
+    /// 5 and 6 for stream data; a reader jumps to object 5 by the table. Before the check the
+    /// file was accepted.
+    @Test func refusesAnObjectHiddenInStreamDataByAMisleadingLength() throws {
+        let launch = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>"
+        let empty = "<< /Length 0 >>\nstream\n\nendstream"
+        let covered = TestPDF.artwork + "\nendstream\nendobj\n5 0 obj\n" + launch + "\nendobj\n6 0 obj\n<< /Length 0 >>\nstream\n"
+        let file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+            "<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream",
+            launch,
+            empty,
+        ])
+        let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF's cross-reference table gives object 5 at byte \(object5), where this check found no object 5"), "\(error.message)")
+    }
+
+    @Test func acceptsATableWhoseOffsetsPointAtTheLineBeforeAnObject() throws {
+        // Some writers count the end of line before the object: white space is skipped.
+        let file = TestPDF.onePage().data
+        let offset = try #require(file.range(of: Data("3 0 obj".utf8))).lowerBound
+        func pointing(at target: Int) throws -> Data {
+            var data = file
+            let entry = try #require(data.range(of: Data("\(TestPDF.offset10(offset)) 00000 n".utf8)))
+            data.replaceSubrange(entry, with: Data("\(TestPDF.offset10(target)) 00000 n".utf8))
+            return data
+        }
+        #expect(acceptance(of: try pointing(at: offset - 1)) != nil)
+        // …but an offset inside the object is refused.
+        #expect(refusal(of: try pointing(at: offset + 2))?.code == .pdfInvalidStructure)
     }
 
     @Test func theLaunchActionIsFoundWhenNothingHidesIt() throws {
