@@ -973,13 +973,18 @@ struct CardArtPDFActiveContentTests {
 @Suite("Card art: PDF top-level structure")
 struct CardArtPDFStructureTests {
     /// Object 5 is a link annotation on the page that launches a program: refused whenever it is read.
-    private static let launching = TestPDF.build([
+    /// Catalog (1), page tree (2) and a page (3) whose content is object 4 and whose one
+    /// annotation is object 5.
+    private static let annotatedPage = [
         "<< /Type /Catalog /Pages 2 0 R >>",
         "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
-        TestPDF.stream(TestPDF.artwork),
-        "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
-    ])
+    ]
+
+    /// A link annotation whose action launches a program.
+    private static let launchAnnotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>"
+
+    private static let launching = TestPDF.build(annotatedPage + [TestPDF.stream(TestPDF.artwork), launchAnnotation])
 
     /// `file` with `text` inserted where `before` first occurs; also the byte offset of the insertion.
     private static func inserting(_ text: String, before: String, in file: TestPDF.File) throws -> (data: Data, at: Int) {
@@ -993,14 +998,7 @@ struct CardArtPDFStructureTests {
     /// and 6 as part of it; a reader jumps to object 5 by the table and finds the action.
     /// Before the check the file was accepted.
     @Test func refusesAnObjectTheTableGivesWhereTheScanFoundNone() throws {
-        let file = TestPDF.build([
-            "<< /Type /Catalog /Pages 2 0 R >>",
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
-            "<< /Length 0 /X (hidden",
-            "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
-            ") >>",
-        ])
+        let file = TestPDF.build(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"])
         let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
         let error = try #require(refusal(of: file.data))
         #expect(error.code == .pdfInvalidStructure)
@@ -1011,17 +1009,10 @@ struct CardArtPDFStructureTests {
     /// 5 and 6 for stream data; a reader jumps to object 5 by the table. Before the check the
     /// file was accepted.
     @Test func refusesAnObjectHiddenInStreamDataByAMisleadingLength() throws {
-        let launch = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>"
+        let launch = Self.launchAnnotation
         let empty = "<< /Length 0 >>\nstream\n\nendstream"
         let covered = TestPDF.artwork + "\nendstream\nendobj\n5 0 obj\n" + launch + "\nendobj\n6 0 obj\n<< /Length 0 >>\nstream\n"
-        let file = TestPDF.build([
-            "<< /Type /Catalog /Pages 2 0 R >>",
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
-            "<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream",
-            launch,
-            empty,
-        ])
+        let file = TestPDF.build(Self.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, empty])
         let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
         let error = try #require(refusal(of: file.data))
         #expect(error.code == .pdfInvalidStructure)
