@@ -697,6 +697,10 @@ private struct PDFDocumentScan {
         // entries of every cross-reference table, checked against them after the scan.
         var starts: [Int: Set<Int>] = [:]
         var entries: [(number: Int, offset: Int)] = []
+        // The stream data skipped, in file order (object headers found there are not headers).
+        var streamData: [Range<Int>] = []
+        // Where the scan stopped on something it refuses (headers after it are not looked at).
+        var scanEnd = bytes.count
         var hasTable = false
         var hasTrailer = false
         var hasXRefStream = false
@@ -707,7 +711,7 @@ private struct PDFDocumentScan {
             if let marker = closedAtMarker {
                 guard lexer.endOfFileMarkers > marker else {
                     endOfFile = .dataAfterOffset(at: start)
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 revisionStart = start
                 isUpdate = true
@@ -721,11 +725,11 @@ private struct PDFDocumentScan {
             case .integer(let number):
                 guard number >= 0, case .integer(let generation)? = lexer.next(), generation >= 0, lexer.next() == .keyword("obj") else {
                     malformation = Self.outsideObjects(token, at: start, in: bytes)
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 if let earlier = definedHere[number] {
                     malformation = "PDF defines object \(number) twice in one revision (at bytes \(earlier) and \(start)); a reader following the cross-reference table could show the one not checked here"
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 definedHere[number] = start
                 starts[number, default: []].insert(start)
@@ -736,13 +740,15 @@ private struct PDFDocumentScan {
                 }
                 var closing = lexer.next()
                 if closing == .keyword("stream"), let dictionary = value.dictionary {
+                    let dataStart = lexer.position
                     lexer.skipStreamData(declaredLength: dictionary["Length"]?.integer)
+                    streamData.append(dataStart..<lexer.position)
                     closing = lexer.next()
                 }
                 guard closing == .keyword("endobj") else {
                     let found = Self.describe(closing, at: lexer.tokenStart, in: bytes)
                     malformation = "PDF's object \(number) at byte \(start) is not closed by endobj (found \(found) at byte \(lexer.tokenStart))"
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 if let replaced = objects[number] { replacedValues.append((number, replaced.value)) }
                 order += 1
@@ -760,13 +766,13 @@ private struct PDFDocumentScan {
             case .keyword("xref"):
                 if let problem = Self.crossReferenceTableProblem(&lexer, at: start, entries: &entries) {
                     malformation = problem
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 hasTable = true
             case .keyword("trailer"):
                 guard let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0) else {
                     malformation = "PDF's trailer at byte \(start) is not followed by a dictionary"
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 hasTrailer = true
                 if case .reference(let root)? = trailer["Root"] { rootReference = root }
@@ -774,11 +780,11 @@ private struct PDFDocumentScan {
             case .keyword("startxref"):
                 guard let offset = lexer.next() else {
                     endOfFile = .expectingOffset
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 guard case .integer(let value) = offset, value >= 0 else {
                     endOfFile = .dataAfterOffset(at: lexer.tokenStart)
-                    break scan
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 endOfFile = .offset(end: lexer.position)
                 if isUpdate, !(hasTable && hasTrailer), !hasXRefStream, incompleteUpdate == nil {
@@ -786,26 +792,84 @@ private struct PDFDocumentScan {
                 }
                 closedAtMarker = lexer.endOfFileMarkers
             default:
-                malformation = Self.outsideObjects(token, at: start, in: bytes)
-                break scan
+                if isUpdate, start == revisionStart {
+                    // After a final %%EOF: data, not the start of an incremental update.
+                    incompleteUpdate = "PDF has \(Self.describe(token, at: start, in: bytes)) at byte \(start) after an earlier startxref and %%EOF, where only white space, comments or a complete incremental update may follow"
+                } else {
+                    malformation = Self.outsideObjects(token, at: start, in: bytes)
+                }
+                scanEnd = min(scanEnd, start); break scan
             }
         }
         if isUpdate, closedAtMarker == nil, incompleteUpdate == nil {
             incompleteUpdate = "PDF has data at byte \(revisionStart) after its last startxref and %%EOF that is not a complete incremental update (objects, a cross-reference section and trailer, startxref and %%EOF)"
         }
-        // A reader goes to an object by the table's offset. An unterminated string or a
-        // misleading stream /Length inside one object can make this scan read the objects
-        // after it as part of its value: such an object is where the table says, but not among
-        // the objects found.
+        // A reader goes to an object by the table's offset, and a reader rebuilding a damaged
+        // table (or one reading a cross-reference stream this check does not decode) finds
+        // objects by their `N G obj` headers. An unterminated string or a misleading stream
+        // /Length inside one object can make this scan read the objects after it as part of one
+        // value: such an object is where the table says, and its header is in the file, but it
+        // is not among the objects found.
         if malformation == nil {
-            for entry in entries where entry.number != 0 {
-                var position = entry.offset
-                while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
-                guard starts[entry.number]?.contains(position) != true else { continue }
-                malformation = "PDF's cross-reference table gives object \(entry.number) at byte \(entry.offset), where this check found no object \(entry.number) (text inside another object, such as an unterminated string, hides it from this check but not from a reader); export the file again"
-                break
-            }
+            malformation = Self.objectTheScanMissed(entries: entries, starts: starts, streamData: streamData, in: bytes, upTo: scanEnd)
         }
+    }
+
+    /// The refusal for a cross-reference table entry, or an `N G obj` header outside stream data,
+    /// at which the scan found no object; nil when there is none. Linear in the file's size.
+    private static func objectTheScanMissed(entries: [(number: Int, offset: Int)], starts: [Int: Set<Int>], streamData: [Range<Int>], in bytes: [UInt8], upTo scanEnd: Int) -> String? {
+        let scanned = bytes[..<scanEnd]
+        // Where each entry's offset leads after white space, walking each run of white space
+        // once however many entries point into it.
+        var firstNonWhitespace: [Int: Int] = [:]
+        var runEnd = -1
+        for offset in Set(entries.map(\.offset)).sorted() {
+            if offset < runEnd {
+                firstNonWhitespace[offset] = runEnd
+                continue
+            }
+            var position = offset
+            while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
+            firstNonWhitespace[offset] = position
+            runEnd = position
+        }
+        for entry in entries where entry.number != 0 {
+            guard let position = firstNonWhitespace[entry.offset], starts[entry.number]?.contains(position) != true else { continue }
+            return "PDF's cross-reference table gives object \(entry.number) at byte \(entry.offset), where this check found no object \(entry.number) (text inside another object, such as an unterminated string, hides it from this check but not from a reader); export the file again"
+        }
+        let found = Set(starts.values.joined())
+        var range = 0
+        var index = CardArtByteSearch.firstIndex(of: objKeyword, in: scanned)
+        while let keyword = index {
+            defer { index = CardArtByteSearch.firstIndex(of: objKeyword, in: scanned[(keyword + objKeyword.count)...]) }
+            while range < streamData.count, streamData[range].upperBound <= keyword { range += 1 }
+            if range < streamData.count, streamData[range].contains(keyword) { continue }
+            guard let header = headerStart(before: keyword, in: bytes), !found.contains(header) else { continue }
+            return "PDF has an object header (N G obj) at byte \(header) that this check did not read as an object: it lies inside another object (an unterminated string, say), where a reader rebuilding the file's cross-reference data would still find it; export the file again"
+        }
+        return nil
+    }
+
+    private static let objKeyword: [UInt8] = Array("obj".utf8)
+
+    /// Where the header `N G obj` whose keyword starts at `keyword` begins (the first digit of
+    /// `N`), if the bytes before it are white space, digits, white space, digits, white space
+    /// (or the file's start), and the keyword ends at a delimiter, white space or the end.
+    private static func headerStart(before keyword: Int, in bytes: [UInt8]) -> Int? {
+        let after = keyword + objKeyword.count
+        if after < bytes.count, !PDFLexer.isWhitespace(bytes[after]), !PDFLexer.isDelimiter(bytes[after]) { return nil }
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+        var position = keyword
+        for _ in 0..<2 {
+            let whitespaceEnd = position
+            while position > 0, PDFLexer.isWhitespace(bytes[position - 1]), whitespaceEnd - position < 64 { position -= 1 }
+            guard position < whitespaceEnd else { return nil }
+            let digitsEnd = position
+            while position > 0, isDigit(bytes[position - 1]), digitsEnd - position < 20 { position -= 1 }
+            guard position < digitsEnd else { return nil }
+        }
+        guard position == 0 || PDFLexer.isWhitespace(bytes[position - 1]) else { return nil }
+        return position
     }
 
     /// The refusal for a token where only an object, `xref`, `trailer` or `startxref` may begin.
@@ -820,7 +884,7 @@ private struct PDFDocumentScan {
         case .integer(let value)?: "the number \(value)"
         case .real(let value)?: "the number \(CardArtFormatting.decimal(value, fractionDigits: 6))"
         case .name(let name)?: "the name /\(CardArtFormatting.printable(name, limit: 32))"
-        case .keyword(let word)?: "the keyword \(CardArtFormatting.printable(word, limit: 32))"
+        case .keyword(let word)?: keywordDescription(word, at: position, in: bytes)
         case .string?: "a string"
         case .dictionaryStart?: "a dictionary"
         case .arrayStart?: "an array"
@@ -828,6 +892,15 @@ private struct PDFDocumentScan {
         case .arrayEnd?: "\"]\""
         case .junk?: "the byte \"\(CardArtFormatting.printable(String(decoding: bytes[position...].prefix(1), as: UTF8.self), limit: 1))\""
         }
+    }
+
+    /// `the keyword endobj`, or for bytes that print as nothing (a stray control byte such as
+    /// 0x1A) `the byte 0x1A`.
+    private static func keywordDescription(_ word: String, at position: Int, in bytes: [UInt8]) -> String {
+        let shown = CardArtFormatting.printable(word, limit: 32)
+        guard shown.trimmingCharacters(in: .whitespaces).isEmpty, position < bytes.count else { return "the keyword \(shown)" }
+        let hex = String(bytes[position], radix: 16, uppercase: true)
+        return "the byte 0x\(hex.count == 1 ? "0" + hex : hex)"
     }
 
     /// The subsections after `xref` (`first count`, then `count` entries of `offset generation n|f`),

@@ -1019,6 +1019,53 @@ struct CardArtPDFStructureTests {
         #expect(error.message.hasPrefix("PDF's cross-reference table gives object 5 at byte \(object5), where this check found no object 5"), "\(error.message)")
     }
 
+    /// Without any cross-reference data a reader rebuilds the table from the `N G obj` headers
+    /// and finds object 5 inside object 4's unterminated string. Before the header scan the file
+    /// was accepted (the same went for a cross-reference stream, which this check does not decode).
+    @Test func refusesAnObjectHeaderInsideAnotherObjectWithoutACrossReferenceTable() throws {
+        let file = TestPDF.build(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"]).data
+        let table = try #require(file.range(of: Data("\nxref\n".utf8))).upperBound - "xref\n".utf8.count
+        let data = file[..<table] + Data("%%EOF\n".utf8)
+        let object5 = try #require(file.range(of: Data("5 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: Data(data)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF has an object header (N G obj) at byte \(object5) that this check did not read as an object"), "\(error.message)")
+    }
+
+    @Test func aStrayByteAfterTheFinalEOFIsDataAfterStartxrefNamedInHex() throws {
+        let file = TestPDF.onePage().data
+        let error = try #require(refusal(of: file + Data([0x1A])))
+        #expect(error.code == .pdfDataAfterStartXRef)
+        #expect(error.message == "PDF has the byte 0x1A at byte \(file.count) after an earlier startxref and %%EOF, where only white space, comments or a complete incremental update may follow")
+    }
+
+    /// 40,000 entries pointing at the start of 400,000 spaces before object 3: each run of white
+    /// space is walked once, not once per entry (a 3.8 MB file of this shape, 1.4 MB of spaces and
+    /// 100,000 entries, was still being checked after 25 s when each entry walked the run). The
+    /// file is valid.
+    @Test(.timeLimit(.minutes(1))) func manyEntriesIntoOneRunOfWhiteSpaceAreCheckedInLinearTime() throws {
+        var out = Array("%PDF-1.4\n".utf8)
+        var offsets: [Int] = []
+        let bodies = [
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ]
+        for (index, body) in bodies.enumerated() {
+            offsets.append(out.count)
+            if index == 2 { out += [UInt8](repeating: 0x20, count: 400_000) }
+            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
+        }
+        let xrefOffset = out.count
+        var tail = "xref\n0 5\n0000000000 65535 f \n" + offsets.map { "\(TestPDF.offset10($0)) 00000 n \n" }.joined()
+        tail += String(repeating: "3 1\n\(TestPDF.offset10(offsets[2])) 00000 n \n", count: 40_000)
+        tail += "trailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
+        out += Array(tail.utf8)
+        #expect(out.count < CardArtValidator.maximumSize)
+        #expect(acceptance(of: Data(out)) != nil)
+    }
+
     @Test func acceptsATableWhoseOffsetsPointAtTheLineBeforeAnObject() throws {
         // Some writers count the end of line before the object: white space is skipped.
         let file = TestPDF.onePage().data
