@@ -48,13 +48,11 @@ public final class DemoPlatform: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-\(UUID().uuidString)")
         // Owner-only whatever the umask: the server refuses a data directory others can write.
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        DemoTemporaryFiles.register(directory)
         do {
             return try await start(in: directory, database: database, tokenServiceNow: tokenServiceNow, logger: logger)
         } catch {
             // It holds the run's keys (keys.json, secrets.json): nothing of a failed start stays.
             try? FileManager.default.removeItem(at: directory)
-            DemoTemporaryFiles.unregister(directory)
             throw error
         }
     }
@@ -128,7 +126,6 @@ public final class DemoPlatform: Sendable {
         _ = try? await running.value
         await store.close()
         try? FileManager.default.removeItem(at: dataDirectory)
-        DemoTemporaryFiles.unregister(dataDirectory)
     }
 
     /// A cardholder JWT for `userId`, signed with the embedded run's development key.

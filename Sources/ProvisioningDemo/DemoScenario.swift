@@ -128,11 +128,7 @@ public struct DemoScenario: Sendable {
         // The App Group container the app shares with its Wallet extensions, and their
         // secret store (a 0600 file here; the Keychain access group on iOS).
         let container = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-appgroup-\(UUID().uuidString)")
-        DemoTemporaryFiles.register(container)
-        defer {
-            try? FileManager.default.removeItem(at: container)
-            DemoTemporaryFiles.unregister(container)
-        }
+        defer { try? FileManager.default.removeItem(at: container) }
         var extensionConfiguration = IssuerExtensionConfiguration(
             tmpURL: platform.baseURL, containerURL: container, secrets: FileSecretStore(directory: container.appendingPathComponent("secrets"))
         )

@@ -25,20 +25,18 @@ struct DemoCommand: AsyncParsableCommand {
         #if canImport(PassKit)
         throw CLIError("the demo plays Apple Wallet through the PassKit shim, which exists only where PassKit does not (Linux)")
         #else
-        let json = json
-        // Interrupted (Ctrl-C, a TERM), the run's temporary folders — its keys among them —
-        // are removed before the process exits with the signal's status.
-        let interruptions = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                DemoTemporaryFiles.removeAll()
-                Foundation.exit(128 + number)
-            }
-            source.resume()
-            return source
+        // The run goes on in a child process whose temporary folders — its keys among them —
+        // are all in one folder of this process's; this process removes that folder once the
+        // child has ended, however it ended (Ctrl-C, a TERM, a crash).
+        guard ProcessInfo.processInfo.environment[DemoSupervisor.childVariable] != nil else {
+            let status = try await DemoSupervisor.run()
+            if status != 0 { throw ExitCode(status) }
+            return
         }
-        defer { for source in interruptions { source.cancel() } }
+        // The child: Ctrl-C and TERM end it at once (the supervisor cleans up).
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+        let json = json
         let trace = json ? DemoTrace() : DemoTrace(echo: Self.printStep)
         if !json { print("pushprov demo: TMP + SDK + simulated Apple Wallet and token service, all on 127.0.0.1\n") }
         let passed = await DemoScenario(database: database).run(trace: trace)

@@ -55,13 +55,19 @@ struct DemoCLITests {
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         // Interrupted once both folders exist (the data directory with the keys, and the App
-        // Group container), while the demo runs.
+        // Group container, in the run's folder), while the demo runs and writes into them.
         var seen: [String] = []
         for _ in 0..<600 where seen.count < 2 && process.isRunning {
-            seen = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-") }) ?? []
-            if seen.count < 2 { try await Task.sleep(for: .milliseconds(50)) }
+            let runs = (try? FileManager.default.contentsOfDirectory(atPath: temporary.path).filter { $0.hasPrefix("pushprov-demo-run-") }) ?? []
+            seen = runs.flatMap { run in
+                ((try? FileManager.default.contentsOfDirectory(atPath: temporary.appendingPathComponent(run).path)) ?? []).filter { $0.hasPrefix("pushprov-demo-") }
+            }
+            if seen.count < 2 { try await Task.sleep(for: .milliseconds(5)) }
         }
         try #require(seen.count == 2, "the demo made its two folders: \(seen)")
+        let run = try #require(try FileManager.default.contentsOfDirectory(atPath: temporary.path).first { $0.hasPrefix("pushprov-demo-run-") })
+        let permissions = try FileManager.default.attributesOfItem(atPath: temporary.appendingPathComponent(run).path)[.posixPermissions] as? Int
+        #expect(permissions == 0o700, "the run's folder is its owner's only")
         kill(process.processIdentifier, number)
         for _ in 0..<600 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!process.isRunning)
