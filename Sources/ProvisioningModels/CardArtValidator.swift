@@ -704,6 +704,9 @@ private struct PDFDocumentScan {
         var hasTable = false
         var hasTrailer = false
         var hasXRefStream = false
+        // Whether any revision has a cross-reference table, or a cross-reference stream.
+        var anyTable = false
+        var anyXRefStream = false
         // Set by `startxref N`: how many `%%EOF` markers the lexer had passed then.
         var closedAtMarker: Int?
         scan: while let token = lexer.next() {
@@ -759,6 +762,7 @@ private struct PDFDocumentScan {
                     if type == "ObjStm" { hasObjectStreams = true }
                     if type == "XRef" {
                         hasXRefStream = true
+                        anyXRefStream = true
                         if case .reference(let root)? = dictionary["Root"] { rootReference = root }
                         if dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
                     }
@@ -769,6 +773,7 @@ private struct PDFDocumentScan {
                     scanEnd = min(scanEnd, start); break scan
                 }
                 hasTable = true
+                anyTable = true
             case .keyword("trailer"):
                 guard let first = lexer.next(), case .dictionary(let trailer)? = Self.parseValue(first, &lexer, depth: 0) else {
                     malformation = "PDF's trailer at byte \(start) is not followed by a dictionary"
@@ -809,14 +814,19 @@ private struct PDFDocumentScan {
         // objects by their `N G obj` headers. An unterminated string or a misleading stream
         // /Length inside one object can make this scan read the objects after it as part of one
         // value: such an object is where the table says, and its header is in the file, but it
-        // is not among the objects found.
+        // is not among the objects found. Where a reader goes by a cross-reference stream (not
+        // decoded here) or by headers alone (no table), a header inside stream data is one too:
+        // a misleading /Length can make this scan skip it as data.
         if malformation == nil {
-            malformation = Self.objectTheScanMissed(entries: entries, starts: starts, streamData: streamData, in: bytes, upTo: scanEnd)
+            let byHeaders = anyXRefStream || !anyTable
+            malformation = Self.objectTheScanMissed(entries: entries, starts: starts, streamData: byHeaders ? [] : streamData, in: bytes, upTo: scanEnd)
         }
     }
 
-    /// The refusal for a cross-reference table entry, or an `N G obj` header outside stream data,
-    /// at which the scan found no object; nil when there is none. Linear in the file's size.
+    /// The refusal for a cross-reference table entry, or an `N G obj` header outside
+    /// `streamData` (the stream data the scan skipped, when a reader goes by the table; none
+    /// when it may go by headers), at which the scan found no object; nil when there is none.
+    /// Linear in the file's size.
     private static func objectTheScanMissed(entries: [(number: Int, offset: Int)], starts: [Int: Set<Int>], streamData: [Range<Int>], in bytes: [UInt8], upTo scanEnd: Int) -> String? {
         let scanned = bytes[..<scanEnd]
         // Where each entry's offset leads after white space, walking each run of white space
@@ -845,7 +855,7 @@ private struct PDFDocumentScan {
             while range < streamData.count, streamData[range].upperBound <= keyword { range += 1 }
             if range < streamData.count, streamData[range].contains(keyword) { continue }
             guard let header = headerStart(before: keyword, in: bytes), !found.contains(header) else { continue }
-            return "PDF has an object header (N G obj) at byte \(header) that this check did not read as an object: it lies inside another object (an unterminated string, say), where a reader rebuilding the file's cross-reference data would still find it; export the file again"
+            return "PDF has an object header (N G obj) at byte \(header) that this check did not read as an object: it lies inside another object (an unterminated string, or stream data a misleading /Length covers, say), where a reader rebuilding the file's cross-reference data would still find it; export the file again"
         }
         return nil
     }

@@ -1032,6 +1032,64 @@ struct CardArtPDFStructureTests {
         #expect(error.message.hasPrefix("PDF has an object header (N G obj) at byte \(object5) that this check did not read as an object"), "\(error.message)")
     }
 
+    /// Object 4's /Length runs over its own `endstream` to object 6's, so the scan skips
+    /// object 5 as stream data. With a cross-reference stream (which this check does not
+    /// decode) or no cross-reference data at all, a reader finds object 5 and its action: the
+    /// header inside stream data is refused. Before the check both files were accepted.
+    @Test(arguments: ["a cross-reference stream", "no cross-reference data"])
+    func refusesAnObjectHiddenInStreamDataWhenAReaderMayGoByHeaders(_ index: String) throws {
+        let launch = Self.launchAnnotation
+        let covered = TestPDF.artwork + "\nendstream\nendobj\n5 0 obj\n" + launch + "\nendobj\n6 0 obj\n<< /Length 0 >>\nstream\n"
+        let bodies = Self.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, "<< /Length 0 >>\nstream\n\nendstream"]
+        let data: Data
+        if index == "no cross-reference data" {
+            let file = TestPDF.build(bodies).data
+            let table = try #require(file.range(of: Data("\nxref\n".utf8))).upperBound - "xref\n".utf8.count
+            data = file[..<table] + Data("%%EOF\n".utf8)
+        } else {
+            data = TestPDF.buildWithCrossReferenceStream(bodies).data
+        }
+        let object5 = try #require(data.range(of: Data("5 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: Data(data)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF has an object header (N G obj) at byte \(object5 - data.startIndex) that this check did not read as an object"), "\(error.message)")
+    }
+
+    /// The same file with a truthful /Length is read whole: its action is found.
+    @Test func theActionIsFoundInAFileWithACrossReferenceStreamWhenNothingHidesIt() throws {
+        let data = TestPDF.buildWithCrossReferenceStream(Self.annotatedPage + [TestPDF.stream(TestPDF.artwork), Self.launchAnnotation]).data
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds a /Launch action"))
+    }
+
+    /// Object 4's unterminated string swallows object 5 in a file indexed by a cross-reference
+    /// stream: its header is found.
+    @Test func refusesAnObjectHiddenInAStringWhenTheFileHasACrossReferenceStream() throws {
+        let data = TestPDF.buildWithCrossReferenceStream(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"]).data
+        let object5 = try #require(data.range(of: Data("5 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF has an object header (N G obj) at byte \(object5) that this check did not read as an object"), "\(error.message)")
+    }
+
+    @Test func acceptsAFileIndexedByACrossReferenceStream() throws {
+        let data = TestPDF.buildWithCrossReferenceStream([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ]).data
+        #expect(acceptance(of: data)?.dimensions == .points(width: 1536, height: 969))
+    }
+
+    /// A linearized file (its first cross-reference table at the start, `startxref 0`) has
+    /// tables: stream data is not searched for headers, and it is accepted.
+    @Test func acceptsALinearizedFile() throws {
+        let file = TestPDF.linearized()
+        #expect(acceptance(of: file.data)?.dimensions == .points(width: 1536, height: 969))
+    }
+
     @Test func aStrayByteAfterTheFinalEOFIsDataAfterStartxrefNamedInHex() throws {
         let file = TestPDF.onePage().data
         let error = try #require(refusal(of: file + Data([0x1A])))

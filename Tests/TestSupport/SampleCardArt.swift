@@ -265,6 +265,66 @@ public enum TestPDF {
         return File(bytes: out, xrefOffset: offset6)
     }
 
+    /// Object `i + 1` has body `bodies[i]`, indexed by a cross-reference stream (the last
+    /// object, `/W [1 4 2]`, not compressed) instead of a table; its `/Root` is object `root`.
+    public static func buildWithCrossReferenceStream(_ bodies: [String], root: Int = 1) -> File {
+        var out = header(version: "1.5", padding: 0)
+        var offsets: [Int] = []
+        for (index, body) in bodies.enumerated() {
+            offsets.append(out.count)
+            out += Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8)
+        }
+        let xrefOffset = out.count
+        offsets.append(xrefOffset)
+        func entry(_ type: UInt8, _ field2: Int, _ field3: Int) -> [UInt8] {
+            [type] + TestPNG.bigEndian(UInt32(field2)) + [UInt8(field3 >> 8), UInt8(field3 & 0xFF)]
+        }
+        var xref = entry(0, 0, 65_535)
+        for offset in offsets { xref += entry(1, offset, 0) }
+        let number = bodies.count + 1
+        out += Array("\(number) 0 obj\n<< /Type /XRef /Size \(number + 1) /W [1 4 2] /Root \(root) 0 R /Length \(xref.count) >>\nstream\n".utf8)
+        out += xref
+        out += Array("\nendstream\nendobj\nstartxref\n\(xrefOffset)\n%%EOF\n".utf8)
+        return File(bytes: out, xrefOffset: xrefOffset)
+    }
+
+    /// A linearized one-page file: the linearization dictionary (object 5) and the first page's
+    /// cross-reference table come first (`startxref 0`), the catalog, page tree, page and
+    /// content after them, and the main table with `/Prev` at the end — the shape of a file
+    /// saved for fast web view.
+    public static func linearized() -> File {
+        let bodies = [
+            (1, "<< /Type /Catalog /Pages 2 0 R >>"),
+            (2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>"),
+            (3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"),
+            (4, stream(artwork)),
+        ]
+        // Two passes: the first finds the offsets, the second writes them (same lengths).
+        var total = 0
+        var mainTable = 0
+        var result = File(bytes: [], xrefOffset: 0)
+        for _ in 0..<2 {
+            var out = header(version: "1.4", padding: 0)
+            let offset5 = out.count
+            out += Array("5 0 obj\n<< /Linearized 1 /L \(offset10(total)) /O 3 /N 1 /E \(offset10(total)) /T \(offset10(mainTable)) /H [0 0] >>\nendobj\n".utf8)
+            let firstTable = out.count
+            out += Array("xref\n5 1\n\(offset10(offset5)) 00000 n \ntrailer\n<< /Size 6 /Root 1 0 R /Prev \(offset10(mainTable)) >>\nstartxref\n0\n%%EOF\n".utf8)
+            var offsets: [Int] = []
+            for (number, body) in bodies {
+                offsets.append(out.count)
+                out += Array("\(number) 0 obj\n\(body)\nendobj\n".utf8)
+            }
+            mainTable = out.count
+            var tail = "xref\n0 5\n0000000000 65535 f \n"
+            for offset in offsets { tail += "\(offset10(offset)) 00000 n \n" }
+            tail += "trailer\n<< /Size 6 >>\nstartxref\n\(firstTable)\n%%EOF\n"
+            out += Array(tail.utf8)
+            total = out.count
+            result = File(bytes: out, xrefOffset: firstTable)
+        }
+        return result
+    }
+
     /// Appends an incremental update that redefines the page (object 3) with a new `/MediaBox`.
     public static func updatingPage(of base: File, mediaBox: String) -> File {
         updating(base, object: 3, body: "<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>", size: 5)
