@@ -461,6 +461,9 @@ private enum CardArtPDFReader {
         if let incompleteUpdate = document.incompleteUpdate {
             return .failure(CardArtError(code: .pdfDataAfterStartXRef, message: incompleteUpdate))
         }
+        if let skipped = document.definitionAReaderSkips {
+            return .failure(CardArtError(code: .pdfInvalidStructure, message: skipped))
+        }
 
         let page: [String: PDFValue]
         switch document.firstPage() {
@@ -670,6 +673,9 @@ private struct PDFDocumentScan {
     private(set) var malformation: String?
     /// A refusal for data after a `startxref N` and `%%EOF` that is not a complete incremental update.
     private(set) var incompleteUpdate: String?
+    /// A refusal for an object defined in more than one revision whose latest definition (the
+    /// one this scan reads) is not the one a reader following the cross-reference sections uses.
+    private(set) var definitionAReaderSkips: String?
     private(set) var endOfFile = EndOfFile.noStartXRef
     private(set) var rootReference: Int?
     /// Where the file declares its encryption (`its trailer`, `its cross-reference stream`), if it does.
@@ -707,6 +713,13 @@ private struct PDFDocumentScan {
         // Whether any revision has a cross-reference table, or a cross-reference stream.
         var anyTable = false
         var anyXRefStream = false
+        // Every cross-reference table by where its `xref` keyword starts: its entries in order
+        // (a free one without offset) and its trailer's /Prev; the current revision's table;
+        // the offset after the last `startxref`; where the latest definition of each number starts.
+        var tables: [Int: CrossReferenceTable] = [:]
+        var currentTable: Int?
+        var lastStartXRef: Int?
+        var latestStart: [Int: Int] = [:]
         // Set by `startxref N`: how many `%%EOF` markers the lexer had passed then.
         var closedAtMarker: Int?
         scan: while let token = lexer.next() {
@@ -722,6 +735,7 @@ private struct PDFDocumentScan {
                 hasTable = false
                 hasTrailer = false
                 hasXRefStream = false
+                currentTable = nil
                 closedAtMarker = nil
             }
             switch token {
@@ -736,6 +750,7 @@ private struct PDFDocumentScan {
                 }
                 definedHere[number] = start
                 starts[number, default: []].insert(start)
+                latestStart[number] = start
                 guard let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) else {
                     unreadableObject = min(unreadableObject ?? number, number)
                     Self.skipToEndOfObject(&lexer)
@@ -768,10 +783,14 @@ private struct PDFDocumentScan {
                     }
                 }
             case .keyword("xref"):
-                if let problem = Self.crossReferenceTableProblem(&lexer, at: start, entries: &entries) {
+                var section: [(number: Int, offset: Int?)] = []
+                if let problem = Self.crossReferenceTableProblem(&lexer, at: start, entries: &section) {
                     malformation = problem
                     scanEnd = min(scanEnd, start); break scan
                 }
+                entries += section.compactMap { entry in entry.offset.map { (entry.number, $0) } }
+                tables[start] = CrossReferenceTable(entries: section)
+                currentTable = start
                 hasTable = true
                 anyTable = true
             case .keyword("trailer"):
@@ -780,6 +799,7 @@ private struct PDFDocumentScan {
                     scanEnd = min(scanEnd, start); break scan
                 }
                 hasTrailer = true
+                if let table = currentTable, case .integer(let previous)? = trailer["Prev"] { tables[table]?.previous = previous }
                 if case .reference(let root)? = trailer["Root"] { rootReference = root }
                 if trailer["Encrypt"] != nil { encryptedIn = "its trailer" }
             case .keyword("startxref"):
@@ -792,6 +812,7 @@ private struct PDFDocumentScan {
                     scanEnd = min(scanEnd, start); break scan
                 }
                 endOfFile = .offset(end: lexer.position)
+                lastStartXRef = value
                 if isUpdate, !(hasTable && hasTrailer), !hasXRefStream, incompleteUpdate == nil {
                     incompleteUpdate = "PDF has data at byte \(revisionStart) after an earlier startxref and %%EOF that is not a complete incremental update: it has no cross-reference section (xref and trailer, or a cross-reference stream) before its startxref"
                 }
@@ -821,6 +842,72 @@ private struct PDFDocumentScan {
             let byHeaders = anyXRefStream || !anyTable
             malformation = Self.objectTheScanMissed(entries: entries, starts: starts, streamData: byHeaders ? [] : streamData, in: bytes, upTo: scanEnd)
         }
+        // An object defined in more than one revision: a reader takes the definition the newest
+        // cross-reference section listing it gives (following startxref, then each /Prev), which
+        // must be the latest one, the one this scan reads.
+        if malformation == nil {
+            definitionAReaderSkips = Self.definitionAReaderDoesNotUse(
+                starts: starts, latestStart: latestStart, tables: tables, lastStartXRef: lastStartXRef, hasXRefStream: anyXRefStream, in: bytes
+            )
+        }
+    }
+
+    /// One `xref` table: its entries in order (`offset` nil for a free one) and its trailer's `/Prev`.
+    private struct CrossReferenceTable {
+        var entries: [(number: Int, offset: Int?)]
+        var previous: Int?
+    }
+
+    /// The refusal for an object defined in more than one revision whose latest definition is not
+    /// the one a reader uses; nil when there is none.
+    ///
+    /// A reader starts at the section the last `startxref` gives and follows each trailer's
+    /// `/Prev`; the first section listing a number decides where that object is (or that it is
+    /// free). An update that redefines an object without listing it, or whose section lists the
+    /// older offset, leaves a reader on the older definition while this scan reads the newer one
+    /// (a portrait page shown, a landscape one checked). When the sections cannot be followed
+    /// from `startxref` a reader rebuilds them from the headers, and the latest definition is the
+    /// one it finds. Cross-reference streams are not decoded: with one, a redefinition is refused.
+    private static func definitionAReaderDoesNotUse(
+        starts: [Int: Set<Int>], latestStart: [Int: Int], tables: [Int: CrossReferenceTable], lastStartXRef: Int?, hasXRefStream: Bool, in bytes: [UInt8]
+    ) -> String? {
+        let redefined = starts.filter { $0.value.count > 1 }.keys.sorted()
+        guard let number = redefined.first else { return nil }
+        func places(_ number: Int) -> String {
+            (starts[number] ?? []).sorted().map(String.init).joined(separator: ", ")
+        }
+        if hasXRefStream {
+            return "PDF defines object \(number) in more than one revision (at bytes \(places(number))) and indexes its objects with a cross-reference stream, which this check does not decode, so it cannot tell which definition a reader uses; export the file again as a single revision (not an incremental update)"
+        }
+        func table(at offset: Int) -> CrossReferenceTable? {
+            if let table = tables[offset] { return table }
+            var position = offset
+            while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
+            return tables[position]
+        }
+        guard let lastStartXRef, table(at: lastStartXRef) != nil else { return nil }
+        var resolution: [Int: Int?] = [:]
+        var visited: Set<Int> = []
+        var next: Int? = lastStartXRef
+        while let offset = next, visited.insert(offset).inserted, let section = table(at: offset) {
+            for entry in section.entries where resolution[entry.number] == nil { resolution[entry.number] = .some(entry.offset) }
+            next = section.previous
+        }
+        for number in redefined {
+            guard let latest = latestStart[number] else { continue }
+            switch resolution[number] {
+            case .some(.some(let offset)):
+                var position = offset
+                while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
+                guard position != latest else { continue }
+                return "PDF defines object \(number) more than once (at bytes \(places(number))), and the newest cross-reference section listing it gives byte \(offset), so a reader shows that definition, not the latest one at byte \(latest) that this check reads; export the file again"
+            case .some(.none):
+                return "PDF defines object \(number) more than once (at bytes \(places(number))), and the newest cross-reference section listing it marks it free, so a reader has no such object while this check reads the one at byte \(latest); export the file again"
+            case .none:
+                return "PDF defines object \(number) more than once (at bytes \(places(number))), and no cross-reference section a reader follows from startxref lists it, so a reader does not find the definition at byte \(latest) that this check reads; export the file again"
+            }
+        }
+        return nil
     }
 
     /// The refusal for a cross-reference table entry, or an `N G obj` header outside
@@ -915,8 +1002,8 @@ private struct PDFDocumentScan {
 
     /// The subsections after `xref` (`first count`, then `count` entries of `offset generation n|f`),
     /// leaving the lexer before the token that follows them; a refusal if one is malformed. Each
-    /// in-use (`n`) entry is added to `entries`.
-    private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int, entries: inout [(number: Int, offset: Int)]) -> String? {
+    /// entry is added to `entries` in order, with its offset if it is in use (`n`), without if free.
+    private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int, entries: inout [(number: Int, offset: Int?)]) -> String? {
         while true {
             let before = lexer.position
             guard case .integer(let first)? = lexer.next(), first >= 0 else {
@@ -933,7 +1020,7 @@ private struct PDFDocumentScan {
                     return "PDF's cross-reference section at byte \(start) has a malformed entry at byte \(lexer.tokenStart)"
                 }
                 let (number, overflow) = first.addingReportingOverflow(index)
-                if kind == "n", !overflow { entries.append((number, offset)) }
+                if !overflow { entries.append((number, kind == "n" ? offset : nil)) }
             }
         }
     }

@@ -1225,6 +1225,74 @@ struct CardArtPDFStructureTests {
         #expect(error.message.contains("object 5 holds a /Launch action"))
     }
 
+    /// The update redefines the page (object 3) as landscape, but its cross-reference section
+    /// does not list object 3, lists it at the older offset, or marks it free: a reader following
+    /// startxref and /Prev shows the portrait page (or none) while the check read the landscape
+    /// one. Before the check all three files were accepted.
+    @Test(arguments: ["unlisted", "older offset", "free"])
+    func refusesARedefinitionAReaderDoesNotUse(_ how: String) throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
+        var out = base.bytes
+        let newer = out.count
+        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
+        let table = out.count
+        var section = "xref\n0 1\n0000000000 65535 f \n"
+        switch how {
+        case "older offset": section += "3 1\n\(TestPDF.offset10(older)) 00000 n \n"
+        case "free": section += "3 1\n0000000000 00001 f \n"
+        default: break
+        }
+        out += Array((section + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n").utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF defines object 3 more than once (at bytes \(older), \(newer)), and "), "\(error.message)")
+        // Unlisted in the update, object 3 is where the base's section (its /Prev) gives it.
+        let reason = how == "free"
+            ? "the newest cross-reference section listing it marks it free"
+            : "the newest cross-reference section listing it gives byte \(older), so a reader shows that definition, not the latest one at byte \(newer) that this check reads"
+        #expect(error.message.contains(reason), "\(error.message)")
+    }
+
+    /// An update whose /Prev leads nowhere and whose section does not list the object it
+    /// redefines: no section a reader follows lists object 3.
+    @Test func refusesARedefinitionNoSectionAReaderFollowsLists() throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        var out = base.bytes
+        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
+        let table = out.count
+        out += Array("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(table)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.contains("no cross-reference section a reader follows from startxref lists it"), "\(error.message)")
+    }
+
+    /// With a cross-reference stream (not decoded here) which definition a reader uses cannot be
+    /// told: a redefinition is refused, saying so.
+    @Test func refusesARedefinitionInAFileWithACrossReferenceStream() throws {
+        let base = TestPDF.buildWithCrossReferenceStream([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << >> /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ])
+        let update = TestPDF.updating(base, object: 3, body: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>", size: 6)
+        let error = try #require(refusal(of: update.data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.contains("indexes its objects with a cross-reference stream, which this check does not decode"), "\(error.message)")
+    }
+
+    /// Updates on updates: the newest section wins over the ones its /Prev chain leads to.
+    @Test func acceptsARedefinitionListedByTheNewestOfSeveralUpdates() throws {
+        let portrait = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << >> /Contents 4 0 R >>"
+        let landscape = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"
+        let once = TestPDF.updating(TestPDF.onePage(), object: 3, body: portrait, size: 5)
+        let twice = TestPDF.updating(once, object: 3, body: landscape, size: 5)
+        #expect(acceptance(of: twice.data)?.dimensions == .points(width: 1536, height: 969))
+        let back = TestPDF.updating(twice, object: 3, body: portrait, size: 5)
+        #expect(refusal(of: back.data)?.code == .pdfNotLandscape)
+    }
+
     @Test func refusesTwoDefinitionsInsideOneUpdate() throws {
         let base = TestPDF.onePage()
         let page = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R >>"
