@@ -108,9 +108,10 @@ public enum Redaction {
             }
             var hidden = [Bool](repeating: false, count: runs.count)
             if digits.count >= 12 {
+                let sums = LuhnSums(digits)
                 for first in digits.indices {
                     for length in 12...19 where first + length <= digits.count {
-                        if Self.passesLuhn(digits[first..<(first + length)]) {
+                        if sums.passes(first..<(first + length)) {
                             for covered in owner[first]...owner[first + length - 1] { hidden[covered] = true }
                         }
                     }
@@ -136,13 +137,38 @@ public enum Redaction {
         return String(decoding: output, as: UTF8.self)
     }
 
-    private static func passesLuhn(_ digits: ArraySlice<UInt8>) -> Bool {
-        var sum = 0
-        for (offset, byte) in digits.reversed().enumerated() {
-            let digit = Int(byte - UInt8(ascii: "0"))
-            sum += offset % 2 == 1 ? (digit * 2 > 9 ? digit * 2 - 9 : digit * 2) : digit
+    /// Luhn sums of any stretch of a chain's digits in constant time: prefix sums of each digit
+    /// as it is and doubled (digit sum), apart by the parity of its position. In a stretch the
+    /// last digit counts as it is, the one before it doubled, and so on, so a digit counts as it
+    /// is when its position has the parity of the stretch's last one.
+    struct LuhnSums {
+        /// `asIs[parity][i]`: the sum of the digits before position `i` whose position has that parity.
+        private var asIs: [[Int]] = [[0], [0]]
+        private var doubled: [[Int]] = [[0], [0]]
+
+        init(_ digits: [UInt8]) {
+            for parity in 0..<2 {
+                asIs[parity].reserveCapacity(digits.count + 1)
+                doubled[parity].reserveCapacity(digits.count + 1)
+            }
+            for (position, byte) in digits.enumerated() {
+                let digit = Int(byte &- UInt8(ascii: "0"))
+                let twice = digit * 2 > 9 ? digit * 2 - 9 : digit * 2
+                for parity in 0..<2 {
+                    let here = position % 2 == parity
+                    asIs[parity].append(asIs[parity][position] + (here ? digit : 0))
+                    doubled[parity].append(doubled[parity][position] + (here ? twice : 0))
+                }
+            }
         }
-        return sum % 10 == 0
+
+        /// Whether the digits in `stretch` (a non-empty range of positions) pass the Luhn check.
+        func passes(_ stretch: Range<Int>) -> Bool {
+            let last = (stretch.upperBound - 1) % 2
+            let sum = asIs[last][stretch.upperBound] - asIs[last][stretch.lowerBound]
+                + doubled[1 - last][stretch.upperBound] - doubled[1 - last][stretch.lowerBound]
+            return sum % 10 == 0
+        }
     }
 
     /// The first `count` characters of an identifier followed by `…`, for logging token

@@ -118,6 +118,29 @@ struct RedactionTests {
         #expect(!Redaction.prefix("DNITHE4012888888881881DNITHE").contains("4012"))
     }
 
+    /// The constant-time Luhn sums give the check digit's verdict on every stretch of random
+    /// digit strings (lengths 1 to 60, a fixed seed), as the card-number check itself does.
+    @Test func luhnSumsOfEveryStretchAgreeWithTheLuhnCheck() {
+        var generator = SplitMix64(seed: 0x5EED)
+        var agreed = 0
+        var passed = 0
+        for length in 1...60 {
+            let digits = (0..<length).map { _ in UInt8(ascii: "0") + UInt8(generator.next() % 10) }
+            let sums = Redaction.LuhnSums(digits)
+            for first in 0..<length {
+                for end in (first + 1)...length {
+                    let expected = PrimaryAccountNumber.passesLuhnCheck(String(decoding: digits[first..<end], as: UTF8.self))
+                    #expect(sums.passes(first..<end) == expected, "\(String(decoding: digits[first..<end], as: UTF8.self))")
+                    if sums.passes(first..<end) == expected { agreed += 1 }
+                    if expected { passed += 1 }
+                }
+            }
+        }
+        #expect(agreed == (1...60).map { $0 * ($0 + 1) / 2 }.reduce(0, +))
+        // About one stretch in ten passes: both verdicts were exercised.
+        #expect(passed > 3_000 && passed < 4_500, "\(passed)")
+    }
+
     @Test func cardNumbersWrittenInGroupsAreRedactedToo() {
         #expect(Redaction.cardNumbers(in: "no card 4111-1111-1111-1111") == "no card •••• 1111")
         #expect(Redaction.cardNumbers(in: "/cards/4111 1111 1111 1111/art") == "/cards/•••• 1111/art")
@@ -213,5 +236,18 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "card 100200300400 and event 1795000000123") == "card 100200300400 and event 1795000000123")
         #expect(Redaction.cardNumbers(in: "é 4111111111111111 ü") == "é •••• 1111 ü")
         #expect(Redaction.cardNumbers(in: "") == "")
+    }
+}
+
+/// A small seeded generator (SplitMix64), so the random digits are the same on every run.
+private struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
