@@ -15,7 +15,7 @@ import Testing
     .timeLimit(.minutes(2))
 )
 struct ClosedConnectionStatementTests {
-    @Test func aConnectionThatClosesInTheTurnOfTheWriteIsRefusedAndNothingIsWritten() async throws {
+    @Test func aConnectionClosedInTheTurnOfTheWriteRefusesTheStatement() async throws {
         let url = try #require(PostgresTestDatabase.url)
         try await PostgresTestDatabase.withConnection(url) { connection in
             // The close lands in the very turn of the event loop that would write the statement
