@@ -90,8 +90,21 @@ if $THROWAWAY_POSTGRES; then
 fi
 if [ -n "$DATABASE" ]; then
     command -v psql >/dev/null 2>&1 || { echo "bench: psql is required to seed PostgreSQL" >&2; exit 1; }
-    "$BIN" migrate --database "$DATABASE"
-    STORE=(--database "$DATABASE" --database-pool-size "${BENCH_POOL_SIZE:-10}")
+    # The URL (and any password in it) goes by the environment, not the command line, where
+    # any user of this machine could read it (ps): PUSHPROV_DATABASE for pushprov; for psql,
+    # PGPASSWORD and the URL without its password.
+    export PUSHPROV_DATABASE="$DATABASE"
+    PGPASSWORD="$(python3 -c 'import os, urllib.parse as u; print(u.unquote(u.urlsplit(os.environ["PUSHPROV_DATABASE"]).password or ""))')"
+    export PGPASSWORD
+    PSQL_URL="$(python3 -c '
+import os, urllib.parse as u
+parts = u.urlsplit(os.environ["PUSHPROV_DATABASE"])
+if parts.password is not None:
+    credentials, host = parts.netloc.rsplit("@", 1)
+    parts = parts._replace(netloc=credentials.split(":", 1)[0] + "@" + host)
+print(u.urlunsplit(parts))')"
+    "$BIN" migrate
+    STORE=(--database-pool-size "${BENCH_POOL_SIZE:-10}")
 else
     STORE=()
 fi
@@ -109,7 +122,7 @@ export BENCH_JWT
 grep "listening on" "$LOG"
 echo "bench: seeding 10,000 cards and 100,000 tokens"
 if [ -n "$DATABASE" ]; then
-psql -q -v ON_ERROR_STOP=1 "$DATABASE" <<'SQL'
+psql -q -v ON_ERROR_STOP=1 "$PSQL_URL" <<'SQL'
 INSERT INTO card (external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference, expiration, cardholder_name, network, product_title, art_id, status, created_at, updated_at) SELECT 'seed-' || i, 'user-' || (i % 5000), 'v1.seed.AAAA', 'seedhash-' || i, '0000', 'PURseed' || i, '12/30', 'Seed', 'VISA', 'Seed', NULL, 'ACTIVE', now(), now()
     FROM generate_series(0, 9999) AS i;
 INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) SELECT 'SEED' || lpad(i::text, 8, '0'), 'seed-' || (i / 10), 'PURseed' || (i / 10), 'user-' || ((i / 10) % 5000),
@@ -134,13 +147,13 @@ PAN_BODY='{"userId":"bench","primaryAccountNumber":"4111111111111111","expiratio
 curl -sf -X PUT "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" -H 'content-type: application/json' -d "$PAN_BODY" >/dev/null
 PUR="$(curl -sf "$BASE/lifecycle/cards/bench-card" -H "authorization: Bearer $ISSUER_KEY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["panUniqueReference"])')"
 if [ -n "$DATABASE" ]; then
-psql -q -v ON_ERROR_STOP=1 -v pur="$PUR" "$DATABASE" <<'SQL'
+psql -q -v ON_ERROR_STOP=1 -v pur="$PUR" "$PSQL_URL" <<'SQL'
 INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at) SELECT 'BENCH' || lpad(i::text, 4, '0'), 'bench-card', :'pur', 'bench', 'PHONE', 'ACTIVE', 'GREEN', NULL, '1234', now(), now()
     FROM generate_series(0, 9) AS i;
 ANALYZE card;
 ANALYZE token;
 SQL
-psql -Atq "$DATABASE" -c "SELECT 'tokens in database: ' || count(*) FROM token"
+psql -Atq "$PSQL_URL" -c "SELECT 'tokens in database: ' || count(*) FROM token"
 else
 python3 - "$DATA/pushprov.sqlite" "$PUR" <<'PY'
 import sqlite3, sys
