@@ -428,6 +428,44 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// Art stored under looser rules (here written to the store directly) that the current
+    /// rules refuse is not served: the card answers as one without art, and a warning names the
+    /// art and the rule. Before the check the file was served.
+    @Test func storedArtThatTheCurrentRulesRefuseIsNotServed() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let launching = TestPDF.build([
+                "<< /Type /Catalog /Pages 2 0 R >>",
+                "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+                TestPDF.stream(TestPDF.artwork),
+                "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
+            ]).data
+            let good = TestPNG.file(width: 1536, height: 969)
+            #expect(try await api.send(.put, "/lifecycle/card-art/old-art", as: .issuer, raw: good, contentType: "image/png").status == .ok)
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "old-art")
+            #expect(try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body).status == .created)
+            #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == good)
+
+            // An earlier version stored this file.
+            try await platform.store.putCardArt(
+                CardArtRecord(artId: "old-art", contentType: "application/pdf", data: launching, updatedAt: platform.clock.current),
+                audit: AuditEntry(at: platform.clock.current, actor: "issuer", action: "card_art.put", subject: "card_art:old-art", detail: "test")
+            )
+            let art = try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice"))
+            #expect(art.status == .notFound)
+            #expect(art.error?.code == "card_art_not_found")
+            #expect(art.body != launching)
+            let warning = platform.logs.current.first { $0.contains("stored card art fails the current card-art rules") }
+            #expect(warning?.contains("\"art\": old-art") == true, "\(platform.logs.current)")
+            #expect(warning?.contains("\"reason\": pdf_active_content") == true, "\(platform.logs.current)")
+
+            // Uploaded again (valid), it is served.
+            #expect(try await api.send(.put, "/lifecycle/card-art/old-art", as: .issuer, raw: good, contentType: "image/png").status == .ok)
+            #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == good)
+        }
+    }
+
     @Test func cardArtIsValidatedStoredAndServedToTheOwner() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

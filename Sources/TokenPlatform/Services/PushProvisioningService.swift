@@ -203,10 +203,22 @@ public struct PushProvisioningService: Sendable {
     }
 
     /// `GET cards/{id}/art`: the caller's card's art.
+    ///
+    /// The stored file is checked again against the card-art rules as they are now: art stored
+    /// by an earlier version, under looser rules, that fails them (an action a stricter check
+    /// finds, say) is not served — the card answers as one without art, and a warning names
+    /// the art and the rule so the issuer uploads it again.
     public func cardArt(userId: String, externalCardId: String) async throws -> CardArtRecord {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         let card = try await ownedCard(externalCardId, userId: userId)
         guard let artId = card.artId, let art = try await environment.store.cardArt(id: artId) else {
+            throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
+        }
+        if case .failure(let refusal) = CardArtValidator.validate(art.data, declaredContentType: art.contentType) {
+            environment.logger.warning(
+                "stored card art fails the current card-art rules and is not served; upload it again (PUT /lifecycle/card-art/{artId})",
+                metadata: ["art": "\(Redaction.cardNumbers(in: artId))", "reason": "\(refusal.code.rawValue)"]
+            )
             throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
         }
         return art
