@@ -461,7 +461,7 @@ private enum CardArtPDFReader {
         if let incompleteUpdate = document.incompleteUpdate {
             return .failure(CardArtError(code: .pdfDataAfterStartXRef, message: incompleteUpdate))
         }
-        if let skipped = document.definitionAReaderSkips {
+        if let skipped = document.crossReferenceProblem {
             return .failure(CardArtError(code: .pdfInvalidStructure, message: skipped))
         }
 
@@ -605,6 +605,12 @@ private enum PDFValue {
         }
     }
 
+    /// The object number of an indirect reference.
+    var referenceNumber: Int? {
+        if case .reference(let number) = self { return number }
+        return nil
+    }
+
     var integer: Int? {
         if case .integer(let value) = self { return value }
         return nil
@@ -673,9 +679,14 @@ private struct PDFDocumentScan {
     private(set) var malformation: String?
     /// A refusal for data after a `startxref N` and `%%EOF` that is not a complete incremental update.
     private(set) var incompleteUpdate: String?
-    /// A refusal for an object defined in more than one revision whose latest definition (the
-    /// one this scan reads) is not the one a reader following the cross-reference sections uses.
-    private(set) var definitionAReaderSkips: String?
+    /// A refusal for cross-reference data a reader reads otherwise than this scan: `startxref`,
+    /// a `/Prev` or an `/XRefStm` giving a byte where the scan found no cross-reference section,
+    /// a `startxref` in a comment after the last one, or an object defined in more than one
+    /// revision whose latest definition (the one this scan reads) is not the one a reader uses.
+    private(set) var crossReferenceProblem: String?
+    /// Object numbers defined in the file that the cross-reference sections a reader follows
+    /// mark free or do not list: a reader resolves a reference to one of them as null.
+    private(set) var hiddenFromReaders: Set<Int> = []
     private(set) var endOfFile = EndOfFile.noStartXRef
     private(set) var rootReference: Int?
     /// Where the file declares its encryption (`its trailer`, `its cross-reference stream`), if it does.
@@ -718,8 +729,10 @@ private struct PDFDocumentScan {
         // the offset after the last `startxref`; where the latest definition of each number starts.
         var tables: [Int: CrossReferenceTable] = [:]
         var currentTable: Int?
-        var lastStartXRef: Int?
+        var lastStartXRef: (token: Int, offset: Int)?
         var latestStart: [Int: Int] = [:]
+        // Every top-level cross-reference stream by where its `N G obj` header starts.
+        var streams: [Int: CrossReferenceStream] = [:]
         // Set by `startxref N`: how many `%%EOF` markers the lexer had passed then.
         var closedAtMarker: Int?
         scan: while let token = lexer.next() {
@@ -779,6 +792,7 @@ private struct PDFDocumentScan {
                         hasXRefStream = true
                         anyXRefStream = true
                         if case .reference(let root)? = dictionary["Root"] { rootReference = root }
+                        streams[start] = CrossReferenceStream(previous: dictionary["Prev"]?.integer, root: dictionary["Root"]?.referenceNumber)
                         if dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
                     }
                 }
@@ -789,7 +803,7 @@ private struct PDFDocumentScan {
                     scanEnd = min(scanEnd, start); break scan
                 }
                 entries += section.compactMap { entry in entry.offset.map { (entry.number, $0) } }
-                tables[start] = CrossReferenceTable(entries: section)
+                tables[start] = CrossReferenceTable(entries: section, hasTrailer: false)
                 currentTable = start
                 hasTable = true
                 anyTable = true
@@ -798,8 +812,18 @@ private struct PDFDocumentScan {
                     malformation = "PDF's trailer at byte \(start) is not followed by a dictionary"
                     scanEnd = min(scanEnd, start); break scan
                 }
+                // A reader reads the trailer after a table; a second one could say otherwise.
+                if let table = currentTable, tables[table]?.hasTrailer == true {
+                    malformation = "PDF has a second trailer at byte \(start) for the cross-reference section at byte \(table); a reader reads only the first"
+                    scanEnd = min(scanEnd, start); break scan
+                }
                 hasTrailer = true
-                if let table = currentTable, case .integer(let previous)? = trailer["Prev"] { tables[table]?.previous = previous }
+                if let table = currentTable {
+                    tables[table]?.hasTrailer = true
+                    tables[table]?.previous = trailer["Prev"]?.integer
+                    tables[table]?.streamOffset = trailer["XRefStm"]?.integer
+                    tables[table]?.root = trailer["Root"]?.referenceNumber
+                }
                 if case .reference(let root)? = trailer["Root"] { rootReference = root }
                 if trailer["Encrypt"] != nil { encryptedIn = "its trailer" }
             case .keyword("startxref"):
@@ -812,7 +836,7 @@ private struct PDFDocumentScan {
                     scanEnd = min(scanEnd, start); break scan
                 }
                 endOfFile = .offset(end: lexer.position)
-                lastStartXRef = value
+                lastStartXRef = (start, value)
                 if isUpdate, !(hasTable && hasTrailer), !hasXRefStream, incompleteUpdate == nil {
                     incompleteUpdate = "PDF has data at byte \(revisionStart) after an earlier startxref and %%EOF that is not a complete incremental update: it has no cross-reference section (xref and trailer, or a cross-reference stream) before its startxref"
                 }
@@ -845,53 +869,131 @@ private struct PDFDocumentScan {
         // An object defined in more than one revision: a reader takes the definition the newest
         // cross-reference section listing it gives (following startxref, then each /Prev), which
         // must be the latest one, the one this scan reads.
-        if malformation == nil {
-            definitionAReaderSkips = Self.definitionAReaderDoesNotUse(
-                starts: starts, latestStart: latestStart, tables: tables, lastStartXRef: lastStartXRef, hasXRefStream: anyXRefStream, in: bytes
+        if malformation == nil, let lastStartXRef {
+            let chain = Self.followCrossReferenceSections(
+                from: lastStartXRef, tables: tables, streams: streams, starts: starts, latestStart: latestStart, hasXRefStream: anyXRefStream, in: bytes
             )
+            crossReferenceProblem = chain.problem
+            if let root = chain.root { rootReference = root }
+            hiddenFromReaders = chain.hidden
         }
     }
 
-    /// One `xref` table: its entries in order (`offset` nil for a free one) and its trailer's `/Prev`.
+    /// One `xref` table: its entries in order (`offset` nil for a free one) and what its trailer
+    /// says (`/Prev`, `/XRefStm`, `/Root`).
     private struct CrossReferenceTable {
         var entries: [(number: Int, offset: Int?)]
+        var hasTrailer: Bool
         var previous: Int?
+        var streamOffset: Int?
+        var root: Int?
     }
 
-    /// The refusal for an object defined in more than one revision whose latest definition is not
-    /// the one a reader uses; nil when there is none.
+    /// One top-level cross-reference stream (not decoded): its `/Prev` and `/Root`.
+    private struct CrossReferenceStream {
+        var previous: Int?
+        var root: Int?
+    }
+
+    /// What following the cross-reference sections as a reader does found.
+    private struct CrossReferenceChain {
+        /// A refusal, or nil.
+        var problem: String?
+        /// The `/Root` of the newest section that gives one.
+        var root: Int?
+        /// Object numbers defined in the file that the sections mark free or do not list.
+        var hidden: Set<Int> = []
+    }
+
+    /// Follows the cross-reference sections as a reader does, from the last `startxref` (the
+    /// keyword at `from.token`, giving `from.offset`) through each trailer's `/Prev` (and a
+    /// hybrid file's `/XRefStm`).
     ///
-    /// A reader starts at the section the last `startxref` gives and follows each trailer's
-    /// `/Prev`; the first section listing a number decides where that object is (or that it is
-    /// free). An update that redefines an object without listing it, or whose section lists the
-    /// older offset, leaves a reader on the older definition while this scan reads the newer one
-    /// (a portrait page shown, a landscape one checked). When the sections cannot be followed
-    /// from `startxref` a reader rebuilds them from the headers, and the latest definition is the
-    /// one it finds. Cross-reference streams are not decoded: with one, a redefinition is refused.
-    private static func definitionAReaderDoesNotUse(
-        starts: [Int: Set<Int>], latestStart: [Int: Int], tables: [Int: CrossReferenceTable], lastStartXRef: Int?, hasXRefStream: Bool, in bytes: [UInt8]
-    ) -> String? {
+    /// A reader looks for the last `startxref` in the file's bytes, so one in a comment after
+    /// the last one read here is refused. Every offset followed must lead (past white space and
+    /// comments) to a table or a top-level cross-reference stream this scan read: anywhere
+    /// else (inside stream data, outside the file) a reader would read cross-reference data
+    /// this check has not seen. When the sections are all tables, the first listing a number
+    /// decides where that object is: an object defined in more than one revision must be found
+    /// at its latest definition, the one read here (an update that redefines the page without
+    /// listing it leaves a reader on the older page); numbers listed free or not at all are
+    /// ``CrossReferenceChain/hidden``. Cross-reference streams are not decoded: with one, a
+    /// redefinition is refused.
+    private static func followCrossReferenceSections(
+        from last: (token: Int, offset: Int), tables: [Int: CrossReferenceTable], streams: [Int: CrossReferenceStream],
+        starts: [Int: Set<Int>], latestStart: [Int: Int], hasXRefStream: Bool, in bytes: [UInt8]
+    ) -> CrossReferenceChain {
+        var chain = CrossReferenceChain()
+        if let text = lastOccurrence(of: startXRefKeyword, in: bytes), text > last.token {
+            chain.problem = "PDF has the text startxref at byte \(text), in a comment after its last startxref at byte \(last.token); a reader looking for the last startxref from the file's end reads that one; export the file again"
+            return chain
+        }
+        /// Where the data at `offset` starts after white space and comments, if inside the file.
+        func landing(_ offset: Int) -> Int? {
+            guard offset >= 0, offset < bytes.count else { return nil }
+            var position = offset
+            while position < bytes.count {
+                if PDFLexer.isWhitespace(bytes[position]) {
+                    position += 1
+                } else if bytes[position] == UInt8(ascii: "%") {
+                    while position < bytes.count, bytes[position] != 0x0A, bytes[position] != 0x0D { position += 1 }
+                } else {
+                    break
+                }
+            }
+            return position
+        }
+        func nowhere(_ what: String, _ offset: Int) -> String {
+            "PDF's \(what) gives byte \(offset), where this check found no cross-reference section (an xref table or a cross-reference stream): a reader would read cross-reference data there that this check has not seen; export the file again"
+        }
+        var sections: [CrossReferenceTable] = []
+        var onlyTables = true
+        var visited: Set<Int> = []
+        var next: (what: String, offset: Int)? = ("startxref", last.offset)
+        while let pointer = next {
+            guard let at = landing(pointer.offset) else {
+                chain.problem = nowhere(pointer.what, pointer.offset)
+                return chain
+            }
+            // A loop of /Prev ends the chain, as it ends a reader's walk.
+            guard visited.insert(at).inserted else { break }
+            if let table = tables[at] {
+                sections.append(table)
+                if chain.root == nil { chain.root = table.root }
+                if let offset = table.streamOffset {
+                    guard let stream = landing(offset), streams[stream] != nil else {
+                        chain.problem = nowhere("/XRefStm", offset)
+                        return chain
+                    }
+                    onlyTables = false
+                }
+                next = table.previous.map { ("/Prev", $0) }
+            } else if let stream = streams[at] {
+                onlyTables = false
+                if chain.root == nil { chain.root = stream.root }
+                next = stream.previous.map { ("/Prev", $0) }
+            } else {
+                chain.problem = nowhere(pointer.what, pointer.offset)
+                return chain
+            }
+        }
         let redefined = starts.filter { $0.value.count > 1 }.keys.sorted()
-        guard let number = redefined.first else { return nil }
         func places(_ number: Int) -> String {
             (starts[number] ?? []).sorted().map(String.init).joined(separator: ", ")
         }
-        if hasXRefStream {
-            return "PDF defines object \(number) in more than one revision (at bytes \(places(number))) and indexes its objects with a cross-reference stream, which this check does not decode, so it cannot tell which definition a reader uses; export the file again as a single revision (not an incremental update)"
+        guard onlyTables, !hasXRefStream else {
+            if let number = redefined.first {
+                chain.problem = "PDF defines object \(number) in more than one revision (at bytes \(places(number))) and indexes its objects with a cross-reference stream, which this check does not decode, so it cannot tell which definition a reader uses; export the file again as a single revision (not an incremental update)"
+            }
+            return chain
         }
-        func table(at offset: Int) -> CrossReferenceTable? {
-            if let table = tables[offset] { return table }
-            var position = offset
-            while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
-            return tables[position]
-        }
-        guard let lastStartXRef, table(at: lastStartXRef) != nil else { return nil }
         var resolution: [Int: Int?] = [:]
-        var visited: Set<Int> = []
-        var next: Int? = lastStartXRef
-        while let offset = next, visited.insert(offset).inserted, let section = table(at: offset) {
+        for section in sections {
             for entry in section.entries where resolution[entry.number] == nil { resolution[entry.number] = .some(entry.offset) }
-            next = section.previous
+        }
+        for number in starts.keys {
+            if case .some(.some) = resolution[number] { continue }
+            chain.hidden.insert(number)
         }
         for number in redefined {
             guard let latest = latestStart[number] else { continue }
@@ -900,12 +1002,25 @@ private struct PDFDocumentScan {
                 var position = offset
                 while position < bytes.count, PDFLexer.isWhitespace(bytes[position]) { position += 1 }
                 guard position != latest else { continue }
-                return "PDF defines object \(number) more than once (at bytes \(places(number))), and the newest cross-reference section listing it gives byte \(offset), so a reader shows that definition, not the latest one at byte \(latest) that this check reads; export the file again"
-            case .some(.none):
-                return "PDF defines object \(number) more than once (at bytes \(places(number))), and the newest cross-reference section listing it marks it free, so a reader has no such object while this check reads the one at byte \(latest); export the file again"
-            case .none:
-                return "PDF defines object \(number) more than once (at bytes \(places(number))), and no cross-reference section a reader follows from startxref lists it, so a reader does not find the definition at byte \(latest) that this check reads; export the file again"
+                chain.problem = "PDF defines object \(number) more than once (at bytes \(places(number))), and the newest cross-reference section listing it gives byte \(offset), so a reader shows that definition, not the latest one at byte \(latest) that this check reads; export the file again"
+            case .some(.none), .none:
+                // Listed free, or not at all: hidden from a reader and from this check alike.
+                continue
             }
+            return chain
+        }
+        return chain
+    }
+
+    private static let startXRefKeyword: [UInt8] = Array("startxref".utf8)
+
+    /// Where the last occurrence of `pattern` in `bytes` starts.
+    private static func lastOccurrence(of pattern: [UInt8], in bytes: [UInt8]) -> Int? {
+        guard bytes.count >= pattern.count else { return nil }
+        var start = bytes.count - pattern.count
+        while start >= 0 {
+            if bytes[start] == pattern[0], bytes[start..<(start + pattern.count)].elementsEqual(pattern) { return start }
+            start -= 1
         }
         return nil
     }
@@ -1003,7 +1118,9 @@ private struct PDFDocumentScan {
     /// The subsections after `xref` (`first count`, then `count` entries of `offset generation n|f`),
     /// leaving the lexer before the token that follows them; a refusal if one is malformed. Each
     /// entry is added to `entries` in order, with its offset if it is in use (`n`), without if free.
+    /// A number listed twice in one section is refused: readers differ on which entry counts.
     private static func crossReferenceTableProblem(_ lexer: inout PDFLexer, at start: Int, entries: inout [(number: Int, offset: Int?)]) -> String? {
+        var listed: Set<Int> = []
         while true {
             let before = lexer.position
             guard case .integer(let first)? = lexer.next(), first >= 0 else {
@@ -1020,7 +1137,11 @@ private struct PDFDocumentScan {
                     return "PDF's cross-reference section at byte \(start) has a malformed entry at byte \(lexer.tokenStart)"
                 }
                 let (number, overflow) = first.addingReportingOverflow(index)
-                if !overflow { entries.append((number, kind == "n" ? offset : nil)) }
+                guard !overflow else { continue }
+                guard listed.insert(number).inserted else {
+                    return "PDF's cross-reference section at byte \(start) lists object \(number) twice; readers differ on which entry they use"
+                }
+                entries.append((number, kind == "n" ? offset : nil))
             }
         }
     }
@@ -1100,6 +1221,7 @@ private struct PDFDocumentScan {
         while case .reference(let number)? = current {
             hops += 1
             guard hops <= 16 else { return nil }
+            guard !hiddenFromReaders.contains(number) else { return nil }
             current = objects[number]?.value
         }
         return current
@@ -1138,6 +1260,9 @@ private struct PDFDocumentScan {
 
     /// The first page and the page count, from the catalog's page tree if there is one.
     func firstPage() -> PageLookup {
+        if let rootReference, hiddenFromReaders.contains(rootReference) {
+            return .unreadable("its catalog (object \(rootReference)) is marked free, or not listed, by the cross-reference sections a reader follows, so a reader has no catalog")
+        }
         if let pages = catalog()?["Pages"] {
             return walkPageTree(from: pages)
         }
@@ -1219,10 +1344,10 @@ private struct PDFDocumentScan {
     }
 
     private func catalog() -> [String: PDFValue]? {
-        if let rootReference, let root = objects[rootReference]?.value.dictionary {
-            return root
+        if let rootReference {
+            return hiddenFromReaders.contains(rootReference) ? nil : objects[rootReference]?.value.dictionary
         }
-        return objects.values.filter { $0.value.typeName == "Catalog" }.max { $0.order < $1.order }?.value.dictionary
+        return objects.filter { !hiddenFromReaders.contains($0.key) && $0.value.value.typeName == "Catalog" }.values.max { $0.order < $1.order }?.value.dictionary
     }
 
     /// Depth-first, in page order, visiting each object at most once.
@@ -1245,6 +1370,9 @@ private struct PDFDocumentScan {
                 guard visited.insert(number).inserted else { continue }
             }
             guard let node = resolve(item)?.dictionary else {
+                if pages.isEmpty, case .reference(let number) = item, hiddenFromReaders.contains(number) {
+                    return .unreadable("its page tree refers to object \(number), which the cross-reference sections a reader follows mark free or do not list, so a reader has no such object")
+                }
                 if pages.isEmpty { return .unreadable("its page tree refers to objects that are not in the file's uncompressed text") }
                 unreadableNodes += 1
                 continue
@@ -1289,11 +1417,11 @@ private struct PDFDocumentScan {
 
     /// Without a catalog: `/Type /Page` objects (latest definition of each) in file order.
     private func scanForPages() -> PageLookup {
-        let pages = objects.values.filter { $0.value.typeName == "Page" }.sorted { $0.order < $1.order }
+        let pages = objects.filter { !hiddenFromReaders.contains($0.key) && $0.value.value.typeName == "Page" }.values.sorted { $0.order < $1.order }
         guard let first = pages.first?.value.dictionary else {
             return .unreadable("no /Type /Page object was found in its uncompressed text")
         }
-        let declared = objects.values.compactMap { record -> Int? in
+        let declared = objects.filter { !hiddenFromReaders.contains($0.key) }.values.compactMap { record -> Int? in
             guard record.value.typeName == "Pages", let node = record.value.dictionary, node["Parent"] == nil else { return nil }
             return resolve(node["Count"])?.integer
         }.max() ?? 0

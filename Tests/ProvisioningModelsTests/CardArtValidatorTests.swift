@@ -1117,7 +1117,8 @@ struct CardArtPDFStructureTests {
         }
         let xrefOffset = out.count
         var tail = "xref\n0 5\n0000000000 65535 f \n" + offsets.map { "\(TestPDF.offset10($0)) 00000 n \n" }.joined()
-        tail += String(repeating: "3 1\n\(TestPDF.offset10(offsets[2])) 00000 n \n", count: 40_000)
+        // A number is listed once per section: one section per entry.
+        tail += String(repeating: "xref\n3 1\n\(TestPDF.offset10(offsets[2])) 00000 n \n", count: 40_000)
         tail += "trailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
         out += Array(tail.utf8)
         #expect(out.count < CardArtValidator.maximumSize)
@@ -1228,7 +1229,8 @@ struct CardArtPDFStructureTests {
     /// The update redefines the page (object 3) as landscape, but its cross-reference section
     /// does not list object 3, lists it at the older offset, or marks it free: a reader following
     /// startxref and /Prev shows the portrait page (or none) while the check read the landscape
-    /// one. Before the check all three files were accepted.
+    /// one. Before the check all three files were accepted. Marked free, the page is read as a
+    /// reader reads it: there is none.
     @Test(arguments: ["unlisted", "older offset", "free"])
     func refusesARedefinitionAReaderDoesNotUse(_ how: String) throws {
         let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
@@ -1245,26 +1247,159 @@ struct CardArtPDFStructureTests {
         }
         out += Array((section + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n").utf8)
         let error = try #require(refusal(of: Data(out)))
+        if how == "free" {
+            #expect(error.code == .pdfNoPage)
+            #expect(error.message.hasPrefix("could not read the PDF's page box: its page tree refers to object 3, which the cross-reference sections a reader follows mark free or do not list"), "\(error.message)")
+            return
+        }
         #expect(error.code == .pdfInvalidStructure)
-        #expect(error.message.hasPrefix("PDF defines object 3 more than once (at bytes \(older), \(newer)), and "), "\(error.message)")
         // Unlisted in the update, object 3 is where the base's section (its /Prev) gives it.
-        let reason = how == "free"
-            ? "the newest cross-reference section listing it marks it free"
-            : "the newest cross-reference section listing it gives byte \(older), so a reader shows that definition, not the latest one at byte \(newer) that this check reads"
-        #expect(error.message.contains(reason), "\(error.message)")
+        #expect(error.message == "PDF defines object 3 more than once (at bytes \(older), \(newer)), and the newest cross-reference section listing it gives byte \(older), so a reader shows that definition, not the latest one at byte \(newer) that this check reads; export the file again")
     }
 
-    /// An update whose /Prev leads nowhere and whose section does not list the object it
-    /// redefines: no section a reader follows lists object 3.
-    @Test func refusesARedefinitionNoSectionAReaderFollowsLists() throws {
+    /// An update without /Prev whose section lists no object: a reader following it has no
+    /// catalog, and neither does the check.
+    @Test func aCatalogNoSectionAReaderFollowsListsIsNoCatalog() throws {
         let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
         var out = base.bytes
         out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
         let table = out.count
         out += Array("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(table)\n%%EOF\n".utf8)
         let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.hasPrefix("could not read the PDF's page box: its catalog (object 1) is marked free, or not listed, by the cross-reference sections a reader follows"), "\(error.message)")
+    }
+
+    private static let landscapePage = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"
+
+    /// A portrait one-page file, then `update` (given the bytes so far) appended.
+    private static func portrait(then update: (_ bytes: [UInt8], _ base: TestPDF.File) -> String) -> Data {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        return Data(base.bytes + Array(update(base.bytes, base).utf8))
+    }
+
+    /// A negative /Prev crashed the check (an index out of range) before offsets were bounded.
+    @Test func aNegativePrevIsRefusedNotACrash() throws {
+        let data = Self.portrait { bytes, _ in
+            let table = bytes.count + "3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8.count
+            return "3 0 obj\n\(Self.landscapePage)\nendobj\nxref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(bytes.count)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev -1 >>\nstartxref\n\(table)\n%%EOF\n"
+        }
+        let error = try #require(refusal(of: data))
         #expect(error.code == .pdfInvalidStructure)
-        #expect(error.message.contains("no cross-reference section a reader follows from startxref lists it"), "\(error.message)")
+        #expect(error.message.hasPrefix("PDF's /Prev gives byte -1, where this check found no cross-reference section"), "\(error.message)")
+    }
+
+    /// A reader looks for the last `startxref` in the bytes, comments included: after the update
+    /// (landscape), a comment's `startxref` sends it to the portrait original. Before the check
+    /// the file was accepted as landscape.
+    @Test func refusesAStartxrefInACommentAfterTheLastOne() throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        var data = TestPDF.updating(base, object: 3, body: Self.landscapePage, size: 5).data
+        let last = try #require(data.range(of: Data("startxref".utf8), options: .backwards)).lowerBound
+        data += Data("%startxref \(base.xrefOffset)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        let comment = try #require(data.range(of: Data("%startxref".utf8), options: .backwards)).lowerBound + 1
+        #expect(error.message == "PDF has the text startxref at byte \(comment), in a comment after its last startxref at byte \(last); a reader looking for the last startxref from the file's end reads that one; export the file again")
+    }
+
+    /// A cross-reference stream inside another stream's data (a truthful /Length), reached by the
+    /// trailer's /XRefStm or /Prev, points a reader at a hidden page with a script. Before the
+    /// check both files were accepted as landscape.
+    @Test(arguments: ["XRefStm", "Prev"])
+    func refusesCrossReferenceDataInsideStreamData(_ key: String) throws {
+        let base = TestPDF.onePage()
+        var out = base.bytes
+        let hiddenPage = "3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /AA << /O << /S /JavaScript /JS (app.alert(1)) >> >> >>\nendobj\n"
+        let objectStart = out.count
+        let head = "5 0 obj\n<< /Length 0000000000 >>\nstream\n"
+        let hiddenPageAt = objectStart + head.utf8.count
+        let streamAt = hiddenPageAt + hiddenPage.utf8.count
+        let entry: [UInt8] = [1] + TestPNG.bigEndian(UInt32(hiddenPageAt)) + [0, 0]
+        let hiddenStream = Array("6 0 obj\n<< /Type /XRef /Size 7 /Index [3 1] /W [1 4 2] /Length \(entry.count) >>\nstream\n".utf8) + entry + Array("\nendstream\nendobj\n".utf8)
+        let data = Array(hiddenPage.utf8) + hiddenStream
+        out += Array("5 0 obj\n<< /Length \(TestPDF.offset10(data.count)) >>\nstream\n".utf8) + data + Array("\nendstream\nendobj\n".utf8)
+        let table = out.count
+        // With /Prev, the update's /Prev leads into the stream data instead of to the original table.
+        let pointers = key == "XRefStm" ? "/Prev \(base.xrefOffset) /XRefStm \(streamAt)" : "/Prev \(streamAt)"
+        out += Array("xref\n0 1\n0000000000 65535 f \n5 1\n\(TestPDF.offset10(objectStart)) 00000 n \ntrailer\n<< /Size 7 /Root 1 0 R \(pointers) >>\nstartxref\n\(table)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF's /\(key) gives byte \(streamAt), where this check found no cross-reference section"), "\(error.message)")
+    }
+
+    /// A reader reads the trailer right after a table; a second one named another /Prev. Before
+    /// the check the file was accepted as landscape while readers showed the portrait page.
+    @Test func refusesASecondTrailerForOneSection() throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let update = TestPDF.updating(base, object: 3, body: Self.landscapePage, size: 5)
+        var out = update.bytes
+        let table = out.count
+        out += Array("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\n".utf8)
+        let second = out.count
+        out += Array("trailer\n<< /Size 5 /Root 1 0 R /Prev \(update.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF has a second trailer at byte \(second) for the cross-reference section at byte \(table); a reader reads only the first")
+    }
+
+    /// `startxref` may point at a comment before its table (readers skip it): the table is
+    /// followed, and its entry for the redefined page gives the older, portrait one. Before, the
+    /// sections were not followed and the file was accepted as landscape.
+    @Test func aStartxrefPointingAtACommentBeforeItsTableIsFollowed() throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
+        var out = base.bytes
+        out += Array("3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8)
+        let comment = out.count
+        out += Array("%a comment\nxref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(comment)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.contains("the newest cross-reference section listing it gives byte \(older)"), "\(error.message)")
+    }
+
+    @Test func refusesAStartxrefThatLeadsToNoSection() throws {
+        var data = TestPDF.onePage().data
+        let xref = try #require(data.range(of: Data("\nxref\n".utf8))).lowerBound + 1
+        let last = try #require(data.range(of: Data("startxref\n\(xref)".utf8), options: .backwards))
+        data.replaceSubrange(last, with: Data("startxref\n\(xref - 20)".utf8))
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF's startxref gives byte \(xref - 20), where this check found no cross-reference section"), "\(error.message)")
+    }
+
+    /// Readers differ on which of two entries for one number in a section counts (the first, or
+    /// the last as PDFium keeps it).
+    @Test func refusesAnObjectListedTwiceInOneSection() throws {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
+        var out = base.bytes
+        let newer = out.count
+        out += Array("3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8)
+        let table = out.count
+        out += Array("xref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(newer)) 00000 n \n3 1\n\(TestPDF.offset10(older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n".utf8)
+        let error = try #require(refusal(of: Data(out)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF's cross-reference section at byte \(table) lists object 3 twice; readers differ on which entry they use")
+    }
+
+    /// The page's /MediaBox is object 5, which the table marks free: a reader has no media box
+    /// there (qpdf and pdf.js fall back to letter). Before, the check read object 5 and accepted
+    /// the file.
+    @Test func aMediaBoxTheTableMarksFreeIsNotRead() throws {
+        var file = TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox 5 0 R /Resources << >> /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+            "[0 0 1536 969]",
+        ])
+        let offset = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
+        let entry = Array("\(TestPDF.offset10(offset)) 00000 n ".utf8)
+        let at = try #require(file.data.range(of: Data(entry))).lowerBound
+        file.bytes.replaceSubrange(at..<(at + entry.count), with: Array("0000000000 00001 f ".utf8))
+        let error = try #require(refusal(of: file.data))
+        #expect(error.code == .pdfNoPageBox, "\(error.message)")
     }
 
     /// With a cross-reference stream (not decoded here) which definition a reader uses cannot be
