@@ -33,9 +33,10 @@ struct DemoCommand: AsyncParsableCommand {
             if status != 0 { throw ExitCode(status) }
             return
         }
-        // The child: Ctrl-C and TERM end it at once (the supervisor cleans up).
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
+        // The child: the signals the supervisor passes on end it at once (the supervisor
+        // cleans up); it stops by itself if the supervisor is gone.
+        for number in DemoSupervisor.forwarded { signal(number, SIG_DFL) }
+        DemoSupervisor.watchForOrphaning()
         let json = json
         let trace = json ? DemoTrace() : DemoTrace(echo: Self.printStep)
         if !json { print("pushprov demo: TMP + SDK + simulated Apple Wallet and token service, all on 127.0.0.1\n") }

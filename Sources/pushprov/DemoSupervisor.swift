@@ -15,15 +15,39 @@ import Musl
 /// runs, so a process cannot reliably remove them from its own signal handler: a write racing
 /// the removal leaves a folder behind. Here the child gets a folder of the supervisor's as its
 /// `TMPDIR` (0700, `pushprov-demo-run-<UUID>`), and the supervisor removes that folder after
-/// the child has exited — normally, on Ctrl-C (the terminal signals both), on a TERM (passed
-/// on to the child), or on a crash — when nothing can write to it any more.
+/// the child has exited — normally, on Ctrl-C, a TERM, a HUP (the terminal closed) or a QUIT,
+/// each passed on to the child (Foundation starts it in a process group of its own, so the
+/// terminal signals only this process), or on a crash — when nothing can write to it any more.
+/// A child whose supervisor is gone (killed with KILL, say) notices within half a second and
+/// exits, and the folder is removed after it (``watchForOrphaning()``).
 enum DemoSupervisor {
-    /// Set in the child's environment: the process is the one that runs the demo.
+    /// Set in the child's environment to the supervisor's process id: the process is the one
+    /// that runs the demo.
     static let childVariable = "PUSHPROV_DEMO_CHILD"
+
+    /// The signals passed on to the child.
+    static let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
     /// Runs the demo with this process's arguments in a child, waits for it, removes its
     /// folder, and returns its exit status (128 + the signal's number when a signal ended it).
     static func run() async throws -> Int32 {
+        // The signals are passed on to the child (one that comes before it exists is held until
+        // it does); this process ends when the child has, after the clean-up. Set up before the
+        // folder exists, so no signal finds the folder made and no one to remove it. A handler
+        // that does nothing, not SIG_IGN, keeps the default action from ending this process
+        // until the sources take over: a handler does not survive the child's exec, while an
+        // ignored signal would stay ignored in the child.
+        let forwarder = SignalForwarder()
+        let sources = forwarded.map { (number: Int32) -> any DispatchSourceSignal in
+            signal(number) { _ in }
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { forwarder.forward(number) }
+            source.resume()
+            return source
+        }
+        defer {
+            for source in sources { source.cancel() }
+        }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -33,22 +57,9 @@ enum DemoSupervisor {
         child.arguments = Array(CommandLine.arguments.dropFirst())
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = folder.path
-        environment[childVariable] = "1"
+        environment[childVariable] = String(getpid())
         child.environment = environment
 
-        // INT and TERM are passed on to the child (a signal that comes before it exists is
-        // held until it does); this process ends when the child has, after the clean-up.
-        let forwarder = SignalForwarder()
-        let sources = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { forwarder.forward(number) }
-            source.resume()
-            return source
-        }
-        defer {
-            for source in sources { source.cancel() }
-        }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
             child.terminationHandler = { process in
                 forwarder.ended()
@@ -64,6 +75,42 @@ enum DemoSupervisor {
             forwarder.started(child.processIdentifier)
         }
     }
+
+    /// In the child: at once and every half second, checks that the supervisor whose id is in
+    /// ``childVariable`` is still its parent; once it is not (it was killed with KILL, and the
+    /// child was handed to init), leaves a shell to remove the run's folder (`TMPDIR`, named by
+    /// the supervisor) once this process has ended, and exits with status 1.
+    static func watchForOrphaning() {
+        guard let value = ProcessInfo.processInfo.environment[childVariable], let supervisor = pid_t(value) else { return }
+        let folder = FileManager.default.temporaryDirectory
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.schedule(deadline: .now(), repeating: 0.5)
+        timer.setEventHandler {
+            guard getppid() != supervisor else { return }
+            // Removed once this process is gone, so no write of the demo's can race it: a
+            // shell that waits for this process id to end, then removes the folder.
+            if folder.lastPathComponent.hasPrefix("pushprov-demo-run-") {
+                let reaper = Process()
+                reaper.executableURL = URL(fileURLWithPath: "/bin/sh")
+                reaper.arguments = ["-c", "while kill -0 \"$1\" 2>/dev/null; do sleep 0.1; done; rm -rf -- \"$2\"", "sh", String(getpid()), folder.path]
+                reaper.standardOutput = FileHandle.nullDevice
+                reaper.standardError = FileHandle.nullDevice
+                try? reaper.run()
+            }
+            FileHandle.standardError.write(Data("pushprov demo: the supervising process is gone; stopping\n".utf8))
+            exit(1)
+        }
+        timer.resume()
+        orphanTimer.lock.withLock { orphanTimer.timer = timer }
+    }
+
+    /// Keeps the orphan check's timer alive for the child's life.
+    private final class TimerHolder: @unchecked Sendable {
+        let lock = NSLock()
+        var timer: (any DispatchSourceTimer)?
+    }
+
+    private static let orphanTimer = TimerHolder()
 
     /// Passes signals on to the child once it has a process id.
     private final class SignalForwarder: @unchecked Sendable {

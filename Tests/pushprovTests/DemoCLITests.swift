@@ -41,7 +41,23 @@ struct DemoCLITests {
         #expect(left.isEmpty, "\(what): \(left)")
     }
 
-    @Test(arguments: [SIGINT, SIGTERM])
+    /// A demo process whose supervisor is gone (its parent is not the process named in
+    /// PUSHPROV_DEMO_CHILD: here init's id, which is never its parent) stops within half a
+    /// second, removing the run's folder: a supervisor killed with KILL leaves no demo running.
+    @Test func aDemoWhoseSupervisorIsGoneStopsAndRemovesItsFolder() async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        let run = temporary.appendingPathComponent("pushprov-demo-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: run, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let result = try await CLI.run(["demo"], environment: ["TMPDIR": run.path, "PUSHPROV_DEMO_CHILD": "1"])
+        #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stderr.contains("pushprov demo: the supervising process is gone; stopping"), "\(result.stderr)")
+        // Removed just after the process ended, by the shell it left for that.
+        for _ in 0..<100 where FileManager.default.fileExists(atPath: run.path) { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!FileManager.default.fileExists(atPath: run.path))
+    }
+
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP, SIGQUIT])
     func aDemoInterruptedRemovesItsTemporaryFoldersAndExitsWithTheSignalsStatus(signal number: Int32) async throws {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
