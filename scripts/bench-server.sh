@@ -94,15 +94,22 @@ if [ -n "$DATABASE" ]; then
     # any user of this machine could read it (ps): PUSHPROV_DATABASE for pushprov; for psql,
     # PGPASSWORD and the URL without its password.
     export PUSHPROV_DATABASE="$DATABASE"
-    PGPASSWORD="$(python3 -c 'import os, urllib.parse as u; print(u.unquote(u.urlsplit(os.environ["PUSHPROV_DATABASE"]).password or ""))')"
-    export PGPASSWORD
+    # (A password in the URL's query, ?password=…, is moved to PGPASSWORD too.)
+    PASSWORD_IN_URL="$(python3 -c '
+import os, urllib.parse as u
+parts = u.urlsplit(os.environ["PUSHPROV_DATABASE"])
+query = dict(u.parse_qsl(parts.query))
+password = parts.password if parts.password is not None else query.get("password")
+print("" if password is None else "y" + u.unquote(password) if parts.password is not None else "y" + password)')"
+    if [ -n "$PASSWORD_IN_URL" ]; then PGPASSWORD="${PASSWORD_IN_URL#y}"; export PGPASSWORD; fi
     PSQL_URL="$(python3 -c '
 import os, urllib.parse as u
 parts = u.urlsplit(os.environ["PUSHPROV_DATABASE"])
 if parts.password is not None:
     credentials, host = parts.netloc.rsplit("@", 1)
     parts = parts._replace(netloc=credentials.split(":", 1)[0] + "@" + host)
-print(u.urlunsplit(parts))')"
+query = [(key, value) for key, value in u.parse_qsl(parts.query, keep_blank_values=True) if key != "password"]
+print(u.urlunsplit(parts._replace(query=u.urlencode(query))))')"
     "$BIN" migrate
     STORE=(--database-pool-size "${BENCH_POOL_SIZE:-10}")
 else
