@@ -445,7 +445,9 @@ private enum CardArtPDFReader {
         }
         switch document.endOfFile {
         case .noStartXRef:
-            break
+            // Without cross-reference data each reader rebuilds it its own way (some read headers
+            // this scan does not, such as ones with comments inside).
+            return .failure(CardArtError(code: .pdfInvalidStructure, message: "PDF has no startxref and cross-reference table, so each reader rebuilds where its objects are in its own way; export the file again"))
         case .expectingOffset:
             return .failure(CardArtError(code: .pdfDataAfterStartXRef, message: "PDF's last startxref is not followed by the byte offset of its cross-reference section"))
         case .dataAfterOffset(let position):
@@ -491,11 +493,22 @@ private enum CardArtPDFReader {
         case .success(let rectangle): box = rectangle
         }
 
-        if case .value(let rotate) = document.inheritedAttribute("Rotate", of: page), let degrees = rotate.integerDegrees, degrees % 360 != 0 {
-            return .failure(CardArtError(
-                code: .pdfRotated,
-                message: "PDF page has /Rotate \(degrees); save the card art as an upright landscape page without page rotation"
-            ))
+        switch document.inheritedAttribute("Rotate", of: page) {
+        case .absent:
+            break
+        case .value(let rotate):
+            guard let degrees = rotate.integerDegrees else {
+                // Readers round, truncate or parse such a value differently; some rotate the page.
+                return .failure(CardArtError(code: .pdfRotated, message: "PDF page has a /Rotate that is not a whole number of degrees; save the card art as an upright landscape page without page rotation"))
+            }
+            if degrees % 360 != 0 {
+                return .failure(CardArtError(
+                    code: .pdfRotated,
+                    message: "PDF page has /Rotate \(degrees); save the card art as an upright landscape page without page rotation"
+                ))
+            }
+        case .unreadable:
+            return .failure(CardArtError(code: .pdfRotated, message: "PDF page's /Rotate is in an object this check cannot read; save the card art as an upright landscape page without page rotation"))
         }
 
         let width = box.width
@@ -507,6 +520,14 @@ private enum CardArtPDFReader {
             return .failure(CardArtError(
                 code: .pdfNotLandscape,
                 message: "PDF page is \(size), which is \(shape); card art must be landscape (\(CardArtValidator.requiredWidth):\(CardArtValidator.requiredHeight))"
+            ))
+        }
+        // Last, so a file refused for something more specific (its pages in object streams,
+        // say) is told that first.
+        if document.hasCrossReferenceStream {
+            return .failure(CardArtError(
+                code: .pdfInvalidStructure,
+                message: "PDF indexes its objects with a cross-reference stream (PDF 1.5 compression), which this check does not decode, so it cannot see every object a reader reaches; \(saveAdvice)"
             ))
         }
         let ratio = width / height
@@ -525,7 +546,18 @@ private enum CardArtPDFReader {
     /// `/UserUnit` is not read, so the limits apply to the box's numbers as written.
     private static func sizeRangeError(_ box: PDFRectangle, name: String) -> CardArtError? {
         let sides = CardArtValidator.minimumPageSide...CardArtValidator.maximumPageSide
-        guard !sides.contains(box.width) || !sides.contains(box.height) else { return nil }
+        guard !sides.contains(box.width) || !sides.contains(box.height) else {
+            // Coordinates far from the origin lose precision in readers that work in 32-bit
+            // floats, which then show the page at another size.
+            let limit = CardArtValidator.maximumPageSide
+            guard [box.minX, box.minY, box.maxX, box.maxY].allSatisfy({ abs($0) <= limit }) else {
+                return CardArtError(
+                    code: .pdfPageSizeOutOfRange,
+                    message: "\(name) has a corner beyond \(CardArtFormatting.grouped(Int(limit))) points from the origin; readers that work in 32-bit numbers would show it at another size"
+                )
+            }
+            return nil
+        }
         return CardArtError(
             code: .pdfPageSizeOutOfRange,
             message: "\(name) is \(box.sizeDescription); page sides must be between \(CardArtFormatting.decimal(sides.lowerBound, fractionDigits: 0)) and \(CardArtFormatting.grouped(Int(sides.upperBound))) points (ISO 32000-1, Annex C)"
@@ -693,6 +725,9 @@ private struct PDFDocumentScan {
     private(set) var encryptedIn: String?
     /// The file has object streams or cross-reference streams, so some objects may be invisible to the scan.
     private(set) var hasCompressedObjects = false
+    /// Whether the file has a cross-reference stream (`/Type /XRef`) or a trailer naming one
+    /// (`/XRefStm`): this scan does not decode them, and is refused.
+    private(set) var hasCrossReferenceStream = false
     /// Whether the file has object streams (objects compressed inside others), which this scan does not open.
     private(set) var hasObjectStreams = false
     /// The lowest number of an object whose value could not be parsed (nested deeper than the
@@ -757,6 +792,12 @@ private struct PDFDocumentScan {
                     malformation = Self.outsideObjects(token, at: start, in: bytes)
                     scanEnd = min(scanEnd, start); break scan
                 }
+                // Objects are read by number alone: a generation other than 0 (a number reused
+                // after a deletion) could make a reader pick another definition than this scan.
+                guard generation == 0 else {
+                    malformation = "PDF defines object \(number) with generation \(generation) at byte \(start); this check reads generation 0 only (a reader matches generations, and could use another definition); export the file again"
+                    scanEnd = min(scanEnd, start); break scan
+                }
                 if let earlier = definedHere[number] {
                     malformation = "PDF defines object \(number) twice in one revision (at bytes \(earlier) and \(start)); a reader following the cross-reference table could show the one not checked here"
                     scanEnd = min(scanEnd, start); break scan
@@ -765,9 +806,17 @@ private struct PDFDocumentScan {
                 starts[number, default: []].insert(start)
                 latestStart[number] = start
                 guard let first = lexer.next(), let value = Self.parseValue(first, &lexer, depth: 0) else {
+                    if let refusal = lexer.refusal {
+                        malformation = "PDF's object \(number) at byte \(start) \(refusal)"
+                        scanEnd = min(scanEnd, start); break scan
+                    }
                     unreadableObject = min(unreadableObject ?? number, number)
                     Self.skipToEndOfObject(&lexer)
                     continue
+                }
+                if let refusal = lexer.refusal {
+                    malformation = "PDF's object \(number) at byte \(start) \(refusal)"
+                    scanEnd = min(scanEnd, start); break scan
                 }
                 var closing = lexer.next()
                 if closing == .keyword("stream"), let dictionary = value.dictionary {
@@ -791,6 +840,7 @@ private struct PDFDocumentScan {
                     if type == "XRef" {
                         hasXRefStream = true
                         anyXRefStream = true
+                        hasCrossReferenceStream = true
                         if case .reference(let root)? = dictionary["Root"] { rootReference = root }
                         streams[start] = CrossReferenceStream(previous: dictionary["Prev"]?.integer, root: dictionary["Root"]?.referenceNumber)
                         if dictionary["Encrypt"] != nil { encryptedIn = "its cross-reference stream" }
@@ -812,6 +862,10 @@ private struct PDFDocumentScan {
                     malformation = "PDF's trailer at byte \(start) is not followed by a dictionary"
                     scanEnd = min(scanEnd, start); break scan
                 }
+                if let refusal = lexer.refusal {
+                    malformation = "PDF's trailer at byte \(start) \(refusal)"
+                    scanEnd = min(scanEnd, start); break scan
+                }
                 // A reader reads the trailer after a table; a second one could say otherwise.
                 if let table = currentTable, tables[table]?.hasTrailer == true {
                     malformation = "PDF has a second trailer at byte \(start) for the cross-reference section at byte \(table); a reader reads only the first"
@@ -822,6 +876,7 @@ private struct PDFDocumentScan {
                     tables[table]?.hasTrailer = true
                     tables[table]?.previous = trailer["Prev"]?.integer
                     tables[table]?.streamOffset = trailer["XRefStm"]?.integer
+                    if trailer["XRefStm"] != nil { hasCrossReferenceStream = true }
                     tables[table]?.root = trailer["Root"]?.referenceNumber
                 }
                 if case .reference(let root)? = trailer["Root"] { rootReference = root }
@@ -1171,7 +1226,10 @@ private struct PDFDocumentScan {
             var index = 0
             while index + 1 < items.count {
                 guard case .name(let key) = items[index] else { return nil }
-                dictionary[key] = items[index + 1]
+                // Readers differ on which of two values for one key counts (the first, the last).
+                if dictionary.updateValue(items[index + 1], forKey: key) != nil, lexer.refusal == nil {
+                    lexer.refusal = "has a dictionary with the key /\(CardArtFormatting.printable(key, limit: 40)) twice; readers differ on which value they use"
+                }
                 index += 2
             }
             return .dictionary(dictionary)
@@ -1200,8 +1258,11 @@ private struct PDFDocumentScan {
         var index = 0
         while index < items.count {
             if index + 2 < items.count, case .integer(let number) = items[index], number >= 0,
-                case .integer = items[index + 1], case .keyword("R") = items[index + 2]
+                case .integer(let generation) = items[index + 1], case .keyword("R") = items[index + 2]
             {
+                if generation != 0, lexer.refusal == nil {
+                    lexer.refusal = "refers to object \(number) with generation \(generation) (\(number) \(generation) R); this check reads generation 0 only (a reader matches generations)"
+                }
                 folded.append(.reference(number))
                 index += 3
             } else {
@@ -1378,7 +1439,14 @@ private struct PDFDocumentScan {
                 continue
             }
             if isRoot {
-                declaredCount = resolve(node["Count"])?.integer
+                if let count = node["Count"] {
+                    // Readers take a count that is not a whole number, or is out of range, each
+                    // their own way (a real rounded, a negative one wrapped to a page count).
+                    guard case .integer(let declared)? = resolve(count), (0...1_000_000).contains(declared) else {
+                        return .unreadable("its page tree's /Count is not a whole number from 0 to 1,000,000")
+                    }
+                    declaredCount = declared
+                }
                 isRoot = false
             }
             let kids = resolve(node["Kids"])
@@ -1439,6 +1507,11 @@ extension [String: PDFValue] {
 
 /// Splits PDF bytes into tokens (ISO 32000-1 §7.2), skipping comments and string contents.
 private struct PDFLexer {
+    /// Why the value just parsed is refused (a repeated dictionary key, a reference with a
+    /// generation other than 0), set by the parser; the scan reads and clears it after each
+    /// object and trailer.
+    var refusal: String?
+
     enum Token: Equatable {
         case dictionaryStart
         case dictionaryEnd
@@ -1602,7 +1675,19 @@ private struct PDFLexer {
             if name.count < Self.maximumKept { name.append(decoded) }
             position += 1
         }
-        return String(decoding: name, as: UTF8.self)
+        // Names are bytes (ISO 32000-1 §7.3.5), and readers compare them so: `#` and every
+        // byte outside ASCII are written `#XX`, so two names are equal here only when their
+        // bytes are (Swift's String equality would take /Kids and /\u{212A}ids, Kelvin sign, as one).
+        var text = ""
+        text.reserveCapacity(name.count)
+        for byte in name {
+            if byte < 0x80, byte != UInt8(ascii: "#") {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "#" + CardArtFormatting.hexByte(byte)
+            }
+        }
+        return text
     }
 
     /// Reads a run of regular characters: a number or a keyword (`obj`, `R`, `true`, …).

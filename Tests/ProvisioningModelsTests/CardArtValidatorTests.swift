@@ -474,8 +474,10 @@ struct CardArtPDFTests {
         #expect(error.code == .pdfNoPage)
         #expect(error.message.contains("could not read the PDF's page box"))
 
+        // Nothing at all, not even cross-reference data.
         let bare = try #require(refusal(of: Data("%PDF-1.4\n%%EOF\n".utf8)))
-        #expect(bare.code == .pdfNoPage)
+        #expect(bare.code == .pdfInvalidStructure)
+        #expect(bare.message.hasPrefix("PDF has no startxref and cross-reference table"))
     }
 
     @Test func survivesDeeplyNestedGarbageAndRefusesWhatItCannotRead() throws {
@@ -1073,14 +1075,90 @@ struct CardArtPDFStructureTests {
         #expect(error.message.hasPrefix("PDF has an object header (N G obj) at byte \(object5) that this check did not read as an object"), "\(error.message)")
     }
 
-    @Test func acceptsAFileIndexedByACrossReferenceStream() throws {
+    /// Shapes that readers (poppler, MuPDF, pdf.js, PDFium, qpdf, pypdf) read otherwise than
+    /// the check did, from a differential test of this stop: each was accepted as a landscape
+    /// page before.
+    private static func page(_ entries: String, pages: String = "/Kids [3 0 R] /Count 1", extra: [String] = []) -> Data {
+        TestPDF.build([
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages \(pages) >>",
+            "<< /Type /Page /Parent 2 0 R \(entries) /Resources << >> /Contents 4 0 R >>",
+            TestPDF.stream(TestPDF.artwork),
+        ] + extra).data
+    }
+
+    /// `/\u{212A}ids` (Kelvin sign) is another name than `/Kids` for every reader; Swift's
+    /// String equality took them as one, and the check walked the landscape page 5.
+    @Test func aLookAlikeNameIsAnotherName() throws {
+        let data = Self.page("/MediaBox [0 0 612 792]", pages: "/Kids [3 0 R] /\u{212A}ids [5 0 R] /Count 1", extra: [
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>",
+        ])
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfNotLandscape, "\(error.message)")
+    }
+
+    /// Readers differ on which of two values for one key counts (pypdf and poppler the first).
+    @Test func refusesADictionaryWithAKeyTwice() throws {
+        let data = Self.page("/MediaBox [0 0 612 792] /MediaBox [0 0 1536 969]")
+        let at = try #require(data.range(of: Data("3 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF's object 3 at byte \(at) has a dictionary with the key /MediaBox twice; readers differ on which value they use")
+    }
+
+    /// Objects are read by number: a generation other than 0, in a reference or a definition,
+    /// could make a reader (which matches generations) use another object.
+    @Test func refusesGenerationsOtherThanZero() throws {
+        let reference = Self.page("/MediaBox 5 7 R", extra: ["[0 0 1536 969]"])
+        let at = try #require(reference.range(of: Data("3 0 obj".utf8))).lowerBound
+        let error = try #require(refusal(of: reference))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF's object 3 at byte \(at) refers to object 5 with generation 7 (5 7 R); this check reads generation 0 only (a reader matches generations)")
+
+        var definition = TestPDF.onePage().data
+        let header = try #require(definition.range(of: Data("3 0 obj".utf8)))
+        definition.replaceSubrange(header, with: Data("3 1 obj".utf8))
+        let refused = try #require(refusal(of: definition))
+        #expect(refused.code == .pdfInvalidStructure)
+        #expect(refused.message.hasPrefix("PDF defines object 3 with generation 1 at byte \(header.lowerBound)"), "\(refused.message)")
+    }
+
+    /// MuPDF and PDFium rotate by 90.5, pdf.js and pypdf by the string (90).
+    @Test(arguments: ["90.5", "90.000001", "4294967386.0", "(90)", "[90]"])
+    func refusesARotateThatIsNotAWholeNumber(_ rotate: String) throws {
+        let error = try #require(refusal(of: Self.page("/MediaBox [0 0 1536 969] /Rotate \(rotate)")))
+        #expect(error.code == .pdfRotated)
+        #expect(error.message.hasPrefix("PDF page has a /Rotate that is not a whole number of degrees"), "\(error.message)")
+    }
+
+    /// poppler, MuPDF and PDFium report 2 pages for /Count 2.0; MuPDF 2 for a negative count.
+    @Test(arguments: ["2.0", "-4294967294", "(1)"])
+    func refusesAPageCountThatIsNotAWholeNumber(_ count: String) throws {
+        let error = try #require(refusal(of: Self.page("/MediaBox [0 0 1536 969]", pages: "/Kids [3 0 R] /Count \(count)")))
+        #expect(error.code == .pdfNoPage)
+        #expect(error.message.hasPrefix("could not read the PDF's page box: its page tree's /Count is not a whole number"), "\(error.message)")
+    }
+
+    /// PDFium works in 32-bit floats and showed this page at 612×792.
+    @Test func refusesABoxFarFromTheOrigin() throws {
+        let error = try #require(refusal(of: Self.page("/MediaBox [1000000000000000 0 1000000000001536 969]")))
+        #expect(error.code == .pdfPageSizeOutOfRange)
+        #expect(error.message == "PDF page's /MediaBox has a corner beyond 14,400 points from the origin; readers that work in 32-bit numbers would show it at another size")
+    }
+
+    /// A file indexed by a cross-reference stream is refused, last (after what else is wrong):
+    /// readers reach objects through it that the scan may not see (a header written with
+    /// comments inside, say). Before, such a file with nothing else wrong was accepted.
+    @Test func refusesAFileIndexedByACrossReferenceStream() throws {
         let data = TestPDF.buildWithCrossReferenceStream([
             "<< /Type /Catalog /Pages 2 0 R >>",
             "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>",
             TestPDF.stream(TestPDF.artwork),
         ]).data
-        #expect(acceptance(of: data)?.dimensions == .points(width: 1536, height: 969))
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF indexes its objects with a cross-reference stream (PDF 1.5 compression), which this check does not decode"), "\(error.message)")
     }
 
     /// A linearized file (its first cross-reference table at the start, `startxref 0`) has
