@@ -623,7 +623,8 @@ private enum PDFValue {
     case integer(Int)
     case real(Double)
     case name(String)
-    case string
+    /// The string's first bytes (at most ``PDFLexer/stringPrefixKept``), decoded.
+    case string([UInt8])
     case keyword(String)
     case array([PDFValue])
     case dictionary([String: PDFValue])
@@ -1215,7 +1216,7 @@ private struct PDFDocumentScan {
         case .integer(let value): return .integer(value)
         case .real(let value): return .real(value)
         case .name(let value): return .name(value)
-        case .string: return .string
+        case .string(let prefix): return .string(prefix)
         case .keyword(let value): return .keyword(value)
         case .arrayStart:
             guard depth < maximumDepth, let items = parseItems(until: .arrayEnd, &lexer, depth: depth + 1) else { return nil }
@@ -1295,9 +1296,13 @@ private struct PDFDocumentScan {
         var node = page
         var visited: Set<Int> = []
         while true {
+            // An entry whose value is null is no entry (ISO 32000-1 §7.3.7): looked up further up.
             if let raw = node[key] {
-                guard let value = resolve(raw) else { return .unreadable }
-                return .value(value)
+                let value = resolve(raw)
+                if case .keyword("null")? = value {} else {
+                    guard let value else { return .unreadable }
+                    return .value(value)
+                }
             }
             guard let parent = node["Parent"] else { return .absent }
             if case .reference(let number) = parent, !visited.insert(number).inserted { return .unreadable }
@@ -1377,22 +1382,51 @@ private struct PDFDocumentScan {
         return first.map { "object \($0.number) holds \($0.action)" }
     }
 
-    /// Action types (`/S`) that run code, submit or import data, or open other files or programs.
-    private static let refusedActions: Set<String> = ["Launch", "JavaScript", "SubmitForm", "ImportData", "GoToR", "GoToE", "RichMediaExecute"]
+    /// Action types (`/S`) that run code, submit or import data, open other files or programs,
+    /// or play media.
+    private static let refusedActions: Set<String> = [
+        "Launch", "JavaScript", "SubmitForm", "ImportData", "GoToR", "GoToE", "RichMediaExecute", "Rendition", "Sound", "Movie",
+    ]
+
+    /// Annotation types (`/Subtype`) that attach files, are form fields, or play media.
+    private static let refusedAnnotations: Set<String> = ["FileAttachment", "Widget", "RichMedia", "Screen", "Sound", "Movie", "3D"]
+
+    /// URI schemes that run code or reach local data, as a `/URI` action's address begins.
+    private static let refusedSchemes = ["javascript:", "vbscript:", "data:", "file:"]
 
     /// `a /Launch action`, `a /JS entry (JavaScript)` …, if `value` is or contains a dictionary
-    /// whose `/S` is in ``refusedActions`` or that has a `/JS` key.
+    /// whose `/S` is in ``refusedActions``, that has a `/JS` key, a `/URI` action to an address
+    /// of a ``refusedSchemes`` scheme (or one in another object), a `/Subtype` in
+    /// ``refusedAnnotations``, `/AA` (actions run on events) or `/EF` (an embedded file). An
+    /// action nested in a dictionary is named before the dictionary's own kind.
     private static func action(in value: PDFValue) -> String? {
         switch value {
         case .dictionary(let dictionary):
-            if case .name(let type)? = dictionary["S"], refusedActions.contains(type) { return "a /\(type) action" }
-            if dictionary["JS"] != nil {
-                if case .name("Rendition")? = dictionary["S"] { return "a /Rendition action with /JS (JavaScript)" }
-                return "a /JS entry (JavaScript)"
+            if case .name(let type)? = dictionary["S"], refusedActions.contains(type) {
+                if type == "Rendition", dictionary["JS"] != nil { return "a /Rendition action with /JS (JavaScript)" }
+                return "a /\(type) action"
+            }
+            if dictionary["JS"] != nil { return "a /JS entry (JavaScript)" }
+            if case .name("URI")? = dictionary["S"] {
+                switch dictionary["URI"] {
+                case .string(let address)?:
+                    // Browsers skip leading control characters and spaces, and tabs and line
+                    // breaks anywhere, and take the scheme in any case.
+                    let skipped = address.drop { $0 <= 0x20 }.filter { $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
+                    let lowered = String(decoding: skipped.prefix(16).map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }, as: UTF8.self)
+                    if let scheme = refusedSchemes.first(where: { lowered.hasPrefix($0) }) { return "a /URI action to a \(scheme) address" }
+                case nil:
+                    break
+                default:
+                    return "a /URI action whose address is not a string in the action itself"
+                }
             }
             for item in dictionary.values {
                 if let found = action(in: item) { return found }
             }
+            if case .name(let subtype)? = dictionary["Subtype"], refusedAnnotations.contains(subtype) { return "a /\(subtype) annotation" }
+            if dictionary["AA"] != nil { return "an /AA entry (actions run on events)" }
+            if dictionary["EF"] != nil { return "an /EF entry (an embedded file)" }
             return nil
         case .array(let items):
             for item in items {
@@ -1413,12 +1447,21 @@ private struct PDFDocumentScan {
 
     /// Depth-first, in page order, visiting each object at most once.
     ///
+    /// The tree must be one readers all read alike: the catalog's `/Pages` an indirect
+    /// reference to a `/Pages` node; every node a `/Pages` node with `/Kids` or a `/Page`
+    /// without; each node's `/Parent` the node whose `/Kids` list it (readers that inherit the
+    /// page box by the walk and those that follow `/Parent` then agree), and none listed twice
+    /// (which some readers count as two pages).
+    ///
     /// Work is bounded by the file: every `/Kids` entry must be an indirect reference (ISO 32000-1,
     /// Table 29), so a node is expanded at most once; a `/Kids` array object is expanded at most
     /// once (two nodes sharing one are refused); and every entry pushed is charged to a budget of
     /// the object count plus 1,024, whose exhaustion makes the tree unreadable.
     private func walkPageTree(from root: PDFValue) -> PageLookup {
-        var stack: [PDFValue] = [root]
+        guard case .reference = root else {
+            return .unreadable("its catalog's /Pages is not an indirect reference (ISO 32000-1 requires one)")
+        }
+        var stack: [(item: PDFValue, parent: Int?)] = [(root, nil)]
         var visited: Set<Int> = []
         var expandedKids: Set<Int> = []
         var pages: [[String: PDFValue]] = []
@@ -1426,19 +1469,31 @@ private struct PDFDocumentScan {
         var declaredCount: Int?
         var isRoot = true
         var budget = objects.count + 1024
-        while let item = stack.popLast() {
-            if case .reference(let number) = item {
-                guard visited.insert(number).inserted else { continue }
+        while let (item, parent) = stack.popLast() {
+            guard case .reference(let number) = item else { continue }
+            guard visited.insert(number).inserted else {
+                return .unreadable("its page tree lists object \(number) more than once, so it is not a tree (readers count its pages differently)")
             }
             guard let node = resolve(item)?.dictionary else {
-                if pages.isEmpty, case .reference(let number) = item, hiddenFromReaders.contains(number) {
+                if pages.isEmpty, hiddenFromReaders.contains(number) {
                     return .unreadable("its page tree refers to object \(number), which the cross-reference sections a reader follows mark free or do not list, so a reader has no such object")
                 }
                 if pages.isEmpty { return .unreadable("its page tree refers to objects that are not in the file's uncompressed text") }
                 unreadableNodes += 1
                 continue
             }
+            if let parent {
+                guard case .reference(parent)? = node["Parent"] else {
+                    return .unreadable("its page tree's object \(number) does not name object \(parent), whose /Kids list it, as its /Parent (readers differ on where it inherits its page box and rotation from)")
+                }
+            } else if node["Parent"] != nil {
+                return .unreadable("its page tree's root (object \(number)) has a /Parent")
+            }
+            let type = node.typeName
             if isRoot {
+                guard type == "Pages" else {
+                    return .unreadable("its catalog's /Pages is \(type.map { "a /\($0)" } ?? "an untyped") object, not a /Pages node")
+                }
                 if let count = node["Count"] {
                     // Readers take a count that is not a whole number, or is out of range, each
                     // their own way (a real rounded, a negative one wrapped to a page count).
@@ -1449,10 +1504,9 @@ private struct PDFDocumentScan {
                 }
                 isRoot = false
             }
-            let kids = resolve(node["Kids"])
-            let type = node.typeName
-            if type == "Pages" || (type == nil && kids != nil) {
-                guard case .array(let list)? = kids else {
+            switch type {
+            case "Pages":
+                guard case .array(let list)? = resolve(node["Kids"]) else {
                     if pages.isEmpty { return .unreadable("a /Pages node of its page tree has no readable /Kids") }
                     unreadableNodes += 1
                     continue
@@ -1467,12 +1521,14 @@ private struct PDFDocumentScan {
                 }
                 guard list.count <= budget else { return .unreadable("its page tree is too large or malformed") }
                 budget -= list.count
-                stack.append(contentsOf: list.reversed())
-            } else if type == "Page" || type == nil {
+                stack.append(contentsOf: list.reversed().map { ($0, number) })
+            case "Page":
+                guard node["Kids"] == nil else {
+                    return .unreadable("its page tree has a /Page (object \(number)) with /Kids; readers differ on whether it is a page")
+                }
                 pages.append(node)
-            } else {
-                if pages.isEmpty { return .unreadable("its page tree holds a /\(type ?? "") object where a page was expected") }
-                unreadableNodes += 1
+            default:
+                return .unreadable("its page tree holds \(type.map { "a /\($0)" } ?? "an untyped") object (object \(number)) where a /Page or /Pages node was expected")
             }
         }
         guard let first = pages.first else { return .unreadable("its page tree has no pages") }
@@ -1520,7 +1576,8 @@ private struct PDFLexer {
         case name(String)
         case integer(Int)
         case real(Double)
-        case string
+        /// The string's first bytes (at most ``PDFLexer/stringPrefixKept``), decoded.
+        case string([UInt8])
         case keyword(String)
         case junk
     }
@@ -1569,9 +1626,22 @@ private struct PDFLexer {
                 return .dictionaryStart
             }
             position += 1
-            while position < bytes.count, bytes[position] != UInt8(ascii: ">") { position += 1 }
+            var prefix: [UInt8] = []
+            var high: UInt8?
+            while position < bytes.count, bytes[position] != UInt8(ascii: ">") {
+                if prefix.count < Self.stringPrefixKept, let digit = Self.hexValue(bytes[position]) {
+                    if let first = high {
+                        prefix.append(first << 4 | digit)
+                        high = nil
+                    } else {
+                        high = digit
+                    }
+                }
+                position += 1
+            }
+            if let first = high, prefix.count < Self.stringPrefixKept { prefix.append(first << 4) }
             position = min(position + 1, bytes.count)
-            return .string
+            return .string(prefix)
         case UInt8(ascii: ">"):
             if position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: ">") {
                 position += 2
@@ -1586,8 +1656,7 @@ private struct PDFLexer {
             position += 1
             return .arrayEnd
         case UInt8(ascii: "("):
-            skipLiteralString()
-            return .string
+            return .string(skipLiteralString())
         case UInt8(ascii: "/"):
             return .name(readName())
         case UInt8(ascii: ")"), UInt8(ascii: "{"), UInt8(ascii: "}"):
@@ -1635,27 +1704,59 @@ private struct PDFLexer {
     }
 
     /// Skips `( … )` with balanced parentheses and backslash escapes.
-    private mutating func skipLiteralString() {
+    /// How many decoded bytes of a string are kept (enough for a URI's scheme).
+    static let stringPrefixKept = 64
+
+    /// Moves past a literal string, returning its first decoded bytes (escapes `\n`, `\r`,
+    /// `\t`, `\b`, `\f`, octal and the escaped character itself; a backslash before an end of
+    /// line joins the lines).
+    private mutating func skipLiteralString() -> [UInt8] {
         position += 1
         var depth = 1
+        var prefix: [UInt8] = []
+        func keep(_ byte: UInt8) { if prefix.count < Self.stringPrefixKept { prefix.append(byte) } }
         while position < bytes.count {
-            switch bytes[position] {
+            let byte = bytes[position]
+            switch byte {
             case UInt8(ascii: "\\"):
                 position += 1
+                guard position < bytes.count else { break }
+                let escaped = bytes[position]
+                switch escaped {
+                case UInt8(ascii: "n"): keep(0x0A)
+                case UInt8(ascii: "r"): keep(0x0D)
+                case UInt8(ascii: "t"): keep(0x09)
+                case UInt8(ascii: "b"): keep(0x08)
+                case UInt8(ascii: "f"): keep(0x0C)
+                case 0x0A, 0x0D: break
+                case UInt8(ascii: "0")...UInt8(ascii: "7"):
+                    var value = UInt32(escaped - UInt8(ascii: "0"))
+                    var digits = 1
+                    while digits < 3, position + 1 < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "7")).contains(bytes[position + 1]) {
+                        position += 1
+                        value = value * 8 + UInt32(bytes[position] - UInt8(ascii: "0"))
+                        digits += 1
+                    }
+                    keep(UInt8(truncatingIfNeeded: value))
+                default: keep(escaped)
+                }
             case UInt8(ascii: "("):
                 depth += 1
+                keep(byte)
             case UInt8(ascii: ")"):
                 depth -= 1
                 if depth == 0 {
                     position += 1
-                    return
+                    return prefix
                 }
+                keep(byte)
             default:
-                break
+                keep(byte)
             }
             position += 1
         }
         position = bytes.count
+        return prefix
     }
 
     /// Reads `/Name`, decoding `#xx` escapes.
@@ -1666,6 +1767,11 @@ private struct PDFLexer {
             let byte = bytes[position]
             if Self.isWhitespace(byte) || Self.isDelimiter(byte) { break }
             var decoded = byte
+            // A control byte is not a regular character (ISO 32000-1 §7.2.2); some readers end the
+            // name at one (0x0B for qpdf and pdfminer), others do not.
+            if byte < 0x21 || byte == 0x7F, refusal == nil {
+                refusal = "has a name with the control byte 0x\(CardArtFormatting.hexByte(byte)) at byte \(position); readers differ on whether it ends the name"
+            }
             if byte == UInt8(ascii: "#"), position + 2 < bytes.count,
                 let high = Self.hexValue(bytes[position + 1]), let low = Self.hexValue(bytes[position + 2])
             {
@@ -1786,9 +1892,11 @@ private enum CardArtFormatting {
 
     /// A decimal with at most `fractionDigits` digits after the point and no trailing zeros: `307.2`, `1536`.
     static func decimal(_ value: Double, fractionDigits: Int) -> String {
-        guard value.isFinite, abs(value) < 1e15 else { return "\(value)" }
         var scale: Int64 = 1
-        for _ in 0..<fractionDigits { scale *= 10 }
+        for _ in 0..<min(max(fractionDigits, 0), 9) { scale *= 10 }
+        // Scaled to whole units it must fit in 64 bits (a 16-digit real in a message crashed
+        // the check when scaled by a million).
+        guard value.isFinite, abs(value) < 1e15, abs(value) * Double(scale) < 9e18 else { return "\(value)" }
         let units = Int64((abs(value) * Double(scale)).rounded())
         var text = String(units / scale)
         var fraction = units % scale

@@ -541,11 +541,12 @@ struct CardArtPDFPageTreeBombTests {
             "<< /Type /Page /MediaBox [0 0 1536 969] >>",
             "",
         ]
-        // Per node: its object (about 36 bytes), its cross-reference entry (20) and its entry in the array (11).
-        let count = (CardArtValidator.maximumSize - 1_000) / 67
+        // Per node: its object (about 65 bytes), its cross-reference entry (20) and its entry in
+        // the array (11). Each names the root as its /Parent, so the walk reaches the sharing.
+        let count = (CardArtValidator.maximumSize - 1_000) / 96
         var kids = "["
         for number in 5..<(5 + count) {
-            bodies.append("<</Kids 4 0 R>>")
+            bodies.append("<</Type /Pages /Parent 2 0 R /Kids 4 0 R>>")
             kids += "\(number) 0 R "
         }
         bodies[3] = kids + "]"
@@ -1146,6 +1147,66 @@ struct CardArtPDFStructureTests {
         #expect(error.message == "PDF page's /MediaBox has a corner beyond 14,400 points from the origin; readers that work in 32-bit numbers would show it at another size")
     }
 
+    /// Page trees readers read differently, each accepted before: a page whose /Parent is an
+    /// orphan node with a landscape box (poppler, pypdf and pdfminer inherit by the tree walk: a
+    /// portrait page), a kid listed twice (pypdf and qpdf: 2 pages), a /Page with /Kids (PDFium
+    /// shows the child), a root that is a /Page (MuPDF: no pages), a node of another type
+    /// (qpdf counts it as a page).
+    @Test(arguments: [
+        ("off-tree parent", "does not name object 2, whose /Kids list it, as its /Parent"),
+        ("kid twice", "lists object 3 more than once"),
+        ("page with kids", "has a /Page (object 3) with /Kids"),
+        ("root is a page", "its catalog's /Pages is a /Page object, not a /Pages node"),
+        ("other type", "holds a /Pag object (object 5) where a /Page or /Pages node was expected"),
+    ])
+    func refusesPageTreesReadersReadDifferently(_ shape: String, _ reason: String) throws {
+        let portraitRoot = "/Type /Pages /MediaBox [0 0 612 792]"
+        let page = "<< /Type /Page /Parent 2 0 R /Resources << >> /Contents 4 0 R >>"
+        let bodies: [String] = switch shape {
+        case "off-tree parent": [
+            "<< /Type /Catalog /Pages 2 0 R >>", "<< \(portraitRoot) /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 5 0 R /Resources << >> /Contents 4 0 R >>", TestPDF.stream(TestPDF.artwork),
+            "<< /Type /Pages /MediaBox [0 0 1536 969] /Kids [] /Count 0 >>",
+        ]
+        case "kid twice": [
+            "<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /MediaBox [0 0 1536 969] /Kids [3 0 R 3 0 R] /Count 1 >>",
+            page, TestPDF.stream(TestPDF.artwork),
+        ]
+        case "page with kids": [
+            "<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Kids [5 0 R] /Contents 4 0 R >>", TestPDF.stream(TestPDF.artwork),
+            "<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        ]
+        case "root is a page": [
+            "<< /Type /Catalog /Pages 3 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>", TestPDF.stream(TestPDF.artwork),
+        ]
+        default: [
+            "<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /MediaBox [0 0 1536 969] /Kids [3 0 R 5 0 R] /Count 1 >>",
+            page, TestPDF.stream(TestPDF.artwork), "<< /Type /Pag /Parent 2 0 R /Contents 4 0 R >>",
+        ]
+        }
+        let error = try #require(refusal(of: TestPDF.build(bodies).data))
+        #expect(error.code == .pdfNoPage, "\(error.message)")
+        #expect(error.message.contains(reason), "\(error.message)")
+    }
+
+    /// qpdf and pdfminer end a name at 0x0B (the page's /MediaBox then portrait), the check did
+    /// not (an unknown key, the parent's landscape box inherited).
+    @Test func refusesAControlByteInAName() throws {
+        let data = Self.page("/MediaBox\u{0B}[0 0 969 1536]", pages: "/Kids [3 0 R] /Count 1 /MediaBox [0 0 1536 969]")
+        let at = try #require(data.range(of: Data("3 0 obj".utf8))).lowerBound
+        let byte = try #require(data.firstIndex(of: 0x0B))
+        let error = try #require(refusal(of: data))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message == "PDF's object 3 at byte \(at) has a name with the control byte 0x0B at byte \(byte); readers differ on whether it ends the name")
+    }
+
+    /// A null entry is no entry: readers ignore a null /CropBox, and the media box is the page's.
+    @Test func aNullCropBoxIsNoCropBox() throws {
+        #expect(acceptance(of: Self.page("/MediaBox [0 0 1536 969] /CropBox null"))?.dimensions == .points(width: 1536, height: 969))
+    }
+
     /// A file indexed by a cross-reference stream is refused, last (after what else is wrong):
     /// readers reach objects through it that the scan may not see (a header written with
     /// comments inside, say). Before, such a file with nothing else wrong was accepted.
@@ -1239,6 +1300,14 @@ struct CardArtPDFStructureTests {
         #expect(error.code == .pdfInvalidStructure)
         #expect(error.message == "PDF has \(found) at byte \(at) outside any object; only objects (N G obj … endobj), cross-reference sections, trailers, startxref and comments may stand there")
         #expect(CardArtError.Code.pdfInvalidStructure.rawValue == "pdf_invalid_structure")
+    }
+
+    /// A 16-digit real where an object should start was named in the message scaled to a
+    /// millionth, past 64 bits: the check crashed (found by the card-art fuzz target).
+    @Test func aHugeRealOutsideObjectsIsNamedNotACrash() throws {
+        let error = try #require(refusal(of: Data("%PDF-1.4\n400077777777701.4\nxref\n375\n%%EOF\n".utf8)))
+        #expect(error.code == .pdfInvalidStructure)
+        #expect(error.message.hasPrefix("PDF has the number 400077777777701.4"), "\(error.message)")
     }
 
     @Test func refusesAnObjectNotClosedByEndobj() throws {
@@ -1552,6 +1621,30 @@ struct CardArtPDFActionTests {
         let error = try #require(refusal(of: Self.file(annotation: annotation).data))
         #expect(error.code == .pdfActiveContent)
         #expect(error.message.contains("object 5 holds a /JS entry (JavaScript)"))
+    }
+
+    /// Annotations and actions the differential test found readers act on (pdf.js, PDFium,
+    /// poppler list the attachment, render the field, play the media): each was accepted.
+    @Test(arguments: [
+        ("<< /Type /Annot /Subtype /FileAttachment /Rect [0 0 10 10] /FS << /Type /Filespec /F (run.bat) >> >>", "a /FileAttachment annotation"),
+        ("<< /Type /Annot /Subtype /Widget /Rect [0 0 10 10] /FT /Tx /T (f) >>", "a /Widget annotation"),
+        ("<< /Type /Annot /Subtype /Screen /Rect [0 0 10 10] >>", "a /Screen annotation"),
+        ("<< /Type /Annot /Subtype /RichMedia /Rect [0 0 10 10] >>", "a /RichMedia annotation"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /Sound /Sound 6 0 R >> >>", "a /Sound action"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /Rendition /OP 0 >> >>", "a /Rendition action"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /AA << /E << /S /URI /URI (https://example.com) >> >> >>", "an /AA entry (actions run on events)"),
+        ("<< /Type /Filespec /F (a.txt) /EF << /F 6 0 R >> >>", "an /EF entry (an embedded file)"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI (javascript:app.alert\\(1\\)) >> >>", "a /URI action to a javascript: address"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI ( \\tJava\\nScript:x) >> >>", "a /URI action to a javascript: address"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI <6A6176617363726970743A78> >> >>", "a /URI action to a javascript: address"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI (\\152avascript:x) >> >>", "a /URI action to a javascript: address"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI (file:///etc/passwd) >> >>", "a /URI action to a file: address"),
+        ("<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /A << /S /URI /URI 6 0 R >> >>", "a /URI action whose address is not a string in the action itself"),
+    ])
+    func refusesAttachmentsFormsMediaAndScriptAddresses(_ annotation: String, _ found: String) throws {
+        let error = try #require(refusal(of: Self.file(annotation: annotation).data))
+        #expect(error.code == .pdfActiveContent)
+        #expect(error.message.contains("object 5 holds \(found)"), "\(error.message)")
     }
 
     @Test func stillAcceptsALinkToAWebPage() throws {
