@@ -975,19 +975,6 @@ struct CardArtPDFActiveContentTests {
 
 @Suite("Card art: PDF top-level structure")
 struct CardArtPDFStructureTests {
-    /// Object 5 is a link annotation on the page that launches a program: refused whenever it is read.
-    /// Catalog (1), page tree (2) and a page (3) whose content is object 4 and whose one
-    /// annotation is object 5.
-    private static let annotatedPage = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
-    ]
-
-    /// A link annotation whose action launches a program.
-    private static let launchAnnotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>"
-
-    private static let launching = TestPDF.build(annotatedPage + [TestPDF.stream(TestPDF.artwork), launchAnnotation])
 
     /// `file` with `text` inserted where `before` first occurs; also the byte offset of the insertion.
     private static func inserting(_ text: String, before: String, in file: TestPDF.File) throws -> (data: Data, at: Int) {
@@ -1001,7 +988,7 @@ struct CardArtPDFStructureTests {
     /// and 6 as part of it; a reader jumps to object 5 by the table and finds the action.
     /// Before the check the file was accepted.
     @Test func refusesAnObjectTheTableGivesWhereTheScanFoundNone() throws {
-        let file = TestPDF.build(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"])
+        let file = TestPDF.build(TestPDF.annotatedPage + ["<< /Length 0 /X (hidden", TestPDF.launchAnnotation, ") >>"])
         let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
         let error = try #require(refusal(of: file.data))
         #expect(error.code == .pdfInvalidStructure)
@@ -1012,10 +999,10 @@ struct CardArtPDFStructureTests {
     /// 5 and 6 for stream data; a reader jumps to object 5 by the table. Before the check the
     /// file was accepted.
     @Test func refusesAnObjectHiddenInStreamDataByAMisleadingLength() throws {
-        let launch = Self.launchAnnotation
+        let launch = TestPDF.launchAnnotation
         let empty = "<< /Length 0 >>\nstream\n\nendstream"
         let covered = TestPDF.artwork + "\nendstream\nendobj\n5 0 obj\n" + launch + "\nendobj\n6 0 obj\n<< /Length 0 >>\nstream\n"
-        let file = TestPDF.build(Self.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, empty])
+        let file = TestPDF.build(TestPDF.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, empty])
         let object5 = try #require(file.data.range(of: Data("5 0 obj".utf8))).lowerBound
         let error = try #require(refusal(of: file.data))
         #expect(error.code == .pdfInvalidStructure)
@@ -1026,7 +1013,7 @@ struct CardArtPDFStructureTests {
     /// and finds object 5 inside object 4's unterminated string. Before the header scan the file
     /// was accepted (the same went for a cross-reference stream, which this check does not decode).
     @Test func refusesAnObjectHeaderInsideAnotherObjectWithoutACrossReferenceTable() throws {
-        let file = TestPDF.build(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"]).data
+        let file = TestPDF.build(TestPDF.annotatedPage + ["<< /Length 0 /X (hidden", TestPDF.launchAnnotation, ") >>"]).data
         let table = try #require(file.range(of: Data("\nxref\n".utf8))).upperBound - "xref\n".utf8.count
         let data = file[..<table] + Data("%%EOF\n".utf8)
         let object5 = try #require(file.range(of: Data("5 0 obj".utf8))).lowerBound
@@ -1041,9 +1028,9 @@ struct CardArtPDFStructureTests {
     /// header inside stream data is refused. Before the check both files were accepted.
     @Test(arguments: ["a cross-reference stream", "no cross-reference data"])
     func refusesAnObjectHiddenInStreamDataWhenAReaderMayGoByHeaders(_ index: String) throws {
-        let launch = Self.launchAnnotation
+        let launch = TestPDF.launchAnnotation
         let covered = TestPDF.artwork + "\nendstream\nendobj\n5 0 obj\n" + launch + "\nendobj\n6 0 obj\n<< /Length 0 >>\nstream\n"
-        let bodies = Self.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, "<< /Length 0 >>\nstream\n\nendstream"]
+        let bodies = TestPDF.annotatedPage + ["<< /Length \(covered.utf8.count) >>\nstream\n\(TestPDF.artwork)\nendstream", launch, "<< /Length 0 >>\nstream\n\nendstream"]
         let data: Data
         if index == "no cross-reference data" {
             let file = TestPDF.build(bodies).data
@@ -1060,7 +1047,7 @@ struct CardArtPDFStructureTests {
 
     /// The same file with a truthful /Length is read whole: its action is found.
     @Test func theActionIsFoundInAFileWithACrossReferenceStreamWhenNothingHidesIt() throws {
-        let data = TestPDF.buildWithCrossReferenceStream(Self.annotatedPage + [TestPDF.stream(TestPDF.artwork), Self.launchAnnotation]).data
+        let data = TestPDF.buildWithCrossReferenceStream(TestPDF.annotatedPage + [TestPDF.stream(TestPDF.artwork), TestPDF.launchAnnotation]).data
         let error = try #require(refusal(of: data))
         #expect(error.code == .pdfActiveContent)
         #expect(error.message.contains("object 5 holds a /Launch action"))
@@ -1069,7 +1056,7 @@ struct CardArtPDFStructureTests {
     /// Object 4's unterminated string swallows object 5 in a file indexed by a cross-reference
     /// stream: its header is found.
     @Test func refusesAnObjectHiddenInAStringWhenTheFileHasACrossReferenceStream() throws {
-        let data = TestPDF.buildWithCrossReferenceStream(Self.annotatedPage + ["<< /Length 0 /X (hidden", Self.launchAnnotation, ") >>"]).data
+        let data = TestPDF.buildWithCrossReferenceStream(TestPDF.annotatedPage + ["<< /Length 0 /X (hidden", TestPDF.launchAnnotation, ") >>"]).data
         let object5 = try #require(data.range(of: Data("5 0 obj".utf8))).lowerBound
         let error = try #require(refusal(of: data))
         #expect(error.code == .pdfInvalidStructure)
@@ -1280,7 +1267,7 @@ struct CardArtPDFStructureTests {
     }
 
     @Test func theLaunchActionIsFoundWhenNothingHidesIt() throws {
-        let error = try #require(refusal(of: Self.launching.data))
+        let error = try #require(refusal(of: TestPDF.launching.data))
         #expect(error.code == .pdfActiveContent)
         #expect(error.message.contains("object 5 holds a /Launch action"))
     }
@@ -1295,7 +1282,7 @@ struct CardArtPDFStructureTests {
         (")\n", "the byte \")\""),
     ])
     func refusesAnythingButObjectsBetweenObjects(_ junk: String, _ found: String) throws {
-        let (data, at) = try Self.inserting(junk, before: "5 0 obj", in: Self.launching)
+        let (data, at) = try Self.inserting(junk, before: "5 0 obj", in: TestPDF.launching)
         let error = try #require(refusal(of: data))
         #expect(error.code == .pdfInvalidStructure)
         #expect(error.message == "PDF has \(found) at byte \(at) outside any object; only objects (N G obj … endobj), cross-reference sections, trailers, startxref and comments may stand there")
@@ -1311,7 +1298,7 @@ struct CardArtPDFStructureTests {
     }
 
     @Test func refusesAnObjectNotClosedByEndobj() throws {
-        var data = Self.launching.data
+        var data = TestPDF.launching.data
         let end = try #require(data.range(of: Data(">>\nendobj\n4 0 obj".utf8)))
         data.replaceSubrange(end, with: Data(">>\n4 0 obj".utf8))
         let object3 = try #require(data.range(of: Data("3 0 obj".utf8))).lowerBound
@@ -1367,10 +1354,40 @@ struct CardArtPDFStructureTests {
         #expect(acceptance(of: harmless.data)?.dimensions == .points(width: 1536, height: 969))
 
         // The update replaces the launching annotation; the definition it replaces is still checked.
-        let replaced = TestPDF.updating(Self.launching, object: 5, body: link, size: 6)
+        let replaced = TestPDF.updating(TestPDF.launching, object: 5, body: link, size: 6)
         let error = try #require(refusal(of: replaced.data))
         #expect(error.code == .pdfActiveContent)
         #expect(error.message.contains("object 5 holds a /Launch action"))
+    }
+
+    private static let landscapePage = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"
+
+    /// Where a test's update starts and ends.
+    private struct Redefinition {
+        /// The whole file.
+        var data: Data
+        /// Where the portrait page (object 3) is defined first, and then again as landscape.
+        var older: Int
+        var newer: Int
+        /// Where the update's cross-reference section begins (its `xref`, or what precedes it).
+        var table: Int
+        /// The original file's cross-reference table.
+        var base: Int
+    }
+
+    /// A portrait one-page file and an update defining its page (object 3) again as landscape,
+    /// closed by what `section` returns (cross-reference section, trailer, `startxref`, `%%EOF`;
+    /// given the offsets of ``Redefinition``, its `data` still empty).
+    private static func redefiningThePage(_ section: (Redefinition) -> String) throws -> Redefinition {
+        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
+        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
+        var out = base.bytes
+        let newer = out.count
+        out += Array("3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8)
+        var update = Redefinition(data: Data(), older: older, newer: newer, table: out.count, base: base.xrefOffset)
+        out += Array(section(update).utf8)
+        update.data = Data(out)
+        return update
     }
 
     /// The update redefines the page (object 3) as landscape, but its cross-reference section
@@ -1380,20 +1397,16 @@ struct CardArtPDFStructureTests {
     /// reader reads it: there is none.
     @Test(arguments: ["unlisted", "older offset", "free"])
     func refusesARedefinitionAReaderDoesNotUse(_ how: String) throws {
-        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
-        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
-        var out = base.bytes
-        let newer = out.count
-        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
-        let table = out.count
-        var section = "xref\n0 1\n0000000000 65535 f \n"
-        switch how {
-        case "older offset": section += "3 1\n\(TestPDF.offset10(older)) 00000 n \n"
-        case "free": section += "3 1\n0000000000 00001 f \n"
-        default: break
+        let update = try Self.redefiningThePage { update in
+            let entry = switch how {
+            case "older offset": "3 1\n\(TestPDF.offset10(update.older)) 00000 n \n"
+            case "free": "3 1\n0000000000 00001 f \n"
+            default: ""
+            }
+            return "xref\n0 1\n0000000000 65535 f \n\(entry)trailer\n<< /Size 5 /Root 1 0 R /Prev \(update.base) >>\nstartxref\n\(update.table)\n%%EOF\n"
         }
-        out += Array((section + "trailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n").utf8)
-        let error = try #require(refusal(of: Data(out)))
+        let (older, newer) = (update.older, update.newer)
+        let error = try #require(refusal(of: update.data))
         if how == "free" {
             #expect(error.code == .pdfNoPage)
             #expect(error.message.hasPrefix("could not read the PDF's page box: its page tree refers to object 3, which the cross-reference sections a reader follows mark free or do not list"), "\(error.message)")
@@ -1407,31 +1420,20 @@ struct CardArtPDFStructureTests {
     /// An update without /Prev whose section lists no object: a reader following it has no
     /// catalog, and neither does the check.
     @Test func aCatalogNoSectionAReaderFollowsListsIsNoCatalog() throws {
-        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
-        var out = base.bytes
-        out += Array("3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>\nendobj\n".utf8)
-        let table = out.count
-        out += Array("xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(table)\n%%EOF\n".utf8)
-        let error = try #require(refusal(of: Data(out)))
+        let update = try Self.redefiningThePage { update in
+            "xref\n0 1\n0000000000 65535 f \ntrailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n\(update.table)\n%%EOF\n"
+        }
+        let error = try #require(refusal(of: update.data))
         #expect(error.code == .pdfNoPage)
         #expect(error.message.hasPrefix("could not read the PDF's page box: its catalog (object 1) is marked free, or not listed, by the cross-reference sections a reader follows"), "\(error.message)")
     }
 
-    private static let landscapePage = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Resources << >> /Contents 4 0 R >>"
-
-    /// A portrait one-page file, then `update` (given the bytes so far) appended.
-    private static func portrait(then update: (_ bytes: [UInt8], _ base: TestPDF.File) -> String) -> Data {
-        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
-        return Data(base.bytes + Array(update(base.bytes, base).utf8))
-    }
-
     /// A negative /Prev crashed the check (an index out of range) before offsets were bounded.
     @Test func aNegativePrevIsRefusedNotACrash() throws {
-        let data = Self.portrait { bytes, _ in
-            let table = bytes.count + "3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8.count
-            return "3 0 obj\n\(Self.landscapePage)\nendobj\nxref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(bytes.count)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev -1 >>\nstartxref\n\(table)\n%%EOF\n"
+        let update = try Self.redefiningThePage { update in
+            "xref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(update.newer)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev -1 >>\nstartxref\n\(update.table)\n%%EOF\n"
         }
-        let error = try #require(refusal(of: data))
+        let error = try #require(refusal(of: update.data))
         #expect(error.code == .pdfInvalidStructure)
         #expect(error.message.hasPrefix("PDF's /Prev gives byte -1, where this check found no cross-reference section"), "\(error.message)")
     }
@@ -1494,15 +1496,12 @@ struct CardArtPDFStructureTests {
     /// followed, and its entry for the redefined page gives the older, portrait one. Before, the
     /// sections were not followed and the file was accepted as landscape.
     @Test func aStartxrefPointingAtACommentBeforeItsTableIsFollowed() throws {
-        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
-        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
-        var out = base.bytes
-        out += Array("3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8)
-        let comment = out.count
-        out += Array("%a comment\nxref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(comment)\n%%EOF\n".utf8)
-        let error = try #require(refusal(of: Data(out)))
+        let update = try Self.redefiningThePage { update in
+            "%a comment\nxref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(update.older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(update.base) >>\nstartxref\n\(update.table)\n%%EOF\n"
+        }
+        let error = try #require(refusal(of: update.data))
         #expect(error.code == .pdfInvalidStructure)
-        #expect(error.message.contains("the newest cross-reference section listing it gives byte \(older)"), "\(error.message)")
+        #expect(error.message.contains("the newest cross-reference section listing it gives byte \(update.older)"), "\(error.message)")
     }
 
     @Test func refusesAStartxrefThatLeadsToNoSection() throws {
@@ -1518,16 +1517,12 @@ struct CardArtPDFStructureTests {
     /// Readers differ on which of two entries for one number in a section counts (the first, or
     /// the last as PDFium keeps it).
     @Test func refusesAnObjectListedTwiceInOneSection() throws {
-        let base = TestPDF.onePage(page: "/MediaBox [0 0 612 792]")
-        let older = try #require(base.data.range(of: Data("3 0 obj".utf8))).lowerBound
-        var out = base.bytes
-        let newer = out.count
-        out += Array("3 0 obj\n\(Self.landscapePage)\nendobj\n".utf8)
-        let table = out.count
-        out += Array("xref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(newer)) 00000 n \n3 1\n\(TestPDF.offset10(older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(base.xrefOffset) >>\nstartxref\n\(table)\n%%EOF\n".utf8)
-        let error = try #require(refusal(of: Data(out)))
+        let update = try Self.redefiningThePage { update in
+            "xref\n0 1\n0000000000 65535 f \n3 1\n\(TestPDF.offset10(update.newer)) 00000 n \n3 1\n\(TestPDF.offset10(update.older)) 00000 n \ntrailer\n<< /Size 5 /Root 1 0 R /Prev \(update.base) >>\nstartxref\n\(update.table)\n%%EOF\n"
+        }
+        let error = try #require(refusal(of: update.data))
         #expect(error.code == .pdfInvalidStructure)
-        #expect(error.message == "PDF's cross-reference section at byte \(table) lists object 3 twice; readers differ on which entry they use")
+        #expect(error.message == "PDF's cross-reference section at byte \(update.table) lists object 3 twice; readers differ on which entry they use")
     }
 
     /// The page's /MediaBox is object 5, which the table marks free: a reader has no media box

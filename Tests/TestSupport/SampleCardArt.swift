@@ -325,6 +325,21 @@ public enum TestPDF {
         return result
     }
 
+    /// Catalog (1), page tree (2) and a page (3) whose content is object 4 and whose one
+    /// annotation is object 5.
+    public static let annotatedPage = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
+    ]
+
+    /// A link annotation whose action launches a program.
+    public static let launchAnnotation = "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>"
+
+    /// A landscape one-page file whose page's one annotation (object 5) launches a program:
+    /// refused whenever it is read.
+    public static let launching = build(annotatedPage + [stream(artwork), launchAnnotation])
+
     /// Appends an incremental update that redefines the page (object 3) with a new `/MediaBox`.
     public static func updatingPage(of base: File, mediaBox: String) -> File {
         updating(base, object: 3, body: "<< /Type /Page /Parent 2 0 R /MediaBox \(mediaBox) /Resources << >> /Contents 4 0 R >>", size: 5)

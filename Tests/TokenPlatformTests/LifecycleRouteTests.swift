@@ -434,13 +434,7 @@ struct LifecycleRouteTests {
     @Test func storedArtThatTheCurrentRulesRefuseIsNotServed() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
-            let launching = TestPDF.build([
-                "<< /Type /Catalog /Pages 2 0 R >>",
-                "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 1536 969] /Contents 4 0 R /Annots [5 0 R] >>",
-                TestPDF.stream(TestPDF.artwork),
-                "<< /Type /Annot /Subtype /Link /Rect [0 0 100 100] /A << /S /Launch /F (calc.exe) >> >>",
-            ]).data
+            let launching = TestPDF.launching.data
             let good = TestPNG.file(width: 1536, height: 969)
             #expect(try await api.send(.put, "/lifecycle/card-art/old-art", as: .issuer, raw: good, contentType: "image/png").status == .ok)
             let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "old-art")
