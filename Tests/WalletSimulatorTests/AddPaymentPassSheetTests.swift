@@ -43,7 +43,8 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         case sealWithOtherNonce
         case answerEmpty
         case answerTwice
-        /// Answers, then calls the handler again a moment later (a late answer behind a deadline).
+        /// Answers, then calls the handler again once the sheet has finished (a late answer
+        /// behind a deadline).
         case answerAgainLater
         case neverAnswer
     }
@@ -51,6 +52,8 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
     let behaviour: Behaviour
     let leaf: P256.KeyAgreement.PublicKey
     private(set) var finished: [(pass: PKPaymentPass?, error: NSError?)] = []
+    /// The handler and request ``Behaviour/answerAgainLater`` calls again after the finish.
+    private var again: (handler: (PKAddPaymentPassRequest) -> Void, request: PKAddPaymentPassRequest)?
 
     /// `leaf` is the key of the certificate Wallet hands over (TMP reads it from the chain).
     init(_ behaviour: Behaviour = .seal, leaf: P256.KeyAgreement.PublicKey) {
@@ -77,17 +80,17 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
             request.activationData = Data("activation".utf8)
             handler(request)
             if behaviour == .answerTwice { handler(request) }
-            if behaviour == .answerAgainLater {
-                Task {
-                    try? await Task.sleep(for: .milliseconds(200))
-                    handler(request)
-                }
-            }
+            if behaviour == .answerAgainLater { again = (handler, request) }
         }
     }
 
     func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, didFinishAdding pass: PKPaymentPass?, error: (any Error)?) {
         finished.append((pass, error.map { $0 as NSError }))
+        // After the finish whatever the machine's load (a fixed delay once came before it).
+        if let again {
+            self.again = nil
+            Task { @MainActor in again.handler(again.request) }
+        }
     }
 }
 
