@@ -570,8 +570,10 @@ private enum CardArtPDFReader {
         switch document.inheritedAttribute("MediaBox", of: page) {
         case .absent:
             return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: the page and its parents have no /MediaBox; \(saveAdvice)"))
-        case .unreadable:
-            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: its /MediaBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"))
+        case .unreadable(let hidden):
+            let detail = hidden.map { "its /MediaBox is object \($0), which the cross-reference sections a reader follows mark free or do not list, so a reader has no such box; export the file again" }
+                ?? "its /MediaBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"
+            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: \(detail)"))
         case .value(let value):
             guard let rectangle = document.rectangle(value) else {
                 return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /MediaBox is not four finite numbers enclosing an area"))
@@ -582,8 +584,10 @@ private enum CardArtPDFReader {
         switch document.inheritedAttribute("CropBox", of: page) {
         case .absent:
             return .success(media)
-        case .unreadable:
-            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: its /CropBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"))
+        case .unreadable(let hidden):
+            let detail = hidden.map { "its /CropBox is object \($0), which the cross-reference sections a reader follows mark free or do not list, so a reader has no such box; export the file again" }
+                ?? "its /CropBox is in an object that is not readable (probably a compressed object stream); \(saveAdvice)"
+            return .failure(CardArtError(code: .pdfNoPageBox, message: "could not read the PDF's page box: \(detail)"))
         case .value(let value):
             guard let crop = document.rectangle(value) else {
                 return .failure(CardArtError(code: .pdfInvalidPageBox, message: "PDF page's /CropBox is not four finite numbers enclosing an area"))
@@ -685,7 +689,9 @@ private struct PDFDocumentScan {
     /// Whether a value that may be inherited was found on the page or one of its ancestors.
     enum Attribute {
         case absent
-        case unreadable
+        /// Not readable; `hiddenObject` when the value is a reference to an object the
+        /// cross-reference sections mark free or do not list.
+        case unreadable(hiddenObject: Int?)
         case value(PDFValue)
     }
 
@@ -1300,13 +1306,16 @@ private struct PDFDocumentScan {
             if let raw = node[key] {
                 let value = resolve(raw)
                 if case .keyword("null")? = value {} else {
-                    guard let value else { return .unreadable }
+                    guard let value else {
+                        if case .reference(let number) = raw, hiddenFromReaders.contains(number) { return .unreadable(hiddenObject: number) }
+                        return .unreadable(hiddenObject: nil)
+                    }
                     return .value(value)
                 }
             }
             guard let parent = node["Parent"] else { return .absent }
-            if case .reference(let number) = parent, !visited.insert(number).inserted { return .unreadable }
-            guard let parentNode = resolve(parent)?.dictionary else { return .unreadable }
+            if case .reference(let number) = parent, !visited.insert(number).inserted { return .unreadable(hiddenObject: nil) }
+            guard let parentNode = resolve(parent)?.dictionary else { return .unreadable(hiddenObject: nil) }
             node = parentNode
         }
     }

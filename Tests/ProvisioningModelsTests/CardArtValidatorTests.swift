@@ -1542,6 +1542,7 @@ struct CardArtPDFStructureTests {
         file.bytes.replaceSubrange(at..<(at + entry.count), with: Array("0000000000 00001 f ".utf8))
         let error = try #require(refusal(of: file.data))
         #expect(error.code == .pdfNoPageBox, "\(error.message)")
+        #expect(error.message == "could not read the PDF's page box: its /MediaBox is object 5, which the cross-reference sections a reader follows mark free or do not list, so a reader has no such box; export the file again")
     }
 
     /// With a cross-reference stream (not decoded here) which definition a reader uses cannot be
