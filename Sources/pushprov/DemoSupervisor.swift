@@ -19,7 +19,9 @@ import Musl
 /// each passed on to the child (Foundation starts it in a process group of its own, so the
 /// terminal signals only this process), or on a crash — when nothing can write to it any more.
 /// A child whose supervisor is gone (killed with KILL, say) notices within half a second and
-/// exits, and the folder is removed after it (``watchForOrphaning()``).
+/// exits, and the folder is removed after it (``watchForOrphaning()``). Job control reaches the
+/// child too: Ctrl-Z (TSTP) stops the child and then this process, and a CONT (`fg`, `bg`)
+/// resumes both.
 enum DemoSupervisor {
     /// Set in the child's environment to the supervisor's process id: the process is the one
     /// that runs the demo.
@@ -27,6 +29,9 @@ enum DemoSupervisor {
 
     /// The signals passed on to the child.
     static let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
+    /// The job-control signals: TSTP stops the child, then this process; CONT resumes the child.
+    static let jobControl = [SIGTSTP, SIGCONT]
 
     /// Runs the demo with this process's arguments in a child, waits for it, removes its
     /// folder, and returns its exit status (128 + the signal's number when a signal ended it).
@@ -38,10 +43,16 @@ enum DemoSupervisor {
         // until the sources take over: a handler does not survive the child's exec, while an
         // ignored signal would stay ignored in the child.
         let forwarder = SignalForwarder()
-        let sources = forwarded.map { (number: Int32) -> any DispatchSourceSignal in
+        let sources = (forwarded + jobControl).map { (number: Int32) -> any DispatchSourceSignal in
             signal(number) { _ in }
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { forwarder.forward(number) }
+            source.setEventHandler {
+                switch number {
+                case SIGTSTP: forwarder.suspend()
+                case SIGCONT: forwarder.resumed()
+                default: forwarder.forward(number)
+                }
+            }
             source.resume()
             return source
         }
@@ -123,6 +134,26 @@ enum DemoSupervisor {
         func forward(_ number: Int32) {
             lock.withLock {
                 if child > 0 { _ = kill(child, number) } else if child == 0 { pending.append(number) }
+            }
+        }
+
+        /// Ctrl-Z: stops the child (STOP, which it cannot ignore), then this process, as TSTP's
+        /// default action would have (the handler above replaced it). The shell sees this
+        /// process stopped and resumes it with CONT (``resumed()``). A TSTP that comes before
+        /// the child exists stops only this process, and is not held: the CONT that resumes
+        /// this process may come before the child exists, and a child stopped after it would
+        /// stay stopped.
+        func suspend() {
+            lock.withLock {
+                if child > 0 { _ = kill(child, SIGSTOP) }
+            }
+            _ = kill(getpid(), SIGSTOP)
+        }
+
+        /// This process was resumed (`fg`, `bg`): so is the child.
+        func resumed() {
+            lock.withLock {
+                if child > 0 { _ = kill(child, SIGCONT) }
             }
         }
 

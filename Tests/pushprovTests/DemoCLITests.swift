@@ -57,6 +57,71 @@ struct DemoCLITests {
         #expect(!FileManager.default.fileExists(atPath: run.path))
     }
 
+    /// Ctrl-Z stops the demo, not only its supervisor: TSTP to the supervisor (what the
+    /// terminal sends its process group) stops the child that runs the demo and then the
+    /// supervisor; CONT to the supervisor (`fg`) resumes both, and the demo finishes.
+    @Test func aDemoSuspendedWithCtrlZStopsItsChildAndResumesWithIt() async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["demo"]
+        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporary.path])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let supervisor = process.processIdentifier
+        defer {
+            if process.isRunning {
+                kill(supervisor, SIGCONT)
+                process.terminate()
+            }
+        }
+        var child: pid_t?
+        for _ in 0..<600 where child == nil && process.isRunning {
+            child = Self.children(of: supervisor).first
+            if child == nil { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        let demo = try #require(child, "the supervisor started the demo's process")
+
+        kill(supervisor, SIGTSTP)
+        for _ in 0..<200 where Self.state(of: supervisor) != "T" || Self.state(of: demo) != "T" {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(Self.state(of: demo) == "T", "the demo's process is stopped")
+        #expect(Self.state(of: supervisor) == "T", "the supervisor is stopped")
+        // Still stopped a while later: nothing resumed either on its own.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(Self.state(of: demo) == "T")
+
+        kill(supervisor, SIGCONT)
+        for _ in 0..<200 where Self.state(of: demo) == "T" { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Self.state(of: demo) != "T", "the demo's process runs again")
+        for _ in 0..<1200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0, "the resumed demo finished")
+    }
+
+    /// The process ids whose parent is `parent` (from /proc).
+    static func children(of parent: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(pid_t.init).filter { pid in statFields(of: pid)?.parent == parent }
+    }
+
+    /// A process's state letter from /proc (`T` when stopped), nil once it is gone.
+    static func state(of pid: pid_t) -> String? { statFields(of: pid)?.state }
+
+    /// The state and parent of `pid` from /proc/<pid>/stat (its name, in parentheses, may
+    /// hold spaces, so the fields are read after its last parenthesis).
+    static func statFields(of pid: pid_t) -> (state: String, parent: pid_t)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, let parent = pid_t(fields[1]) else { return nil }
+        return (String(fields[0]), parent)
+    }
+
     @Test(arguments: [SIGINT, SIGTERM, SIGHUP, SIGQUIT])
     func aDemoInterruptedRemovesItsTemporaryFoldersAndExitsWithTheSignalsStatus(signal number: Int32) async throws {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
