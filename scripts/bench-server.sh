@@ -248,6 +248,26 @@ crypto_only() { # label
 }
 crypto_rate() { sed -n 's/^crypto-only signed-cards: \([0-9]*\) ops\/s.*/\1/p' "$DATA/crypto-$1.out"; }
 crypto_cpu() { sed -n 's/.*CPU: \([0-9.]*\) ms per op.*/\1/p' "$DATA/crypto-$1.out"; }
+# Every signed-cards answer waits for its attempt's commit to reach the disk, so its tail
+# latency follows the disk's: how long a sync takes here, measured alone (server idle).
+echo; echo "== disk: 4 KiB written and synced (fdatasync) in a loop for 5 s, in the data directory (server idle) =="
+python3 - "$DATA" <<'PY'
+import os, sys, time
+path = os.path.join(sys.argv[1], "sync-probe")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+block, took, end, i = b"\0" * 4096, [], time.monotonic() + 5, 0
+while time.monotonic() < end:
+    os.pwrite(fd, block, (i % 256) * 4096)
+    i += 1
+    start = time.perf_counter()
+    os.fdatasync(fd)
+    took.append(time.perf_counter() - start)
+os.close(fd)
+os.unlink(path)
+took.sort()
+at = lambda q: 1000 * took[min(len(took) - 1, int(q * len(took)))]
+print("disk sync: %d syncs, p50 %.2f ms, p99 %.2f ms, max %.1f ms; %d over 20 ms" % (len(took), at(0.5), at(0.99), 1000 * took[-1], sum(t > 0.02 for t in took)))
+PY
 echo; echo "== crypto-only baseline, before signed-cards (server idle) =="
 crypto_only 0
 SIGNED_RATES=(); SIGNED_CPUS=(); SATURATED_RATES=(); SATURATED_CPUS=()
