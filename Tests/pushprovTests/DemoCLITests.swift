@@ -64,13 +64,7 @@ struct DemoCLITests {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: temporary) }
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["demo"]
-        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporary.path])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try Self.startDemo(temporaryFolder: temporary)
         let supervisor = process.processIdentifier
         defer {
             if process.isRunning {
@@ -103,6 +97,18 @@ struct DemoCLITests {
         #expect(process.terminationStatus == 0, "the resumed demo finished")
     }
 
+    /// Starts `pushprov demo` (its output discarded) with `temporaryFolder` as its `TMPDIR`.
+    static func startDemo(temporaryFolder: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["demo"]
+        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporaryFolder.path])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
     /// The process ids whose parent is `parent` (from /proc).
     static func children(of parent: pid_t) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
@@ -127,13 +133,7 @@ struct DemoCLITests {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: temporary) }
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["demo"]
-        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporary.path])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try Self.startDemo(temporaryFolder: temporary)
         defer { if process.isRunning { process.terminate() } }
         // Interrupted once both folders exist (the data directory with the keys, and the App
         // Group container, in the run's folder), while the demo runs and writes into them.
