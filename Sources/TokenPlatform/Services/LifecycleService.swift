@@ -415,7 +415,8 @@ public struct LifecycleService: Sendable {
         try InputRules.newIdentifier(artId, field: "artId")
         try await refuseCardNumber(in: artId, field: "artId", own: nil)
         let info: CardArtInfo
-        switch CardArtValidator.validate(data, declaredContentType: contentType) {
+        // Checked off the event loop, and the verdict kept: the art's first GET finds it.
+        switch await environment.cardArtVerdicts.verdict(on: data, declaredContentType: contentType) {
         case .success(let valid): info = valid
         case .failure(let error): throw TMPError.badRequest("invalid_card_art", "\(error.code.rawValue): \(error.message)")
         }

@@ -42,6 +42,9 @@ public struct PlatformEnvironment: Sendable {
     public var makeIdentifier: @Sendable () -> String
     /// Where services log (never PANs).
     public var logger: Logger
+    /// The card-art check's verdicts on files checked before, shared by every copy of this
+    /// environment.
+    let cardArtVerdicts = CardArtVerdicts()
 
     /// Creates an environment.
     ///

@@ -207,14 +207,15 @@ public struct PushProvisioningService: Sendable {
     /// The stored file is checked again against the card-art rules as they are now: art stored
     /// by an earlier version, under looser rules, that fails them (an action a stricter check
     /// finds, say) is not served — the card answers as one without art, and a warning names
-    /// the art and the rule so the issuer uploads it again.
+    /// the art and the rule so the issuer uploads it again. The verdict on a file is kept for
+    /// the process's life (``CardArtVerdicts``), so a file is checked once, not per request.
     public func cardArt(userId: String, externalCardId: String) async throws -> CardArtRecord {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         let card = try await ownedCard(externalCardId, userId: userId)
         guard let artId = card.artId, let art = try await environment.store.cardArt(id: artId) else {
             throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
         }
-        if case .failure(let refusal) = CardArtValidator.validate(art.data, declaredContentType: art.contentType) {
+        if case .failure(let refusal) = await environment.cardArtVerdicts.verdict(on: art.data, declaredContentType: art.contentType) {
             environment.logger.warning(
                 "stored card art fails the current card-art rules and is not served; upload it again (PUT /lifecycle/card-art/{artId})",
                 metadata: ["art": "\(Redaction.cardNumbers(in: artId))", "reason": "\(refusal.code.rawValue)"]

@@ -1,0 +1,63 @@
+import Foundation
+import ProvisioningModels
+import SDKTestSupport
+import TMPTestSupport
+import TestSupport
+import Testing
+@testable import TokenPlatform
+
+/// Card art is checked against the card-art rules once per file and process, not on every
+/// request that serves it.
+@Suite("Card-art verdicts")
+struct CardArtVerdictTests {
+    /// A file is checked once per process: the upload's verdict serves the GETs that follow,
+    /// and a stored file a GET meets first is checked by that GET only. Another file under
+    /// the same id is checked anew.
+    @Test func cardArtIsCheckedOnceNotOnEveryRequest() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let verdicts = platform.environment.cardArtVerdicts
+            let png = TestPNG.file(width: 1536, height: 969)
+            #expect(try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: "image/png").status == .ok)
+            #expect(verdicts.checks == 1)
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "art-1")
+            #expect(try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body).status == .created)
+            for _ in 0..<3 {
+                #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == png)
+            }
+            #expect(verdicts.checks == 1)
+
+            // Stored without this process's upload (another instance, an earlier run).
+            let pdf = TestPDF.onePage().data
+            try await platform.store.putCardArt(
+                CardArtRecord(artId: "art-1", contentType: "application/pdf", data: pdf, updatedAt: platform.clock.current),
+                audit: AuditEntry(at: platform.clock.current, actor: "issuer", action: "card_art.put", subject: "card_art:art-1", detail: "test")
+            )
+            for _ in 0..<3 {
+                #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == pdf)
+            }
+            #expect(verdicts.checks == 2)
+        }
+    }
+
+    /// The verdicts kept are bounded: past the capacity the oldest is checked again.
+    @Test func theCardArtVerdictsKeptAreBounded() async throws {
+        let verdicts = CardArtVerdicts(capacity: 2)
+        let files = [TestPNG.file(width: 1536, height: 969), TestPDF.onePage().data, TestPNG.file(width: 1024, height: 768)]
+        for file in files { _ = await verdicts.verdict(on: file, declaredContentType: nil) }
+        #expect(verdicts.checks == 3)
+        // The two newest are kept; the same bytes with another declared type are another file.
+        _ = await verdicts.verdict(on: files[2], declaredContentType: nil)
+        _ = await verdicts.verdict(on: files[1], declaredContentType: nil)
+        #expect(verdicts.checks == 3)
+        let refused = await verdicts.verdict(on: files[1], declaredContentType: "image/png")
+        #expect(verdicts.checks == 4)
+        guard case .failure(let refusal) = refused else {
+            Issue.record("a PDF declared as PNG was accepted")
+            return
+        }
+        #expect(refusal.code == .contentTypeMismatch)
+        _ = await verdicts.verdict(on: files[0], declaredContentType: nil)
+        #expect(verdicts.checks == 5)
+    }
+}
