@@ -153,6 +153,38 @@ struct ErrorHandlingTests {
         }
     }
 
+    /// A card's owner id, cardholder name and product title are stored and returned in clear
+    /// (the names to the cardholder's app): the card's own number, or a number of a card held
+    /// here, in them is refused, and nothing is stored.
+    @Test func aCardsOwnerNameOrTitleHoldingACardNumberIsRefusedAndNothingStored() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let other = Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "5555555555554444")
+            #expect(try await putCardRaw(api, other, id: "held").status == .created)
+            let cases: [(field: String, from: String, to: String, message: String)] = [
+                ("cardholderName", #""cardholderName":"Alice""#, #""cardholderName":"4111111111111111""#, "cardholderName must not hold the card's primaryAccountNumber: it is stored and returned in clear"),
+                ("productTitle", #""productTitle":"Gold""#, #""productTitle":"Gold 4111 1111 1111 1111""#, "productTitle must not hold the card's primaryAccountNumber: it is stored and returned in clear"),
+                ("productTitle", #""productTitle":"Gold""#, #""productTitle":"5555-5555-5555-4444""#, "productTitle must not hold the number of a card this platform holds: it is stored and returned in clear"),
+                ("userId", #""userId":"alice""#, #""userId":"5555555555554444""#, "userId must not hold the number of a card this platform holds: ids are stored, logged and returned in clear; use an id of your own"),
+                ("userId", #""userId":"alice""#, #""userId":"u-4111111111111111""#, "userId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own"),
+            ]
+            for (field, from, to, message) in cases {
+                let reply = try await putCardRaw(api, Self.goodCard.replacingOccurrences(of: from, with: to), id: "c-new")
+                #expect(reply.status == .badRequest && reply.error?.message == message, "\(field): \(reply.text)")
+                #expect(try await platform.store.card(externalCardId: "c-new") == nil)
+                // A replacement is held to it too (the held card's own number, 5555…).
+                guard to.contains("5555") else { continue }
+                let replaced = try await putCardRaw(api, other.replacingOccurrences(of: from, with: to), id: "held")
+                #expect(replaced.status == .badRequest, "\(field): \(replaced.text)")
+                #expect(try await platform.store.card(externalCardId: "held")?.cardholderName == "Alice")
+                #expect(try await platform.store.card(externalCardId: "held")?.userId == "alice")
+            }
+            // Digits that are no card's number are fine.
+            let title = Self.goodCard.replacingOccurrences(of: #""productTitle":"Gold""#, with: #""productTitle":"Gold 2026 member 4012888888881881""#)
+            #expect(try await putCardRaw(api, title, id: "c-new").status == .created)
+        }
+    }
+
     @Test func aCardGivenANewPANThatItsIdHoldsIsRefusedAndKeepsItsPAN() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

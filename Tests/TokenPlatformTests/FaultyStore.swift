@@ -31,6 +31,7 @@ struct FaultyStore: TMPStore {
         return try await base.card(externalCardId: externalCardId)
     }
     func card(panLookupHash: String) async throws -> CardRecord? { try check(); return try await base.card(panLookupHash: panLookupHash) }
+    func holdsCard(panLookupHashes: [String]) async throws -> Bool { try check(); return try await base.holdsCard(panLookupHashes: panLookupHashes) }
     func card(panUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(panUniqueReference: panUniqueReference) }
     func card(retiredPanUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(retiredPanUniqueReference: retiredPanUniqueReference) }
     func cards(ownedBy userId: String) async throws -> [CardRecord] { try check(); return try await base.cards(ownedBy: userId) }

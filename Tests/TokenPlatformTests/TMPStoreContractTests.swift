@@ -91,6 +91,22 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func whetherACardHasOneOfManyLookupHashesIsOneAnswer(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            #expect(try await store.holdsCard(panLookupHashes: []) == false)
+            #expect(try await store.holdsCard(panLookupHashes: ["hash-c1"]) == false)
+            try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            #expect(try await store.holdsCard(panLookupHashes: ["hash-c1"]))
+            #expect(try await store.holdsCard(panLookupHashes: ["x", "hash-c1", "y"]))
+            #expect(try await store.holdsCard(panLookupHashes: ["x", "y", "HASH-C1", "hash-c"]) == false)
+            // More than one statement's worth of parameters (SQLite's are asked in parts).
+            let many = (0..<1_200).map { "miss-\($0)" }
+            #expect(try await store.holdsCard(panLookupHashes: many) == false)
+            #expect(try await store.holdsCard(panLookupHashes: many + ["hash-c1"]))
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func cardsUnderAnotherKeyAreListedInIdOrderAndReplacedOnlyIfUnchanged(factory: StoreFactory) async throws {
         try await factory.withStore { store in
             // Key ids with LIKE's wildcards and a prefix of another id: compared as text.

@@ -339,6 +339,45 @@ struct TSPRouteTests {
     }
 
     /// A time more than five minutes ahead of the server's would make every later event STALE.
+    /// The token service's ids are stored and shown in clear (a token's reference to its
+    /// cardholder and the back office, event and request ids in the audit trail and the
+    /// decisions): one holding the number of a card held here, in any spelling, is refused and
+    /// nothing is recorded. Only numbers held count, so long numeric references are fine.
+    @Test func aTokenServiceIdHoldingTheNumberOfACardHeldIsRefusedAndNothingRecorded() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.putCard("c2", user: "bob", pan: "5555555555554444")
+            let held = "must not hold the number of a card this platform holds: ids are stored, logged and returned in clear; use an id of your own"
+            for (index, reference) in ["5555555555554444", "DAPL-5555-5555-5555-4444", "T4111111111111111"].enumerated() {
+                let created = try await api.event(reference, pur: card.panUniqueReference, .created, id: "e-\(index)")
+                #expect(created.status == .badRequest && created.error?.message == "tokenUniqueReference \(held)", "\(reference): \(created.text)")
+                #expect(try await platform.store.token(reference: reference) == nil)
+            }
+            let byEventId = try await api.event("T1", pur: card.panUniqueReference, .created, id: "evt_5555_5555_5555_4444")
+            #expect(byEventId.status == .badRequest && byEventId.error?.message == "eventId \(held)", "\(byEventId.text)")
+            #expect(try await platform.store.token(reference: "T1") == nil)
+            // A long numeric reference that holds no card's number is a reference like any other.
+            let numeric = try await api.event("DNITHE000000000000012345678901", pur: card.panUniqueReference, .created, id: "e-numeric-40128888888818810")
+            #expect(try numeric.decode(TokenEventResponse.self).result == "APPLIED")
+
+            // A decision's request id: the request's own number (a card held too), or another's.
+            for (requestId, pan) in [("req-4111111111111111", "4111111111111111"), ("req-5555.5555.5555.4444", "4111111111111111"), ("4111111111111111", "378282246310005")] {
+                let reply = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+                    requestId: requestId, primaryAccountNumber: try PrimaryAccountNumber(pan), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone
+                ))
+                #expect(reply.status == .badRequest && reply.error?.code == "invalid_field", "\(requestId): \(reply.text)")
+                #expect(reply.error?.message.hasPrefix("requestId must not hold ") == true, "\(reply.text)")
+            }
+            #expect(try await platform.store.latestTokenizingDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone) == nil)
+            // The card's own number, not held (no card has 3782 8224 6310 005): refused all the same.
+            let own = try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(
+                requestId: "r-378282246310005", primaryAccountNumber: try PrimaryAccountNumber("378282246310005"), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone
+            ))
+            #expect(own.error?.message == "requestId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own", "\(own.text)")
+        }
+    }
+
     @Test func anEventFromTheFutureIsRefusedAndNothingIsRecorded() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -52,6 +52,10 @@ public struct LifecycleService: Sendable {
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
+        // Kept and returned in clear (to the cardholder's app too): no card number in them.
+        try await environment.refuseCardNumber(in: request.userId, field: "userId", own: request.primaryAccountNumber)
+        try await environment.refuseCardNumber(in: request.cardholderName, field: "cardholderName", own: request.primaryAccountNumber, kind: .text)
+        try await environment.refuseCardNumber(in: request.productTitle, field: "productTitle", own: request.primaryAccountNumber, kind: .text)
         if let artId = request.artId {
             try InputRules.identifier(artId, field: "artId")
             guard try await environment.store.cardArt(id: artId) != nil else {
@@ -62,14 +66,14 @@ public struct LifecycleService: Sendable {
         let existing = try await environment.store.card(externalCardId: externalCardId)
         if existing == nil {
             // A card stored under such an id before the rule can still be replaced.
-            try await refuseCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
+            try await environment.refuseCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
         }
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
         let samePAN = existing.map { constantTimeEquals($0.panLookupHash, lookupHash) } ?? false
         if existing != nil, !samePAN {
             // The id of a card given a new PAN must not hold that PAN either, or the number
             // would be stored, logged and returned in clear as the card's id from now on.
-            try refuseOwnCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
+            try PlatformEnvironment.refuseOwnCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
         }
         if let existing, !samePAN {
             // A PAN another card has is refused before any token is touched: the store would
@@ -373,47 +377,10 @@ public struct LifecycleService: Sendable {
         return after.resource
     }
 
-    /// Refuses `id` as the id of a new card or art when its digits, read in order and ignoring
-    /// everything else (`card-4111-1111-1111-1111`, `41111111_11111111`, `x4111…1111y`), hold
-    /// `own` (the card's own number) or the number of a card TMP holds: ids are stored, logged
-    /// and returned in clear. Only numbers TMP knows count, so a numeric id that merely passes
-    /// the Luhn check (one in ten does) is not refused. Every 12-to-19-digit stretch that passes
-    /// the check is looked up by its keyed hash, like a tokenization decision's PAN.
-    func refuseCardNumber(in id: String, field: String, own: PrimaryAccountNumber?) async throws {
-        let digits = Self.digits(of: id)
-        guard digits.utf8.count >= PrimaryAccountNumber.minimumLength else { return }
-        if let own { try refuseOwnCardNumber(in: id, field: field, own: own) }
-        let bytes = Array(digits.utf8)
-        var looked: Set<String> = []
-        for start in bytes.indices {
-            for length in PrimaryAccountNumber.minimumLength...PrimaryAccountNumber.maximumLength where start + length <= bytes.count {
-                let stretch = String(decoding: bytes[start..<(start + length)], as: UTF8.self)
-                guard let number = try? PrimaryAccountNumber(stretch), looked.insert(stretch).inserted else { continue }
-                if try await environment.store.card(panLookupHash: environment.vault.lookupHash(number)) != nil {
-                    throw TMPError.badRequest("invalid_field", "\(field) must not hold the number of a card this platform holds: \(Self.idAdvice)")
-                }
-            }
-        }
-    }
-
-    /// Refuses an id whose digits, read together, hold `own`, the card's PAN.
-    func refuseOwnCardNumber(in id: String, field: String, own: PrimaryAccountNumber) throws {
-        if Self.digits(of: id).contains(own.digits) {
-            throw TMPError.badRequest("invalid_field", "\(field) must not hold the card's primaryAccountNumber: \(Self.idAdvice)")
-        }
-    }
-
-    /// The ASCII digits of `id`, in order, whatever separates them.
-    static func digits(of id: String) -> String {
-        String(decoding: id.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
-    }
-
-    static let idAdvice = "ids are stored, logged and returned in clear; use an id of your own"
-
     /// `PUT card-art/{id}`: validates against Apple's rules and stores.
     public func putCardArt(artId: String, data: Data, contentType: String?) async throws -> CardArtInfo {
         try InputRules.newIdentifier(artId, field: "artId")
-        try await refuseCardNumber(in: artId, field: "artId", own: nil)
+        try await environment.refuseCardNumber(in: artId, field: "artId", own: nil)
         let info: CardArtInfo
         // Checked off the event loop, and the verdict kept: the art's first GET finds it.
         switch await environment.cardArtVerdicts.verdict(on: data, declaredContentType: contentType) {

@@ -15,6 +15,8 @@ public struct TSPService: Sendable {
     /// `tokenization-decisions`: finds the card by keyed hash and decides green, yellow or red.
     public func decide(_ request: TokenizationDecisionRequest) async throws -> TokenizationDecisionResponse {
         try InputRules.identifier(request.requestId, field: "requestId")
+        // Stored and logged in clear: no card number in it, the request's own least of all.
+        try await environment.refuseCardNumber(in: request.requestId, field: "requestId", own: request.primaryAccountNumber)
         let now = environment.now()
         let decided = try await decision(for: request, now: now)
         var response = decided.0
@@ -134,6 +136,12 @@ public struct TSPService: Sendable {
         try InputRules.identifier(event.panUniqueReference, field: "panUniqueReference")
         if let last4 = event.tokenLast4, last4.count != 4 || !last4.allSatisfy(\.isASCIIDigit) {
             throw TMPError.badRequest("invalid_field", "tokenLast4 must be four digits")
+        }
+        // Both are stored, and shown to the cardholder and the back office, in clear: no card
+        // number in them (a token's reference is checked when the token is made).
+        try await environment.refuseCardNumber(in: event.eventId, field: "eventId", own: nil)
+        if event.event == .created {
+            try await environment.refuseCardNumber(in: event.tokenUniqueReference, field: "tokenUniqueReference", own: nil)
         }
         let now = environment.now()
         // An event from the future would stay the token's newest for ever, and every real event

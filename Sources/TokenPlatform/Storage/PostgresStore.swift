@@ -175,6 +175,12 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_lookup_hash = \(panLookupHash)").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/holdsCard(panLookupHashes:)``.
+    public func holdsCard(panLookupHashes: [String]) async throws -> Bool {
+        guard !panLookupHashes.isEmpty else { return false }
+        return try await !rows("SELECT 1 FROM card WHERE pan_lookup_hash = ANY(\(panLookupHashes)) LIMIT 1").isEmpty
+    }
+
     /// Implements ``TMPStore/card(panUniqueReference:)``.
     public func card(panUniqueReference: String) async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_unique_reference = \(panUniqueReference)").first.map(CardRecord.init(postgres:))

@@ -182,6 +182,22 @@ public struct SQLiteStore: TMPStore {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByLookupHash), [panLookupHash], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/holdsCard(panLookupHashes:)``.
+    public func holdsCard(panLookupHashes: [String]) async throws -> Bool {
+        guard !panLookupHashes.isEmpty else { return false }
+        return try read { db in
+            // In parts, within SQLite's limit on parameters per statement.
+            for start in stride(from: 0, to: panLookupHashes.count, by: 500) {
+                let part = Array(panLookupHashes[start..<min(start + 500, panLookupHashes.count)])
+                let marks = repeatElement("?", count: part.count).joined(separator: ", ")
+                if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM card WHERE pan_lookup_hash IN (\(marks)))", arguments: StatementArguments(part)) == true {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
     /// Implements ``TMPStore/card(panUniqueReference:)``.
     public func card(panUniqueReference: String) async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByUniqueReference), [panUniqueReference], CardRecord.init(row:)) }

@@ -28,6 +28,9 @@ public protocol TMPStore: Sendable {
     func card(externalCardId: String) async throws -> CardRecord?
     /// A card by the PAN vault's lookup hash.
     func card(panLookupHash: String) async throws -> CardRecord?
+    /// Whether a card has one of these PAN lookup hashes (false for none), in one query however
+    /// many there are.
+    func holdsCard(panLookupHashes: [String]) async throws -> Bool
     /// A card by its pan-unique reference.
     func card(panUniqueReference: String) async throws -> CardRecord?
     /// The card that had `panUniqueReference` before its PAN was replaced.
