@@ -109,15 +109,19 @@ public struct SQLiteStore: TMPStore {
     /// New calls are refused from the start with ``DatabaseUnavailable`` (a request still
     /// arriving is answered 503); calls already running finish first. Then everything
     /// committed is copied from the write-ahead log into the database file and the log is
-    /// emptied (a `TRUNCATE` checkpoint), and the connections close, the last of them
-    /// removing the `-wal` and `-shm` files: a copy of the database file alone then holds all
-    /// the data. A checkpoint another process's reader holds up leaves the log for SQLite to
+    /// emptied (a `TRUNCATE` checkpoint), and the connections close, the writer last, which
+    /// removes the `-wal` and `-shm` files when no other process has the database open: a
+    /// copy of the database file alone then holds all the data. A checkpoint another process's reader holds up leaves the log for SQLite to
     /// apply on the next open; nothing is lost. Calling it again waits for the first call and
     /// does nothing more.
     public func close() async {
         guard await gate.beginClosing() else { return }
         defer { gate.finishClosing() }
         readers?.close()
+        // The pool's own readers go too, before the writer: GRDB's `close()` closes the
+        // writer first, and SQLite removes the -wal and -shm files only when the last
+        // connection to close can write (a read-only one left both behind).
+        (writer as? DatabasePool)?.releaseMemory()
         _ = try? await writer.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         try? writer.close()
     }
