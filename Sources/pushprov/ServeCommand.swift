@@ -17,9 +17,9 @@ struct ServeCommand: AsyncParsableCommand {
             API keys generated there once (mode 0600). Flags win over environment variables. \
             --database postgres://… shares one PostgreSQL database between instances. Pending \
             schema migrations are applied on start unless --no-migrate. \
-            --production creates nothing and refuses to start without PUSHPROV_ISSUER_API_KEY, \
-            PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS, PUSHPROV_KEY_FILE and the cardholder JWTs' issuer and \
-            audience; it trusts only Apple's root.
+            --production generates no keys, secrets or data directory and refuses to start without \
+            PUSHPROV_ISSUER_API_KEY, PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS, PUSHPROV_KEY_FILE, the \
+            cardholder JWTs' issuer and audience, and --database; it trusts only Apple's root.
             """
     )
 
@@ -29,7 +29,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var databaseOptions: DatabaseOptions
     @Flag(name: .customLong("no-migrate"), help: "Do not apply pending migrations on start; refuse to start while any are pending (run `pushprov migrate`).") var noMigrate = false
     @Option(name: .customLong("trust-anchor"), help: "Extra trust anchor PEM beside Apple Root CA - G3; repeatable (PUSHPROV_TRUST_ANCHORS, colon-separated).") var trustAnchors: [String] = []
-    @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY).") var activationPolicy: String?
+    @Option(name: .customLong("activation-policy"), help: "in-app (yellow) or immediate (green) for valid activation data (PUSHPROV_ACTIVATION_POLICY; default in-app).") var activationPolicy: String?
     @Option(name: .customLong("connector-timeout"), help: ArgumentHelp("Most seconds one token service command may take; a slower one counts as failed (PUSHPROV_CONNECTOR_TIMEOUT; default 10, at most 300).", valueName: "seconds")) var connectorTimeout: String?
     @Option(name: .customLong("realign-interval"), help: ArgumentHelp("Seconds between two rounds that send again the token service commands a card's status still owes (PUSHPROV_REALIGN_INTERVAL; default 30, 0 turns it off, at most 3600).", valueName: "seconds")) var realignInterval: String?
     @Option(name: .customLong("jwks-reload-interval"), help: ArgumentHelp("Seconds between two looks at the PUSHPROV_JWKS file; a changed, valid file's keys replace the ones in force (PUSHPROV_JWKS_RELOAD_INTERVAL; default 10; 0 reads it only at start; otherwise 1 to 3600, decimals allowed).", valueName: "seconds")) var jwksReloadInterval: String?
@@ -37,7 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("jwt-issuer"), help: ArgumentHelp("The iss cardholder JWTs must carry: the identity provider's (PUSHPROV_JWT_ISSUER; required with --production).", valueName: "issuer")) var jwtIssuer: String?
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?
     @Option(name: .customLong("jwt-type"), help: ArgumentHelp("The typ cardholder JWTs' headers must carry, e.g. at+jwt for an identity provider that types its access tokens (PUSHPROV_JWT_TYPE; default: not checked).", valueName: "type")) var jwtType: String?
-    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Most client connections held open at once; more wait in the listen queue (PUSHPROV_MAX_CONNECTIONS; default: the open-file limit less 256, at most 10000).", valueName: "count")) var maxConnections: String?
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Most client connections held open at once; more wait in the listen queue (PUSHPROV_MAX_CONNECTIONS; default: the open-file limit less 256, at least 16, at most 10000).", valueName: "count")) var maxConnections: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
     func run() async throws {
