@@ -30,6 +30,7 @@ struct FaultyStore: TMPStore {
         await beforeCardRead.current?()
         return try await base.card(externalCardId: externalCardId)
     }
+    func card(externalCardId: String, ownedBy userId: String) async throws -> CardRecord? { try check(); return try await base.card(externalCardId: externalCardId, ownedBy: userId) }
     func card(panLookupHash: String) async throws -> CardRecord? { try check(); return try await base.card(panLookupHash: panLookupHash) }
     func holdsCard(panLookupHashes: [String]) async throws -> Bool { try check(); return try await base.holdsCard(panLookupHashes: panLookupHashes) }
     func card(panUniqueReference: String) async throws -> CardRecord? { try check(); return try await base.card(panUniqueReference: panUniqueReference) }

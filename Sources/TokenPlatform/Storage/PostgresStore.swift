@@ -170,6 +170,11 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(externalCardId)").first.map(CardRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/card(externalCardId:ownedBy:)``.
+    public func card(externalCardId: String, ownedBy userId: String) async throws -> CardRecord? {
+        try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE external_card_id = \(externalCardId) AND user_id = \(userId)").first.map(CardRecord.init(postgres:))
+    }
+
     /// Implements ``TMPStore/card(panLookupHash:)``.
     public func card(panLookupHash: String) async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card WHERE pan_lookup_hash = \(panLookupHash)").first.map(CardRecord.init(postgres:))

@@ -181,6 +181,11 @@ public struct SQLiteStore: TMPStore {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [externalCardId], CardRecord.init(row:)) }
     }
 
+    /// Implements ``TMPStore/card(externalCardId:ownedBy:)``.
+    public func card(externalCardId: String, ownedBy userId: String) async throws -> CardRecord? {
+        try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByExternalIdAndOwner), [externalCardId, userId], CardRecord.init(row:)) }
+    }
+
     /// Implements ``TMPStore/card(panLookupHash:)``.
     public func card(panLookupHash: String) async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: SQL.cardByLookupHash), [panLookupHash], CardRecord.init(row:)) }
@@ -632,6 +637,7 @@ private func allRows<T>(_ statement: Statement, _ arguments: StatementArguments,
 /// made a new string to hash for GRDB's statement cache each time.
 private enum SQL {
     static let cardByExternalId = "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ?"
+    static let cardByExternalIdAndOwner = "SELECT \(CardRecord.columns) FROM card WHERE external_card_id = ? AND user_id = ?"
     static let cardByLookupHash = "SELECT \(CardRecord.columns) FROM card WHERE pan_lookup_hash = ?"
     static let cardByUniqueReference = "SELECT \(CardRecord.columns) FROM card WHERE pan_unique_reference = ?"
     static let cardsByUser = "SELECT \(CardRecord.columns) FROM card WHERE user_id = ? ORDER BY external_card_id"

@@ -26,6 +26,10 @@ public protocol TMPStore: Sendable {
 
     /// A card by id.
     func card(externalCardId: String) async throws -> CardRecord?
+    /// A card by id if `userId` owns it (the ids compared byte for byte): nil alike for a
+    /// missing card and for another user's, whose row is filtered out by the query and never
+    /// decoded, so the two answers take the same time.
+    func card(externalCardId: String, ownedBy userId: String) async throws -> CardRecord?
     /// A card by the PAN vault's lookup hash.
     func card(panLookupHash: String) async throws -> CardRecord?
     /// Whether a card has one of these PAN lookup hashes (false for none), in one query however
