@@ -40,6 +40,18 @@ struct CardArtVerdictTests {
         }
     }
 
+    /// Calls that miss on the same file together share one check.
+    @Test func callsMissingTogetherOnOneFileShareItsCheck() async throws {
+        let verdicts = CardArtVerdicts()
+        let file = TestPDF.onePage().data
+        async let first = verdicts.verdict(on: file, declaredContentType: "application/pdf")
+        async let second = verdicts.verdict(on: file, declaredContentType: "application/pdf")
+        async let third = verdicts.verdict(on: file, declaredContentType: "application/pdf")
+        let answers = await [first, second, third]
+        #expect(answers.allSatisfy { (try? $0.get()) != nil })
+        #expect(verdicts.checks == 1)
+    }
+
     /// The verdicts kept are bounded: past the capacity the oldest is checked again.
     @Test func theCardArtVerdictsKeptAreBounded() async throws {
         let verdicts = CardArtVerdicts(capacity: 2)
