@@ -18,10 +18,8 @@ struct CardArtVerdictTests {
         try await platform.run { api in
             let verdicts = platform.environment.cardArtVerdicts
             let png = TestPNG.file(width: 1536, height: 969)
-            #expect(try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: "image/png").status == .ok)
+            try await platform.putAliceCard(showing: png, contentType: "image/png", as: "art-1", through: api)
             #expect(verdicts.checks == 1)
-            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "art-1")
-            #expect(try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body).status == .created)
             for _ in 0..<3 {
                 #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == png)
             }
@@ -29,10 +27,7 @@ struct CardArtVerdictTests {
 
             // Stored without this process's upload (another instance, an earlier run).
             let pdf = TestPDF.onePage().data
-            try await platform.store.putCardArt(
-                CardArtRecord(artId: "art-1", contentType: "application/pdf", data: pdf, updatedAt: platform.clock.current),
-                audit: AuditEntry(at: platform.clock.current, actor: "issuer", action: "card_art.put", subject: "card_art:art-1", detail: "test")
-            )
+            try await platform.storeArtDirectly("art-1", contentType: "application/pdf", data: pdf)
             for _ in 0..<3 {
                 #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == pdf)
             }

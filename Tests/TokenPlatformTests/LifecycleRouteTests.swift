@@ -436,16 +436,11 @@ struct LifecycleRouteTests {
         try await platform.run { api in
             let launching = TestPDF.launching.data
             let good = TestPNG.file(width: 1536, height: 969)
-            #expect(try await api.send(.put, "/lifecycle/card-art/old-art", as: .issuer, raw: good, contentType: "image/png").status == .ok)
-            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "old-art")
-            #expect(try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body).status == .created)
+            try await platform.putAliceCard(showing: good, contentType: "image/png", as: "old-art", through: api)
             #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == good)
 
             // An earlier version stored this file.
-            try await platform.store.putCardArt(
-                CardArtRecord(artId: "old-art", contentType: "application/pdf", data: launching, updatedAt: platform.clock.current),
-                audit: AuditEntry(at: platform.clock.current, actor: "issuer", action: "card_art.put", subject: "card_art:old-art", detail: "test")
-            )
+            try await platform.storeArtDirectly("old-art", contentType: "application/pdf", data: launching)
             let art = try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice"))
             #expect(art.status == .notFound)
             #expect(art.error?.code == "card_art_not_found")

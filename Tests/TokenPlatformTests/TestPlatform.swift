@@ -9,6 +9,7 @@ import ProvisioningCrypto
 import ProvisioningModels
 import SDKTestSupport
 import TMPTestSupport
+import Testing
 import TokenPlatform
 import WalletSimulator
 
@@ -240,5 +241,26 @@ struct APIClient: Sendable {
 
     func tokenStatus(_ reference: String) async throws -> TokenStatus? {
         try await platform.store.token(reference: reference)?.status
+    }
+}
+
+extension TestPlatform {
+    /// Uploads `art` as `artId` through the Lifecycle API and puts alice's card `c1`
+    /// (4111 1111 1111 1111) showing it.
+    func putAliceCard(showing art: Data, contentType: String, as artId: String, through api: APIClient) async throws {
+        let upload = try await api.send(.put, "/lifecycle/card-art/\(artId)", as: .issuer, raw: art, contentType: contentType)
+        #expect(upload.status == .ok, "\(upload.text)")
+        let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: artId)
+        let card = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+        #expect(card.status == .created, "\(card.text)")
+    }
+
+    /// Writes card art straight to the store, as another instance or an earlier version would
+    /// have stored it, without this process's check.
+    func storeArtDirectly(_ artId: String, contentType: String, data: Data) async throws {
+        try await store.putCardArt(
+            CardArtRecord(artId: artId, contentType: contentType, data: data, updatedAt: clock.current),
+            audit: AuditEntry(at: clock.current, actor: "issuer", action: "card_art.put", subject: "card_art:\(artId)", detail: "test")
+        )
     }
 }
