@@ -25,11 +25,13 @@ struct CardArtSampleCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
+        guard !file.isEmpty else { throw CLIError("give the path of the PNG to write") }
         let png = DemoArt.png()
         // Written whole beside the target, then linked to its name: link() never replaces a
         // file (or a link) already there, and the name never holds half a file.
         let url = URL(fileURLWithPath: file)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp").path
+        // Named apart from the target's name, so a name near the 255-byte limit still fits.
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".pushprov-card-art-\(UUID().uuidString).tmp").path
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw CLIError("cannot write \(file): \(String(cString: strerror(errno)))") }
         defer { unlink(temporary) }

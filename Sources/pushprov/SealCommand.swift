@@ -2,6 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 @_spi(KnownAnswerVectors) import ProvisioningCrypto
+import X509
 
 /// `pushprov crypto seal`: ECC_V2-seal a plaintext for a leaf certificate.
 struct SealCommand: ParsableCommand {
@@ -28,11 +29,19 @@ struct SealCommand: ParsableCommand {
     var base64 = false
 
     func run() throws {
-        guard let leafCertificate = try InputFiles.certificates(leaf).first else { throw CLIError("\(leaf): holds no certificate") }
+        let certificates = try InputFiles.certificates(leaf)
+        guard let leafCertificate = certificates.first else { throw CLIError("\(leaf): holds no certificate") }
+        // A chain file, or a CA's certificate, would be sealed for a key Apple never decrypts with.
+        guard certificates.count == 1 else {
+            throw CLIError("\(leaf): holds \(certificates.count) certificates; give the leaf alone (the first of Wallet's certificates)")
+        }
         guard let signingKey = P256.Signing.PublicKey(leafCertificate.publicKey),
             let recipient = try? P256.KeyAgreement.PublicKey(rawRepresentation: signingKey.rawRepresentation)
         else {
             throw CLIError("\(leaf): the certificate's key is not EC P-256; ECC_V2 needs Apple's P-256 encipherment leaf")
+        }
+        if case .isCertificateAuthority = try? leafCertificate.extensions.basicConstraints {
+            throw CLIError("\(leaf): is a certificate authority's certificate (\(leafCertificate.subject)), not a leaf; give Apple's encipherment leaf")
         }
         let message = try InputFiles.read(plaintext)
         let sealed: SealedPassData

@@ -9,6 +9,22 @@ import Testing
 struct SQLiteFileCheckTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
+    /// A directory or a device named as the database is refused as what it is, not for its
+    /// mode (whose advice, `chmod 600`, would break it).
+    @Test func aDirectoryOrADeviceIsRefusedAsNoDatabaseFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sqlite-kind-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for (path, kind) in [(directory, "a directory"), ("/dev/null", "not a regular file")] {
+            do {
+                try DatabaseConfiguration.checkSQLiteFiles(at: path, logger: Self.logger)
+                Issue.record("\(path) was accepted as a database file")
+            } catch {
+                #expect(error.message == "database file \(path) is \(kind); give the path of a SQLite database file (it is created if missing)")
+            }
+        }
+    }
+
     @Test func aFileOfAnotherUserIsRefusedOneOfRootOrTheUsersOwnIsNot() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sqlite-owner-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])

@@ -210,6 +210,9 @@ struct CLITests {
         (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "PLAIN", "--ephemeral-key", "xyz"], "--ephemeral-key must be 64 hex digits"),
         (["crypto", "seal", "--leaf", "ROOT", "--plaintext", "PLAIN"], "not EC P-256"),
         (["crypto", "seal", "--leaf", "PLAIN", "--plaintext", "PLAIN"], "neither PEM nor a DER"),
+        // Sealed for a key Apple never decrypts with: a CA's certificate, or a chain's file.
+        (["crypto", "seal", "--leaf", "WWDR", "--plaintext", "PLAIN"], "is a certificate authority's certificate"),
+        (["crypto", "seal", "--leaf", "CHAIN", "--plaintext", "PLAIN"], "holds 2 certificates; give the leaf alone"),
         // Read without blocking and within a bound: a device, a FIFO, a directory or a large
         // file is refused before anything is read from it.
         (["crypto", "seal", "--leaf", "LEAF", "--plaintext", "/dev/zero"], "/dev/zero: not a regular file (a device)"),
@@ -222,11 +225,16 @@ struct CLITests {
         let large = try CLI.temporaryFile(Data(count: 2 << 20))
         let fifo = plaintext + ".fifo"
         #expect(mkfifo(fifo, 0o600) == 0)
-        defer { for path in [plaintext, large, fifo] { try? FileManager.default.removeItem(atPath: path) } }
+        let chain = try CLI.temporaryFile(
+            try Data(contentsOf: URL(fileURLWithPath: CLI.cert("apple-encipherment-leaf-prod-2020.pem"))) + Data(contentsOf: URL(fileURLWithPath: CLI.cert("apple-wwdr-ca-g2.pem")))
+        )
+        defer { for path in [plaintext, large, fifo, chain] { try? FileManager.default.removeItem(atPath: path) } }
         let substituted = arguments.map {
             switch $0 {
             case "LEAF": CLI.cert("apple-encipherment-leaf-test-vector.pem")
             case "ROOT": CLI.cert("apple-root-ca-g3.pem")
+            case "WWDR": CLI.cert("apple-wwdr-ca-g2.pem")
+            case "CHAIN": chain
             case "PLAIN": plaintext
             case "LARGE": large
             case "FIFO": fifo

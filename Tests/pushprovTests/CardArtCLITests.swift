@@ -96,6 +96,14 @@ struct CardArtCLITests {
         #expect(try await CLI.run(["card-art", "sample", link]).status != 0)
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("elsewhere.png").path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["art.png", "link.png", "mine.png"])
+        // A name of 255 bytes, the most a file name may have, is written (the temporary file
+        // beside it is named apart); an empty path is refused in one line.
+        let longest = String(repeating: "a", count: 251) + ".png"
+        let long = try await CLI.run(["card-art", "sample", directory.appendingPathComponent(longest).path])
+        #expect(long.status == 0, "\(long.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent(longest).path))
+        let empty = try await CLI.run(["card-art", "sample", ""])
+        #expect(empty.status != 0 && empty.stderr.contains("give the path of the PNG to write"), "\(empty.stderr)")
     }
 
     @Test func needsAtLeastOneFile() async throws {

@@ -24,6 +24,12 @@ extension DatabaseConfiguration {
             var status = stat()
             // A file that is not there is SQLite's to create (or, for the database, to report).
             guard stat(file, &status) == 0 else { continue }
+            // A directory or a device is no database: its mode is not the problem, and
+            // `chmod 600` on it would break something else.
+            guard status.st_mode & S_IFMT == S_IFREG else {
+                let kind = status.st_mode & S_IFMT == S_IFDIR ? "a directory" : "not a regular file"
+                throw ConfigurationError("database file \(file) is \(kind); give the path of a SQLite database file (it is created if missing)")
+            }
             guard status.st_uid == user || status.st_uid == 0 else {
                 throw ConfigurationError("database file \(file) belongs to user id \(status.st_uid), neither this process's user (\(user)) nor root; whoever owns it can read and change the stored cards: chown it, or run as its owner")
             }
