@@ -37,8 +37,16 @@ enum InputFiles {
     /// The DER bytes of every certificate in a file: a DER file as it is (so a policy sees
     /// exactly the bytes Wallet would send), each PEM block re-encoded.
     static func derCertificates(_ path: String) throws -> [Data] {
-        let data = try read(path)
+        try derCertificates(in: try read(path), source: path)
+    }
+
+    /// ``derCertificates(_:)`` of bytes already read from `source`.
+    static func derCertificates(in data: Data, source: String) throws -> [Data] {
         guard String(data: data, encoding: .utf8)?.contains("-----BEGIN") == true else { return [data] }
-        return try certificates(path).map(\.derData)
+        do {
+            return try TrustAnchors.certificates(from: data, source: source).map(\.derData)
+        } catch let error as CertificateFileError {
+            throw CLIError(error.description)
+        }
     }
 }

@@ -27,7 +27,17 @@ struct VerifyChainCommand: AsyncParsableCommand {
     func run() async throws {
         guard !certificates.isEmpty else { throw CLIError("name at least one certificate file, leaf first") }
         var der: [Data] = []
-        for path in certificates { der += try InputFiles.derCertificates(path) }
+        for path in certificates {
+            // A file that cannot be read is an error; one read that holds no certificate is
+            // judged like any other refused chain, on standard output.
+            let data = try InputFiles.read(path)
+            do {
+                der += try InputFiles.derCertificates(in: data, source: path)
+            } catch let error as CLIError {
+                print("refused: malformed_certificate: \(error.description)")
+                throw ExitCode.failure
+            }
+        }
         var extra: [Certificate] = []
         for path in anchors { extra += try InputFiles.certificates(path) }
         var configuration = AppleChainValidator.Configuration(trustAnchors: TrustAnchors.apple.adding(extra))

@@ -170,6 +170,24 @@ struct CLITests {
         #expect(result.stdout.hasPrefix("refused: wrong_order: "))
     }
 
+    /// A file read that holds no certificate is judged on standard output like any refused
+    /// chain, whether it is no PEM at all, PEM of something else, or a broken CERTIFICATE block.
+    @Test(arguments: [
+        ("garbage", "refused: malformed_certificate: "),
+        ("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "refused: malformed_certificate: "),
+        ("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "refused: malformed_certificate: "),
+        ("-----BEGIN", "refused: malformed_certificate: "),
+    ])
+    func verifyChainJudgesAFileHoldingNoCertificateOnStandardOutput(content: String, expected: String) async throws {
+        let file = try CLI.temporaryFile(Data(content.utf8))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let result = try await CLI.run(["crypto", "verify-chain", file, CLI.cert("apple-wwdr-ca-g2.pem")])
+        #expect(result.status == 1)
+        #expect(result.stdout.hasPrefix(expected), "\(result.stdout)|\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 1)
+        #expect(result.stderr.isEmpty, "\(result.stderr)")
+    }
+
     @Test func verifyChainChecksValidityOnRequest() async throws {
         let result = try await CLI.run(["crypto", "verify-chain", "--check-validity", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
         #expect(result.status != 0)
