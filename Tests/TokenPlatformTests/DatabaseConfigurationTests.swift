@@ -222,6 +222,16 @@ struct DatabaseConfigurationTests {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
         #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4, v5, v6, v7; run `pushprov migrate --database …` first, or start without --no-migrate")
+        // Refused without being created.
+        #expect(!FileManager.default.fileExists(atPath: path))
+        // An empty file (what `install -m 600 /dev/null` makes) is refused without a byte
+        // written to it: opening the store would have given it a header and a -wal.
+        let emptyPath = folder.appendingPathComponent("empty.sqlite").path
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: emptyPath, contents: nil, attributes: [.posixPermissions: 0o600]))
+        await #expect(throws: ConfigurationError.self) { _ = try await DatabaseConfiguration(parsing: emptyPath).openMigratedStore(migrate: false, logger: logger) }
+        #expect((try FileManager.default.attributesOfItem(atPath: emptyPath)[.size] as? Int) == 0)
+        #expect(!FileManager.default.fileExists(atPath: emptyPath + "-wal"))
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
         #expect(first.applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
         await first.store.close()

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import GRDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -185,6 +186,15 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     ///
     /// - Returns: The store and the names of the migrations this call applied.
     public func openMigratedStore(migrate: Bool, logger: Logger, pendingAdvice: String = "run `pushprov migrate --database …` first, or start without --no-migrate") async throws -> (store: any TMPStore, applied: [String]) {
+        // A SQLite database that will be refused is refused before the store opens it: opening
+        // it would already write to it (switch it to WAL, give an empty file a header), and a
+        // missing one would be created.
+        if !migrate, case .sqlite(let path) = location {
+            if FileManager.default.fileExists(atPath: path) { try Self.checkSQLiteFiles(at: path, logger: logger) }
+            if let pending = Self.pendingSQLiteMigrations(at: path), !pending.isEmpty {
+                throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); \(pendingAdvice)")
+            }
+        }
         let store = try await openStore(logger: logger)
         do {
             if migrate {
@@ -198,6 +208,24 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         } catch {
             await store.close()
             throw error
+        }
+    }
+}
+
+extension DatabaseConfiguration {
+    /// The migrations the SQLite database at `path` lacks, read without writing to it: all of
+    /// them when there is no file. Nil when it cannot be read that way (a read-only connection
+    /// cannot open a WAL database whose `-shm` is missing, say): the store then tells.
+    static func pendingSQLiteMigrations(at path: String) -> [String]? {
+        let migrator = SQLiteStore.migrator
+        guard FileManager.default.fileExists(atPath: path) else { return migrator.migrations }
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        defer { try? queue.close() }
+        return try? queue.read { db in
+            let applied = try migrator.appliedIdentifiers(db)
+            return migrator.migrations.filter { !applied.contains($0) }
         }
     }
 }
