@@ -19,8 +19,10 @@ struct CryptoThroughputCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Certificate files, leaf first (PEM or DER), e.g. Apple's production chain.", valueName: "cert"))
     var certificates: [String]
 
-    @Option(help: "How long to measure, in seconds.") var seconds: Double = 10
-    @Option(help: "Concurrent workers (default: the number of cores).") var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    // `.unconditional`: a negative number is taken as the value (and refused as out of
+    // range), not mistaken for an option and reported as a missing value.
+    @Option(parsing: .unconditional, help: "How long to measure, in seconds (more than 0, at most 600).") var seconds: Double = 10
+    @Option(parsing: .unconditional, help: "Concurrent workers, 1 to 256 (the default is the number of cores).") var workers: Int = ProcessInfo.processInfo.activeProcessorCount
 
     func run() async throws {
         guard seconds > 0, seconds <= 600, workers >= 1, workers <= 256 else { throw CLIError("--seconds must be in (0, 600] and --workers in 1...256") }

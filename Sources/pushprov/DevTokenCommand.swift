@@ -11,7 +11,7 @@ struct DevTokenCommand: ParsableCommand {
 
     @Option(help: "The user id (the JWT's sub).") var user: String
     @Option(name: .customLong("data-dir"), help: "Data directory (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
-    @Option(help: "Lifetime in seconds (1 to 86400).") var ttl: Int = 3600
+    @Option(parsing: .unconditional, help: "Lifetime in seconds (1 to 86400).") var ttl: Int = 3600
     @Option(name: .customLong("jwt-issuer"), help: "The iss to sign (PUSHPROV_JWT_ISSUER), as given to `pushprov serve --jwt-issuer`.") var issuer: String?
     @Option(name: .customLong("jwt-audience"), help: "The aud to sign (PUSHPROV_JWT_AUDIENCE), as given to `pushprov serve --jwt-audience`.") var audience: String?
     @Option(name: .customLong("jwt-type"), help: "The header typ to sign (PUSHPROV_JWT_TYPE; default JWT), as given to `pushprov serve --jwt-type`.") var type: String?

@@ -17,8 +17,8 @@ struct PruneCommand: AsyncParsableCommand {
 
     @OptionGroup var databaseOptions: DatabaseOptions
     @Option(name: .customLong("data-dir"), help: "Data directory holding the default SQLite file (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
-    @Option(name: .customLong("keep-days"), help: "Keep this many days of history (at least 366).") var keepDays: Int
-    @Option(name: .customLong("batch-size"), help: "Rows deleted per transaction (1 to 100000).") var batchSize: Int = HistoryPruning.defaultBatchSize
+    @Option(name: .customLong("keep-days"), parsing: .unconditional, help: "Keep this many days of history (at least 366).") var keepDays: Int
+    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Rows deleted per transaction (1 to 100000).") var batchSize: Int = HistoryPruning.defaultBatchSize
     @Flag(name: .customLong("dry-run"), help: "Count what would be deleted, delete nothing.") var dryRun = false
 
     func run() async throws {

@@ -29,7 +29,7 @@ struct VaultReencryptCommand: AsyncParsableCommand {
     @OptionGroup var databaseOptions: DatabaseOptions
     @Option(name: .customLong("data-dir"), help: "Data directory holding the default SQLite file and key file (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
     @Option(name: .customLong("key-file"), help: "The key file the servers use (PUSHPROV_KEY_FILE; default <data-dir>/keys.json). Never created here.") var keyFile: String?
-    @Option(name: .customLong("batch-size"), help: "Cards per transaction (1 to 10000).") var batchSize: Int = VaultReencryption.defaultBatchSize
+    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Cards per transaction (1 to 10000).") var batchSize: Int = VaultReencryption.defaultBatchSize
     @Flag(name: .customLong("dry-run"), help: "Count the cards under other keys, change nothing.") var dryRun = false
 
     func run() async throws {

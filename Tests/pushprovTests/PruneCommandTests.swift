@@ -78,6 +78,11 @@ struct PruneCommandTests {
 
         let batch = try await CLI.run(["prune", "--keep-days", "400", "--batch-size", "0", "--database", path])
         #expect(batch.status != 0 && batch.stderr.contains("--batch-size must be from 1 to 100000"), "\(batch.stderr)")
+        // A negative number is refused for its value, not taken for a missing one.
+        let negative = try await CLI.run(["prune", "--keep-days", "-5", "--database", path])
+        #expect(negative.status != 0 && negative.stderr.contains("--keep-days must be at least 366"), "\(negative.stderr)")
+        let negativeBatch = try await CLI.run(["prune", "--keep-days", "400", "--batch-size", "-1", "--database", path])
+        #expect(negativeBatch.status != 0 && negativeBatch.stderr.contains("--batch-size must be from 1 to 100000"), "\(negativeBatch.stderr)")
 
         // A mistyped path is not created.
         let missing = MigrateCommandTests.temporaryPath("missing.sqlite")
