@@ -91,35 +91,36 @@ public enum LocalKeyFile {
     /// belongs to a user other than this process's or root.
     ///
     /// - Throws: ``KeyConfigurationError`` naming the file and, for loose permissions, the fix.
-    public static func readOwnerOnlyFile(at path: String) throws -> Data {
+    /// - Parameter kind: What the file is, for the messages ("key file", "secrets file").
+    public static func readOwnerOnlyFile(at path: String, kind: String = "key file") throws -> Data {
         // The mode is checked on the file opened, and the bytes read from it: a file swapped in
         // at the path between a check by name and a read by name is never read. (Symbolic
         // links are followed: Kubernetes mounts secrets as links.) Opened without blocking, so
         // a FIFO at the path is refused below instead of holding the start for a writer.
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
-            throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+            throw KeyConfigurationError("cannot read \(kind) \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
-            throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+            throw KeyConfigurationError("cannot read \(kind) \(path): \(String(cString: strerror(errno)))")
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else {
-            throw KeyConfigurationError("key file \(path) is not a regular file")
+            throw KeyConfigurationError("\(kind) \(path) is not a regular file")
         }
         // Its owner can replace the keys (a PAN key of theirs, an activation key that signs
         // for any card): only this process's user or root may own it, as ssh asks of its keys.
         guard status.st_uid == geteuid() || status.st_uid == 0 else {
-            throw KeyConfigurationError("key file \(path) belongs to user id \(status.st_uid), neither this process's user (\(geteuid())) nor root; whoever owns it can replace the keys: chown it")
+            throw KeyConfigurationError("\(kind) \(path) belongs to user id \(status.st_uid), neither this process's user (\(geteuid())) nor root; whoever owns it can replace the keys: chown it")
         }
         let mode = status.st_mode & 0o777
         guard mode & 0o077 == 0 else {
-            throw KeyConfigurationError("key file \(path) has mode \(String(mode, radix: 8)); it must be readable by its owner only (chmod 600 \(path))")
+            throw KeyConfigurationError("\(kind) \(path) has mode \(String(mode, radix: 8)); it must be readable by its owner only (chmod 600 \(path))")
         }
         // Key files are a few kilobytes; a larger one is not a key file.
         guard status.st_size <= maximumFileSize else {
-            throw KeyConfigurationError("key file \(path) is larger than \(maximumFileSize) bytes")
+            throw KeyConfigurationError("\(kind) \(path) is larger than \(maximumFileSize) bytes")
         }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -128,11 +129,11 @@ public enum LocalKeyFile {
             if count == 0 { break }
             guard count > 0 else {
                 if errno == EINTR { continue }
-                throw KeyConfigurationError("cannot read key file \(path): \(String(cString: strerror(errno)))")
+                throw KeyConfigurationError("cannot read \(kind) \(path): \(String(cString: strerror(errno)))")
             }
             data.append(contentsOf: buffer[..<count])
             guard data.count <= maximumFileSize else {
-                throw KeyConfigurationError("key file \(path) is larger than \(maximumFileSize) bytes")
+                throw KeyConfigurationError("\(kind) \(path) is larger than \(maximumFileSize) bytes")
             }
         }
         return data

@@ -26,6 +26,17 @@ struct EmbeddedSecretsTests {
         #expect(second.value.issuerAPIKey == first.value.issuerAPIKey && second.value.cardholderDevelopmentKey.id == first.value.cardholderDevelopmentKey.id)
     }
 
+    /// A secrets file others can read is refused as what it is (it was called a key file).
+    @Test func aSecretsFileOthersCanReadIsRefusedByItsName() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("secrets.json").path
+        _ = try EmbeddedSecrets.loadOrCreate(at: path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        let error = #expect(throws: ConfigurationError.self) { try EmbeddedSecrets.load(at: path) }
+        #expect(error?.message == "secrets file \(path) has mode 644; it must be readable by its owner only (chmod 600 \(path))")
+    }
+
     @Test(arguments: [0o777, 0o1777, 0o773])
     func aDataDirectoryEveryUserCanWriteIsRefusedBeforeAnythingIsMadeInIt(mode: Int) throws {
         let directory = try Self.directory()

@@ -37,7 +37,7 @@ public struct EmbeddedSecrets: Sendable {
     /// Loads the file; refuses one that others can read.
     public static func load(at path: String) throws -> EmbeddedSecrets {
         let data: Data
-        do { data = try LocalKeyFile.readOwnerOnlyFile(at: path) } catch { throw ConfigurationError("\(error)") }
+        do { data = try LocalKeyFile.readOwnerOnlyFile(at: path, kind: "secrets file") } catch { throw ConfigurationError("\(error)") }
         guard let stored = try? JSONDecoder().decode(Stored.self, from: data),
             let raw = Data(base64Encoded: stored.cardholderPrivateKey),
             let key = try? P256.Signing.PrivateKey(rawRepresentation: raw)
