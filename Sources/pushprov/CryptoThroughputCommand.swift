@@ -28,7 +28,9 @@ struct CryptoThroughputCommand: AsyncParsableCommand {
         guard seconds > 0, seconds <= 600, workers >= 1, workers <= 256 else { throw CLIError("--seconds must be in (0, 600] and --workers in 1...256") }
         let der = try certificates.flatMap { try InputFiles.derCertificates($0) }
         let validator = AppleChainValidator()
-        guard await validator.validate(der).acceptedChain != nil else { throw CLIError("the certificates are not an accepted Apple chain") }
+        if case .refused(let refusal) = await validator.validate(der) {
+            throw CLIError("the certificates are not an accepted Apple chain: \(refusal.code.rawValue): \(refusal.message)")
+        }
         let issuer = ActivationDataIssuer(signingKey: .generate())
         let vault = PANVault(keys: .generate())
         let stored = try vault.encrypt(PrimaryAccountNumber("4111111111111111"), cardID: "card-bench").serialized
@@ -61,6 +63,7 @@ struct CryptoThroughputCommand: AsyncParsableCommand {
             return try await group.reduce(0, +)
         }
         let cpu = Self.processCPUSeconds() - cpuBefore
+        guard total > 0 else { throw CLIError("no operation finished within --seconds \(seconds); measure for longer (10 s gives a steady figure)") }
         print(String(format: "crypto-only signed-cards: %.0f ops/s (%d ops in %.1f s on %d workers); CPU: %.3f ms per op", Double(total) / seconds, total, seconds, workers, cpu * 1000 / Double(max(total, 1))))
     }
 

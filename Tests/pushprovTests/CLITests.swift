@@ -201,7 +201,12 @@ struct CLITests {
         #expect(result.stdout.contains(" ops/s ("))
         let refused = try await CLI.run(["crypto", "throughput", "--seconds", "0.3", CLI.cert("apple-encipherment-leaf-test-vector.pem")])
         #expect(refused.status != 0)
-        #expect(refused.stderr.contains("not an accepted Apple chain"))
+        #expect(refused.stderr.contains("not an accepted Apple chain: "), "\(refused.stderr)")
+        // Why, as verify-chain says it: a reason code after the sentence.
+        #expect(refused.stderr.range(of: #"chain: [a-z_]+: "#, options: .regularExpression) != nil, "\(refused.stderr)")
+        // Too short a run to finish one operation says so instead of printing 0 ops/s.
+        let nothing = try await CLI.run(["crypto", "throughput", "--seconds", "0.0000001", CLI.cert("apple-encipherment-leaf-prod-2020.pem"), CLI.cert("apple-wwdr-ca-g2.pem")])
+        #expect(nothing.status != 0 && nothing.stderr.contains("no operation finished within --seconds"), "\(nothing.stdout)\(nothing.stderr)")
     }
 
     /// A command that should have ended but runs on (here a server) is stopped at the limit,
