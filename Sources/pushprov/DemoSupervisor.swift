@@ -60,7 +60,11 @@ enum DemoSupervisor {
             for source in sources { source.cancel() }
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-run-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // Only the run's folder is made: a TMPDIR that does not exist (a typo) is not created,
+        // with its parents, and left behind.
+        guard mkdir(folder.path, 0o700) == 0 else {
+            throw CLIError("cannot make the demo's temporary folder in \(FileManager.default.temporaryDirectory.path): \(String(cString: strerror(errno))); set TMPDIR to an existing directory")
+        }
         defer { try? FileManager.default.removeItem(at: folder) }
 
         let child = Process()

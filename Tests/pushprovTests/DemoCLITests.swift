@@ -41,6 +41,22 @@ struct DemoCLITests {
         #expect(left.isEmpty, "\(what): \(left)")
     }
 
+    /// A TMPDIR that does not exist, or is a file, is refused in one line; nothing is created.
+    @Test func aTemporaryFolderThatIsNoDirectoryIsRefusedInOneLine() async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let missing = temporary.appendingPathComponent("missing/sub").path
+        let file = temporary.appendingPathComponent("file").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        for (tmpdir, reason) in [(missing, "No such file or directory"), (file, "Not a directory")] {
+            let result = try await CLI.run(["demo"], environment: ["TMPDIR": tmpdir])
+            #expect(result.status == 1)
+            #expect(result.stderr == "Error: cannot make the demo's temporary folder in \(tmpdir): \(reason); set TMPDIR to an existing directory\n", "\(result.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path) == ["file"])
+    }
+
     /// A demo process whose supervisor is gone (its parent is not the process named in
     /// PUSHPROV_DEMO_CHILD: here init's id, which is never its parent) stops within half a
     /// second, removing the run's folder: a supervisor killed with KILL leaves no demo running.
