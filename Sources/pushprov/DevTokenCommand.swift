@@ -24,6 +24,7 @@ struct DevTokenCommand: ParsableCommand {
         // Resolved as `pushprov serve` resolves them: the flag, then a non-empty variable.
         let env = { (name: String) in EnvironmentSetting.value(name) }
         let directory = dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
+        try DataDirectoryCheck.check(directory)
         let path = (directory as NSString).appendingPathComponent("secrets.json")
         guard FileManager.default.fileExists(atPath: path) else {
             throw CLIError("\(path) does not exist; start `pushprov serve` with this data directory once first")

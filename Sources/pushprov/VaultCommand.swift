@@ -36,7 +36,10 @@ struct VaultReencryptCommand: AsyncParsableCommand {
         guard (1...10_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 10000 (got \(batchSize))") }
         // As `pushprov serve` reads them: the flag, then a non-empty variable.
         let directory = dataDirectory ?? EnvironmentSetting.value("PUSHPROV_DATA_DIR") ?? ".pushprov"
-        let path = keyFile ?? EnvironmentSetting.value("PUSHPROV_KEY_FILE") ?? (directory as NSString).appendingPathComponent("keys.json")
+        let configuredKeyFile = keyFile ?? EnvironmentSetting.value("PUSHPROV_KEY_FILE")
+        // The key file taken from the data directory: the directory is checked as `serve` checks it.
+        if configuredKeyFile == nil { try DataDirectoryCheck.check(directory) }
+        let path = configuredKeyFile ?? (directory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
         do {
             keys = try LocalKeyFile.load(at: path)

@@ -92,4 +92,28 @@ struct VaultCommandTests {
         #expect(emptyDirectory.status == 0, "\(emptyDirectory.stderr)")
         #expect(emptyDirectory.stdout.hasPrefix("0 cards under keys other than the current key "), "\(emptyDirectory.stdout)")
     }
+
+    /// `vault reencrypt` and `dev-token` read a file of the data directory (the key file,
+    /// `secrets.json`), so they refuse a directory every user can write, as `serve` does:
+    /// anyone could have put their own file there.
+    @Test func aDataDirectoryEveryUserCanWriteIsRefusedByTheCommandsThatReadFromIt() async throws {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
+        let directory = (path as NSString).deletingLastPathComponent
+        #expect(try await CLI.run(["migrate", "--database", path]).status == 0)
+        _ = try LocalKeyFile.loadOrCreate(at: (directory as NSString).appendingPathComponent("keys.json"))
+        _ = try EmbeddedSecrets.loadOrCreate(at: (directory as NSString).appendingPathComponent("secrets.json"))
+        #expect(try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory]).status == 0)
+        #expect(try await CLI.run(["dev-token", "--user", "alice", "--data-dir", directory]).status == 0)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
+        let refusal = "Error: data directory \(directory) can be written by every user (mode 777)"
+        let vault = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory])
+        #expect(vault.status != 0 && vault.stderr.hasPrefix(refusal), "\(vault.stderr)")
+        let token = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", directory])
+        #expect(token.status != 0 && token.stderr.hasPrefix(refusal) && token.stdout.isEmpty, "\(token.stderr)")
+        // A key file named outright is not the data directory's.
+        let named = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory, "--key-file", (directory as NSString).appendingPathComponent("keys.json")])
+        #expect(named.status == 0, "\(named.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory)
+    }
 }

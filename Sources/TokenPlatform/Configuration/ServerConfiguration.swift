@@ -426,7 +426,7 @@ public struct ServerSettings: Sendable {
     /// another user owns: the embedded run reads its PAN vault keys and the key that signs
     /// development tokens (for any user) from there, and whoever can write the directory can
     /// put files of their own in their place (even with the sticky bit: before the first run).
-    static func checkDataDirectory(_ path: String, notices: inout [String]) throws(ConfigurationError) {
+    package static func checkDataDirectory(_ path: String, notices: inout [String]) throws(ConfigurationError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw ConfigurationError("data directory \(path) cannot be read (\(String(cString: strerror(errno))))")
