@@ -34,20 +34,50 @@ public enum Redaction {
         cardNumbers(in: text, rounds: 16)
     }
 
+    /// An id a caller chose (a card id, a token or event reference, an art id), for an error
+    /// message or a log line that names it: ``cardNumbers(in:)``, and then, because an id is
+    /// one word and not text, groups of digits joined by *any* run of characters other than
+    /// letters and digits are read as one chain too (`4111----1111----1111----1111`,
+    /// `4111:1111:1111:1111`, `(4111) 1111 …`): a chain holding 12 to 19 digits that pass the
+    /// Luhn check has the groups holding them hidden, showing the last four of their digits as
+    /// ``pan(last4:)`` writes them. A letter ends a chain, so ids made of hexadecimal (UUIDs,
+    /// hashes) keep their digits unless a card number appears in them as ``cardNumbers(in:)``
+    /// finds it. Digits split by letters (`4111a1111b1111c1111`) are not looked for.
+    public static func identifier(_ id: String) -> String {
+        redacting(id, rounds: 16, joining: [.written(percentSpace: true), .written(percentSpace: false), .anythingButLettersAndDigits])
+    }
+
     /// ``cardNumbers(in:)`` with at most `rounds` rounds before every digit is hidden (tests).
     static func cardNumbers(in text: String, rounds: Int) -> String {
+        // `%20` is read both ways: as a separator, and as `%` before the digits `20` (which may
+        // start a card number: `25%204111…` holds `204111…`).
+        redacting(text, rounds: rounds, joining: [.written(percentSpace: true), .written(percentSpace: false)])
+    }
+
+    /// `text` redacted by one pass per rule of `joining`, in order, repeated until nothing
+    /// changes, or with every digit hidden after `rounds` rounds.
+    static func redacting(_ text: String, rounds: Int, joining: [Separators]) -> String {
         var current = text
         for _ in 0..<rounds {
-            // `%20` is read both ways: as a separator, and as `%` before the digits `20` (which
-            // may start a card number: `25%204111…` holds `204111…`).
-            let next = redactingOnce(redactingOnce(current, percentSpace: true), percentSpace: false)
+            let next = joining.reduce(current) { redactingOnce($0, joining: $1) }
             if next == current { return current }
             current = next
         }
         return String(String.UnicodeScalarView(current.unicodeScalars.map { ("0"..."9").contains($0) ? "•" : $0 }))
     }
 
-    /// The most separator units (``separatorUnit(at:in:)``) that join two groups of digits.
+    /// What joins two groups of digits into one chain.
+    enum Separators {
+        /// One to three of the separators card numbers are written with
+        /// (``separatorUnit(at:in:percentSpace:)``); `%20` counts only with `percentSpace`.
+        case written(percentSpace: Bool)
+        /// Any run of bytes that are neither ASCII letters nor ASCII digits nor the start of
+        /// a character outside ASCII (which may be a letter), except a no-break space: for ids.
+        case anythingButLettersAndDigits
+    }
+
+    /// The most separator units (``separatorUnit(at:in:percentSpace:)``) that join two groups
+    /// of digits written as cards print them.
     private static let maximumSeparatorUnits = 3
 
     /// The length in bytes of the separator unit starting at `index`, or nil; `%20` counts only
@@ -66,8 +96,24 @@ public enum Redaction {
         }
     }
 
-    /// One pass of ``cardNumbers(in:)``, taking `%20` as a separator or not.
-    private static func redactingOnce(_ text: String, percentSpace: Bool) -> String {
+    /// The length in bytes of a character that may join digits in an id (anything but an ASCII
+    /// letter or digit, and outside ASCII only a no-break space), or nil.
+    private static func idSeparator(at index: Int, in bytes: [UInt8]) -> Int? {
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return nil
+        case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
+            return 2
+        case 0x80...:
+            return nil
+        default:
+            return 1
+        }
+    }
+
+    /// One pass of ``redacting(_:rounds:joining:)`` with one rule for what joins groups.
+    private static func redactingOnce(_ text: String, joining separators: Separators) -> String {
         let bytes = Array(text.utf8)
         func isDigit(_ index: Int) -> Bool { index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") }
         func runEnd(_ start: Int) -> Int {
@@ -78,10 +124,18 @@ public enum Redaction {
         /// Where the digits after a separator starting at `index` begin, if they do.
         func nextRun(after index: Int) -> Int? {
             var position = index
-            for _ in 0..<maximumSeparatorUnits {
-                guard let length = separatorUnit(at: position, in: bytes, percentSpace: percentSpace) else { break }
-                position += length
-                if isDigit(position) { return position }
+            switch separators {
+            case .written(let percentSpace):
+                for _ in 0..<maximumSeparatorUnits {
+                    guard let length = separatorUnit(at: position, in: bytes, percentSpace: percentSpace) else { break }
+                    position += length
+                    if isDigit(position) { return position }
+                }
+            case .anythingButLettersAndDigits:
+                while let length = idSeparator(at: position, in: bytes) {
+                    position += length
+                    if isDigit(position) { return position }
+                }
             }
             return nil
         }
@@ -175,10 +229,10 @@ public enum Redaction {
 
     /// The first `count` characters of an identifier followed by `…`, for logging token
     /// references and similar identifiers without writing them out in full. An identifier
-    /// holding a card number (as ``cardNumbers(in:)`` finds them) is first redacted as that
+    /// holding a card number (as ``identifier(_:)`` finds them) is first redacted as that
     /// function writes it: its first digits would be the card's.
     public static func prefix(_ identifier: String, count: Int = 8) -> String {
-        let redacted = cardNumbers(in: identifier)
+        let redacted = Self.identifier(identifier)
         // The mark `•••• 1234` is kept whole when it starts the text, so a reference that is a
         // card number reads as one.
         let shown = redacted != identifier && redacted.hasPrefix("•••• ") ? max(count, 9) : count

@@ -56,16 +56,16 @@ public enum TMPServer {
         guard let card = try await store.anyCard() else { return }
         let advice = "restore the key file that goes with this database (\(keyFile)); the server does not start with keys that cannot read the cards it holds"
         guard let encrypted = EncryptedPAN(serialized: card.encryptedPAN) else {
-            throw ConfigurationError("card \(Redaction.cardNumbers(in: card.externalCardId))'s stored card number is unreadable; the database may be damaged")
+            throw ConfigurationError("card \(Redaction.identifier(card.externalCardId))'s stored card number is unreadable; the database may be damaged")
         }
         let pan: PrimaryAccountNumber
         do {
             pan = try vault.decrypt(encrypted, cardID: card.externalCardId)
         } catch {
-            throw ConfigurationError("the PAN vault keys cannot decrypt the stored card numbers (card \(Redaction.cardNumbers(in: card.externalCardId)) is encrypted with key \(encrypted.keyID), which is not among them or does not open it): \(advice)")
+            throw ConfigurationError("the PAN vault keys cannot decrypt the stored card numbers (card \(Redaction.identifier(card.externalCardId)) is encrypted with key \(encrypted.keyID), which is not among them or does not open it): \(advice)")
         }
         guard constantTimeEquals(vault.lookupHash(pan), card.panLookupHash) else {
-            throw ConfigurationError("the PAN vault's lookup key is not the one the stored cards were indexed with (card \(Redaction.cardNumbers(in: card.externalCardId))): \(advice)")
+            throw ConfigurationError("the PAN vault's lookup key is not the one the stored cards were indexed with (card \(Redaction.identifier(card.externalCardId))): \(advice)")
         }
     }
 

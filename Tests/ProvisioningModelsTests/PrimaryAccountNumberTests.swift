@@ -237,4 +237,34 @@ struct RedactionTests {
         #expect(Redaction.cardNumbers(in: "é 4111111111111111 ü") == "é •••• 1111 ü")
         #expect(Redaction.cardNumbers(in: "") == "")
     }
+
+    /// An id is one word: groups joined by any run of punctuation or spaces are read together,
+    /// so spellings no card prints still do not echo the number.
+    @Test func idsHideCardNumbersJoinedByAnyPunctuation() {
+        #expect(Redaction.identifier("4111----1111----1111----1111") == "•••• 1111")
+        #expect(Redaction.identifier("card:4111:1111:1111:1111") == "card:•••• 1111")
+        #expect(Redaction.identifier("(4111) (1111) (1111) (1111)") == "(•••• 1111)")
+        #expect(Redaction.identifier("4111 ~~ 1111 ## 1111 ** 1111 @@ ok") == "•••• 1111 @@ ok")
+        #expect(Redaction.identifier("x4111\u{A0}\u{A0}\u{A0}\u{A0}1111,,,,1111;;;;1111") == "x•••• 1111")
+        // What text redaction leaves, because text joins numbers that way (a list, a range).
+        #expect(Redaction.cardNumbers(in: "4111    1111    1111    1111") == "4111    1111    1111    1111")
+        #expect(Redaction.identifier("4111    1111    1111    1111") == "•••• 1111")
+        // What cardNumbers(in:) finds is found too.
+        #expect(Redaction.identifier("req-4111111-111111111") == "req-•••• 1111")
+        #expect(Redaction.identifier("25%204111111111111111") == "•••• 1111")
+        // Letters end a chain: UUIDs and hex ids keep their digits, as do ids without one.
+        for id in ["550e8400-e29b-41d4-a716-446655440000", "card-2026-11-01-0003", "4111a1111b1111c1111", "T1", ""] {
+            #expect(Redaction.identifier(id) == id)
+        }
+        // A run of digits that is no card number stays, even after punctuation.
+        #expect(Redaction.identifier("order::1234::5678") == "order::1234::5678")
+        // A non-ASCII character other than a no-break space ends a chain (it may be a letter).
+        #expect(Redaction.identifier("4111é1111é1111é1111") == "4111é1111é1111é1111")
+        // The prefix used in log lines reads ids the same way.
+        #expect(Redaction.prefix("4111::::1111::::1111::::1111") == "•••• 1111")
+        for id in ["4111----1111----1111----1111", "x::4012::8888::8888::1881::y"] {
+            let once = Redaction.identifier(id)
+            #expect(Redaction.identifier(once) == once)
+        }
+    }
 }

@@ -52,6 +52,17 @@ struct PANSecrecyTests {
                 #expect([asId.status, unknownRoute.status, wrongMethod.status] == [.notFound, .notFound, .methodNotAllowed])
                 #expect(asId.text.contains("•••• \(pan.suffix(4))"), "\(asId.text)")
                 replies.withValue { $0 += [asId.text, unknownRoute.text, wrongMethod.text] }
+                // Spelled as no card prints it (runs of four or more of the separators ids
+                // allow): an id is still not echoed with the card number in it, to any caller.
+                let groups = stride(from: 0, to: pan.count, by: 4).map { String(pan.dropFirst($0).prefix(4)) }
+                for oddId in [groups.joined(separator: "----"), groups.joined(separator: "_.-_."), "x" + groups.joined(separator: "....") + "...."] {
+                    let lifecycle = try await api.send(.get, "/lifecycle/cards/\(oddId)", as: .issuer)
+                    let art = try await api.send(.get, "/issuer/push-provisioning/cards/\(oddId)/art", as: .cardholder("alice"))
+                    let token = try await api.send(.post, "/lifecycle/tokens/\(oddId)/suspend", as: .issuer)
+                    #expect([lifecycle.status, art.status, token.status] == [.notFound, .notFound, .notFound], "\(lifecycle.text) \(art.text) \(token.text)")
+                    #expect(lifecycle.text.contains("•••• \(pan.suffix(4))"), "\(lifecycle.text)")
+                    replies.withValue { $0 += [lifecycle.text, art.text, token.text] }
+                }
             }
             _ = try await api.send(.patch, "/lifecycle/cards/c0", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
             for path in ["/issuer/push-provisioning/cards"] {

@@ -59,7 +59,7 @@ public struct LifecycleService: Sendable {
         if let artId = request.artId {
             try InputRules.identifier(artId, field: "artId")
             guard try await environment.store.cardArt(id: artId) != nil else {
-                throw TMPError.badRequest("unknown_art", "artId \(artId) is not uploaded; PUT /lifecycle/card-art/\(artId) first")
+                throw TMPError.badRequest("unknown_art", "artId \(Redaction.identifier(artId)) is not uploaded; PUT /lifecycle/card-art/\(Redaction.identifier(artId)) first")
             }
         }
         let now = environment.now()
@@ -80,7 +80,7 @@ public struct LifecycleService: Sendable {
             // refuse the card after its tokens had been deactivated for nothing. (Two requests
             // racing for one PAN are still told apart by the store's own check.)
             if let other = try await environment.store.card(panLookupHash: lookupHash), !other.externalCardId.isSameIdentifier(as: externalCardId) {
-                throw TMPError.conflict("duplicate_pan", "card \(other.externalCardId) already has this primaryAccountNumber")
+                throw TMPError.conflict("duplicate_pan", "card \(Redaction.identifier(other.externalCardId)) already has this primaryAccountNumber")
             }
             // The old PAN's tokens must die at the token service before TMP forgets them; the
             // commands run concurrently, like a status change's.
@@ -150,9 +150,9 @@ public struct LifecycleService: Sendable {
         do {
             previous = try await environment.store.putCard(card, audit: audit)
         } catch StoreError.duplicatePAN(let other) {
-            throw TMPError.conflict("duplicate_pan", "card \(other) already has this primaryAccountNumber")
+            throw TMPError.conflict("duplicate_pan", "card \(Redaction.identifier(other)) already has this primaryAccountNumber")
         } catch StoreError.concurrentChange {
-            throw TMPError.conflict("card_changed", "card \(externalCardId) got another primaryAccountNumber while this request was applied; read it and send the request again")
+            throw TMPError.conflict("card_changed", "card \(Redaction.identifier(externalCardId)) got another primaryAccountNumber while this request was applied; read it and send the request again")
         }
         // As stored: a replacement keeps the status, which may have changed since `existing`
         // was read, and the PAN's reference when the stored card already had this PAN.
@@ -204,8 +204,8 @@ public struct LifecycleService: Sendable {
         let card: CardRecord
         switch update {
         case .updated(_, let updated): card = updated
-        case .refusedClosed: throw TMPError.conflict("card_closed", "card \(externalCardId) is CLOSED; a closed card cannot change status")
-        case .notFound: throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+        case .refusedClosed: throw TMPError.conflict("card_closed", "card \(Redaction.identifier(externalCardId)) is CLOSED; a closed card cannot change status")
+        case .notFound: throw TMPError.notFound("card_not_found", "no card \(Redaction.identifier(externalCardId))")
         }
         // What the tokens need follows from the status this change committed.
         let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
@@ -313,7 +313,7 @@ public struct LifecycleService: Sendable {
     public func perform(_ action: TokenAction, tokenUniqueReference: String) async throws -> TokenResource {
         try InputRules.identifier(tokenUniqueReference, field: "tokenUniqueReference")
         guard let token = try await environment.store.token(reference: tokenUniqueReference) else {
-            throw TMPError.notFound("token_not_found", "no token \(tokenUniqueReference)")
+            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
         }
         let target: TokenStatus
         let call: @Sendable (TokenRecord) async throws -> Void
@@ -332,13 +332,13 @@ public struct LifecycleService: Sendable {
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
-                throw TMPError.conflict("card_not_active", "card \(card.externalCardId) is \(card.status.rawValue); unblock the card to resume its tokens")
+                throw TMPError.conflict("card_not_active", "card \(Redaction.identifier(card.externalCardId)) is \(card.status.rawValue); unblock the card to resume its tokens")
             }
             guard !token.isOfAReplacedPAN(of: card) else {
-                throw TMPError.conflict("pan_replaced", "token \(token.tokenUniqueReference) was made for a card number card \(card.externalCardId) no longer has; it is deactivated, never resumed")
+                throw TMPError.conflict("pan_replaced", "token \(Redaction.identifier(token.tokenUniqueReference)) was made for a card number card \(Redaction.identifier(card.externalCardId)) no longer has; it is deactivated, never resumed")
             }
             guard token.pendingCommand != .deactivate else {
-                throw TMPError.conflict("deactivation_pending", "token \(token.tokenUniqueReference) was activated by card \(card.externalCardId)'s previous owner and is being deactivated; it is never resumed")
+                throw TMPError.conflict("deactivation_pending", "token \(Redaction.identifier(token.tokenUniqueReference)) was activated by card \(Redaction.identifier(card.externalCardId))'s previous owner and is being deactivated; it is never resumed")
             }
         }
         // A database failure after the token service confirmed is the database's to report.
@@ -355,11 +355,11 @@ public struct LifecycleService: Sendable {
                     ? "the token service did not confirm undoing the resumption: the token is recorded ACTIVE as it holds it, and will be suspended for the block"
                     : "the token is \(now.status.rawValue)"
                 let advice = card.status != .blocked ? "" : now.suspendedBy == .customerService ? "; unblock the card, then resume the token" : "; unblock the card to resume its tokens"
-                throw TMPError.conflict("card_not_active", "card \(token.externalCardId) became \(card.status.rawValue) while the token was being resumed; \(recorded)\(advice)")
+                throw TMPError.conflict("card_not_active", "card \(Redaction.identifier(token.externalCardId)) became \(card.status.rawValue) while the token was being resumed; \(recorded)\(advice)")
             }
             if outcome.result == "UNCHANGED", now.status != .active {
                 // Blocked and unblocked again meanwhile: the resumption was undone.
-                throw TMPError.conflict("resume_undone", "card \(token.externalCardId) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
+                throw TMPError.conflict("resume_undone", "card \(Redaction.identifier(token.externalCardId)) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
             }
         }
         if outcome.result == "FAILED" {
@@ -372,7 +372,7 @@ public struct LifecycleService: Sendable {
             throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is \(outcome.status.rawValue), try again")
         }
         guard let after = try await environment.store.token(reference: tokenUniqueReference) else {
-            throw TMPError.notFound("token_not_found", "no token \(tokenUniqueReference)")
+            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
         }
         return after.resource
     }
@@ -398,7 +398,7 @@ public struct LifecycleService: Sendable {
     private func existingCard(_ externalCardId: String) async throws -> CardRecord {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         guard let card = try await environment.store.card(externalCardId: externalCardId) else {
-            throw TMPError.notFound("card_not_found", "no card \(externalCardId)")
+            throw TMPError.notFound("card_not_found", "no card \(Redaction.identifier(externalCardId))")
         }
         return card
     }
@@ -413,7 +413,7 @@ public struct LifecycleService: Sendable {
     }
 
     private func illegal(_ token: TokenRecord, to target: TokenStatus) -> TMPError {
-        TMPError.conflict("illegal_token_transition", "token \(token.tokenUniqueReference) is \(token.status.rawValue) and cannot become \(target.rawValue)")
+        TMPError.conflict("illegal_token_transition", "token \(Redaction.identifier(token.tokenUniqueReference)) is \(token.status.rawValue) and cannot become \(target.rawValue)")
     }
 
     /// Asks the token service, then records the change; a token service failure leaves the token as it was.

@@ -46,17 +46,17 @@ public struct PushProvisioningService: Sendable {
         let now = environment.now()
         switch card.status {
         case .active: break
-        case .blocked: throw TMPError.conflict("card_blocked", "card \(card.externalCardId) is blocked and cannot be added to Wallet")
-        case .closed: throw TMPError.conflict("card_closed", "card \(card.externalCardId) is closed and cannot be added to Wallet")
+        case .blocked: throw TMPError.conflict("card_blocked", "card \(Redaction.identifier(card.externalCardId)) is blocked and cannot be added to Wallet")
+        case .closed: throw TMPError.conflict("card_closed", "card \(Redaction.identifier(card.externalCardId)) is closed and cannot be added to Wallet")
         }
         guard !card.expiration.isExpired(at: now) else {
-            throw TMPError.conflict("card_expired", "card \(card.externalCardId) expired at the end of \(card.expiration.text)")
+            throw TMPError.conflict("card_expired", "card \(Redaction.identifier(card.externalCardId)) expired at the end of \(card.expiration.text)")
         }
         let chain: AcceptedChain
         switch await environment.chainValidator.validate(request.certificates.map(\.data)) {
         case .accepted(let accepted): chain = accepted
         case .refused(let refusal):
-            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "reason": "\(refusal.code.rawValue)"])
+            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(Redaction.identifier(card.externalCardId))", "reason": "\(refusal.code.rawValue)"])
             throw TMPError.badRequest("certificate_chain_refused", "\(refusal.code.rawValue): \(refusal.message)")
         }
         let pan: PrimaryAccountNumber
@@ -67,7 +67,7 @@ public struct PushProvisioningService: Sendable {
             let keyID = EncryptedPAN(serialized: card.encryptedPAN)?.keyID ?? "unreadable"
             environment.logger.error(
                 "a stored card number cannot be decrypted: the card cannot be provisioned",
-                metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "vault_key": "\(keyID)", "error": "\(type(of: error))"]
+                metadata: ["card": "\(Redaction.identifier(card.externalCardId))", "vault_key": "\(keyID)", "error": "\(type(of: error))"]
             )
             throw error
         }
@@ -104,7 +104,7 @@ public struct PushProvisioningService: Sendable {
                 expiresAt: activation.claims.expiresAt
             )
         )
-        environment.logger.info("sealed card", metadata: ["card": "\(Redaction.cardNumbers(in: card.externalCardId))", "device": "\(request.deviceType.rawValue)"])
+        environment.logger.info("sealed card", metadata: ["card": "\(Redaction.identifier(card.externalCardId))", "device": "\(request.deviceType.rawValue)"])
         return SignedCardResponse(activationData: Data(activation.token.utf8), ephemeralPublicKey: sealed.ephemeralPublicKey, encryptedData: sealed.encryptedData)
     }
 
@@ -114,7 +114,7 @@ public struct PushProvisioningService: Sendable {
         guard let token = try await environment.store.token(reference: request.tokenUniqueReference), token.userId.isSameIdentifier(as: userId),
             let card = try await environment.store.card(externalCardId: token.externalCardId)
         else {
-            throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
+            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
         }
         func answer(_ outcome: ActivationOutcome, _ comment: String) -> TokenActivationResponse {
             TokenActivationResponse(tokenUniqueReference: token.tokenUniqueReference, cardLast4Digits: card.panLast4, issuerMobileAppAuthResponse: outcome, comment: comment)
@@ -178,7 +178,7 @@ public struct PushProvisioningService: Sendable {
                 _ = await correction.settle(token.tokenUniqueReference, held: .active, actor: "user:\(userId)")
             }
             return answer(.declined, message)
-        case .notFound: throw TMPError.notFound("token_not_found", "no token \(request.tokenUniqueReference) for this user")
+        case .notFound: throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
         }
     }
 
@@ -213,14 +213,14 @@ public struct PushProvisioningService: Sendable {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         let card = try await ownedCard(externalCardId, userId: userId)
         guard let artId = card.artId, let art = try await environment.store.cardArt(id: artId) else {
-            throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
+            throw TMPError.notFound("card_art_not_found", "card \(Redaction.identifier(externalCardId)) has no card art")
         }
         if case .failure(let refusal) = await environment.cardArtVerdicts.verdict(on: art.data, declaredContentType: art.contentType) {
             environment.logger.warning(
                 "stored card art fails the current card-art rules and is not served; upload it again (PUT /lifecycle/card-art/{artId})",
-                metadata: ["art": "\(Redaction.cardNumbers(in: artId))", "reason": "\(refusal.code.rawValue)"]
+                metadata: ["art": "\(Redaction.identifier(artId))", "reason": "\(refusal.code.rawValue)"]
             )
-            throw TMPError.notFound("card_art_not_found", "card \(externalCardId) has no card art")
+            throw TMPError.notFound("card_art_not_found", "card \(Redaction.identifier(externalCardId)) has no card art")
         }
         return art
     }
@@ -231,7 +231,7 @@ public struct PushProvisioningService: Sendable {
     /// build), which told a caller the card id exists.
     private func ownedCard(_ externalCardId: String, userId: String) async throws -> CardRecord {
         guard let card = try await environment.store.card(externalCardId: externalCardId, ownedBy: userId), card.userId.isSameIdentifier(as: userId) else {
-            throw TMPError.notFound("card_not_found", "no card \(externalCardId) for this user")
+            throw TMPError.notFound("card_not_found", "no card \(Redaction.identifier(externalCardId)) for this user")
         }
         return card
     }

@@ -22,7 +22,7 @@ public struct TSPService: Sendable {
         var response = decided.0
         if decided.answeredBefore {
             // A retry after the activation data expired: the recorded answer, recorded once.
-            environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.cardNumbers(in: request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
+            environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
             return response
         }
         func record(_ response: TokenizationDecisionResponse) -> TokenizationDecisionRecord {
@@ -40,7 +40,7 @@ public struct TSPService: Sendable {
             response = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
             try await environment.store.recordTokenizationDecision(record(response))
         }
-        environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.cardNumbers(in: request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
+        environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
         return response
     }
 
@@ -161,7 +161,7 @@ public struct TSPService: Sendable {
             var found = try await environment.store.card(panUniqueReference: event.panUniqueReference)
             if found == nil { found = try await environment.store.card(retiredPanUniqueReference: event.panUniqueReference) }
             guard let card = found else {
-                throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(event.panUniqueReference)")
+                throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(Redaction.identifier(event.panUniqueReference))")
             }
             // The decision that let this token be made: a decline since (a replay, say) made none.
             let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
@@ -200,14 +200,14 @@ public struct TSPService: Sendable {
             environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
             return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):
-            guard let token else { throw TMPError.notFound("token_not_found", "no token \(event.tokenUniqueReference)") }
+            guard let token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
             return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
         case .eventIdReused(let earlierToken, let earlierEvent):
             // Which token it was is not said: another token's reference is not this event's to learn.
             guard earlierToken.isSameIdentifier(as: event.tokenUniqueReference), let earlierEvent else {
-                throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for another token's event; every event needs an id of its own")
+                throw TMPError.conflict("event_id_reused", "eventId \(Redaction.identifier(event.eventId)) was already used for another token's event; every event needs an id of its own")
             }
-            throw TMPError.conflict("event_id_reused", "eventId \(event.eventId) was already used for this token's \(earlierEvent.rawValue) event; every event needs an id of its own")
+            throw TMPError.conflict("event_id_reused", "eventId \(Redaction.identifier(event.eventId)) was already used for this token's \(earlierEvent.rawValue) event; every event needs an id of its own")
         case .rejected(let message):
             if try await environment.store.token(reference: event.tokenUniqueReference) == nil {
                 throw TMPError.notFound("token_not_found", message)

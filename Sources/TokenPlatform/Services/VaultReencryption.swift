@@ -88,7 +88,7 @@ public struct VaultReencryption: Sendable {
 
     /// The change that puts `card`'s PAN under the current key.
     private func change(_ card: CardRecord) throws -> EncryptedPANChange {
-        let id = Redaction.cardNumbers(in: card.externalCardId)
+        let id = Redaction.identifier(card.externalCardId)
         guard let stored = EncryptedPAN(serialized: card.encryptedPAN) else {
             throw Failure(message: "card \(id)'s stored card number is unreadable; the database may be damaged")
         }
