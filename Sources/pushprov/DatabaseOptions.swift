@@ -56,8 +56,9 @@ extension DatabaseOptions {
         } catch {
             throw CLIError(error.message)
         }
-        if !migrate, case .sqlite(let path) = database.location, !FileManager.default.fileExists(atPath: path) {
-            throw CLIError("database \(path) does not exist")
+        if case .sqlite(let path) = database.location {
+            if let problem = DatabaseConfiguration.sqliteAccessProblem(at: path, creating: migrate) { throw CLIError(problem) }
+            if !migrate, !FileManager.default.fileExists(atPath: path) { throw CLIError("database \(path) does not exist") }
         }
         var logger = Logger(label: "pushprov")
         logger.logLevel = .warning

@@ -43,10 +43,13 @@ struct CLI {
     /// change what a test sees), plus `environment`. A run still going after `timeout` (a
     /// command that should have refused but serves) is terminated, and the call throws
     /// ``Timeout``.
-    static func run(_ arguments: [String], environment: [String: String] = [:], currentDirectory: String? = nil, timeout: Duration = defaultTimeout) async throws -> Result {
+    ///
+    /// With `asUser`, the binary runs as that user and group id, without supplementary groups
+    /// (through util-linux's `setpriv`; this process must be root: ``canRunAsAnotherUser``).
+    static func run(_ arguments: [String], environment: [String: String] = [:], currentDirectory: String? = nil, timeout: Duration = defaultTimeout, asUser user: UInt32? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
-                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: environment, currentDirectory: currentDirectory, timeout: timeout) })
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: environment, currentDirectory: currentDirectory, timeout: timeout, asUser: user) })
             }
             thread.start()
         }
@@ -82,10 +85,34 @@ struct CLI {
         var stoppedIt: Bool { lock.withLock { stopped } }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String], currentDirectory: String?, timeout: Duration) throws -> Result {
+    /// The tool ``run(_:environment:currentDirectory:timeout:asUser:)`` changes users with.
+    static let setpriv = "/usr/bin/setpriv"
+
+    /// User id 65534 (`nobody` on Debian): a user that owns nothing here.
+    static let nobody: UInt32 = 65534
+
+    /// Whether the binary can be run as ``nobody``: this process is root, `setpriv` is there,
+    /// and every directory on the way to the binary, and the binary, let others in.
+    static var canRunAsAnotherUser: Bool {
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: setpriv) else { return false }
+        var path = binary.path
+        while path != "/" && !path.isEmpty {
+            var status = stat()
+            guard stat(path, &status) == 0, status.st_mode & S_IXOTH != 0 else { return false }
+            path = (path as NSString).deletingLastPathComponent
+        }
+        return true
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String], currentDirectory: String?, timeout: Duration, asUser user: UInt32?) throws -> Result {
         let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
+        if let user {
+            process.executableURL = URL(fileURLWithPath: setpriv)
+            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", binary.path] + arguments
+        } else {
+            process.executableURL = binary
+            process.arguments = arguments
+        }
         process.environment = childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment)
         if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let out = Pipe()

@@ -68,6 +68,49 @@ struct SQLiteFileCheckTests {
         }
     }
 
+    /// A database this user may not reach, open or create is refused in one line that names
+    /// the path and what is in the way, by every command: SQLite says only "unable to open
+    /// database file", Foundation gives no path, and a directory that cannot be entered made
+    /// `prune` say the database did not exist.
+    @Test(.enabled(if: CLI.canRunAsAnotherUser, "running as another user needs root, setpriv and a binary others can run"))
+    func aDatabaseThisUserCannotUseIsRefusedNamingWhatIsInTheWay() async throws {
+        let database = try await Database()
+        defer { database.remove() }
+        let user = CLI.nobody
+        // serve reads its keys from its data directory first: one of nobody's own.
+        let dataDirectory = database.directory + "-nobody"
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700, .ownerAccountID: user, .groupOwnerAccountID: user])
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let commands: [(String, [String])] = [
+            ("serve", ["serve", "--port", "0", "--data-dir", dataDirectory, "--database", database.path]),
+            ("migrate", ["migrate", "--database", database.path]),
+            ("prune", ["prune", "--keep-days", "400", "--dry-run", "--database", database.path]),
+        ]
+        // The database's folder is root's, 0700: nobody may not enter it.
+        for (name, arguments) in commands {
+            let result = try await CLI.run(arguments, timeout: .seconds(30), asUser: user)
+            #expect(result.status != 0, "\(name)")
+            #expect(result.stderr.contains("cannot reach the database \(database.path): this process (user id \(user)) may not enter the directory \(database.directory)"), "\(name): \(result.stderr)")
+        }
+        // Open to enter, but the file is root's 0600: nobody may not read it.
+        try database.chmod(database.directory, 0o755)
+        for (name, arguments) in commands {
+            let result = try await CLI.run(arguments, timeout: .seconds(30), asUser: user)
+            #expect(result.status != 0, "\(name)")
+            #expect(result.stderr.contains("cannot open the database \(database.path): this process (user id \(user)) may not read and write it (owner user id 0, mode 600); run the command as its owner"), "\(name): \(result.stderr)")
+        }
+        // A new database in a folder nobody may not write, or under one.
+        for path in [database.directory + "/new.sqlite", database.directory + "/a/b/new.sqlite"] {
+            let result = try await CLI.run(["migrate", "--database", path], asUser: user)
+            #expect(result.status == 1)
+            #expect(result.stderr == "Error: cannot create the database \(path): this process (user id \(user)) may not write the directory \(database.directory)\n", "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: database.directory + "/a"))
+        }
+        // What is missing is still said to be missing.
+        let missing = try await CLI.run(["prune", "--keep-days", "400", "--database", database.directory + "/missing.sqlite"], asUser: user)
+        #expect(missing.stderr == "Error: database \(database.directory)/missing.sqlite does not exist\n", "\(missing.stderr)")
+    }
+
     @Test func anOwnerOnlyFileOpensForEveryCommand() async throws {
         let database = try await Database()
         defer { database.remove() }

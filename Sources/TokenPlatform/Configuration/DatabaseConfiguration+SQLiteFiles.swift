@@ -49,3 +49,68 @@ extension DatabaseConfiguration {
         }
     }
 }
+
+extension DatabaseConfiguration {
+    /// Why this process cannot use the SQLite database at `path`, in one line that names the
+    /// path and the directory or file at fault, or nil when nothing stands in the way that file
+    /// permissions decide. SQLite itself would say only "unable to open database file" (error
+    /// 14), and Foundation a permission error without the file the command was given.
+    ///
+    /// - A directory of the path this process may not search: the database cannot be reached
+    ///   (not "does not exist": it may well exist).
+    /// - An existing database this process cannot read and write.
+    /// - A directory SQLite cannot create the `-wal` or `-shm` file in, when one is missing.
+    /// - With `creating`, a missing database whose nearest existing directory this process
+    ///   cannot write (the file, or the folders to it, would have to be made there).
+    ///
+    /// A missing database without `creating` is the caller's to report (nil here).
+    package static func sqliteAccessProblem(at path: String, creating: Bool) -> String? {
+        var status = stat()
+        if stat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFREG else { return nil }  // checkSQLiteFiles says what it is
+            if access(path, R_OK | W_OK) != 0 {
+                return "cannot open the database \(path): this process (user id \(geteuid())) may not read and write it (owner user id \(status.st_uid), mode \(String(status.st_mode & 0o777, radix: 8))); run the command as its owner"
+            }
+            let directory = directoryOf(path)
+            let missing = ["-wal", "-shm"].filter { access(path + $0, F_OK) != 0 }
+            if !missing.isEmpty, access(directory, W_OK | X_OK) != 0 {
+                return "cannot open the database \(path): SQLite creates its \(missing.joined(separator: " and ")) file\(missing.count == 1 ? "" : "s") in \(directory), which this process (user id \(geteuid())) may not write"
+            }
+            return nil
+        }
+        switch errno {
+        case EACCES:
+            let blocked = unsearchableDirectory(on: path) ?? directoryOf(path)
+            return "cannot reach the database \(path): this process (user id \(geteuid())) may not enter the directory \(blocked)"
+        case ENOENT where creating:
+            var existing = directoryOf(path)
+            while access(existing, F_OK) != 0, existing != "/", existing != "." {
+                existing = directoryOf(existing)
+            }
+            if access(existing, W_OK | X_OK) != 0 {
+                return "cannot create the database \(path): this process (user id \(geteuid())) may not write the directory \(existing)"
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// The directory holding `path` (`.` for a bare name).
+    private static func directoryOf(_ path: String) -> String {
+        let parent = (path as NSString).deletingLastPathComponent
+        return parent.isEmpty ? "." : parent
+    }
+
+    /// The first directory on the way to `path` that this process may not search, if any.
+    private static func unsearchableDirectory(on path: String) -> String? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        let components = path.split(separator: "/").dropLast()
+        for component in components {
+            prefix = prefix.isEmpty || prefix.hasSuffix("/") ? prefix + component : prefix + "/" + component
+            if access(prefix, F_OK) != 0, errno == EACCES { return directoryOf(prefix) }
+            if access(prefix, X_OK) != 0 { return prefix }
+        }
+        return nil
+    }
+}

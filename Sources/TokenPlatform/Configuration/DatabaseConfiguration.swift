@@ -115,15 +115,22 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     ///
     /// A SQLite file's directory is created (mode 0700) when missing, a new file 0600, and a
     /// file that group or others can read or write, or that another user owns, is refused
-    /// (``checkSQLiteFiles(at:user:logger:)``). A PostgreSQL database is
+    /// (``checkSQLiteFiles(at:user:logger:)``), as is one this process may not reach, read,
+    /// write or create, naming what stands in the way (``sqliteAccessProblem(at:creating:)``). A PostgreSQL database is
     /// connected to once up front, so a wrong host, password or database name is a clear error
     /// here rather than a stalled first request. Call ``TMPStore/close()`` when done.
     public func openStore(logger: Logger) async throws -> any TMPStore {
         switch location {
         case .sqlite(let path):
+            if let problem = Self.sqliteAccessProblem(at: path, creating: true) { throw ConfigurationError(problem) }
             let directory = (path as NSString).deletingLastPathComponent
             if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                do {
+                    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                } catch {
+                    let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.localizedDescription ?? error.localizedDescription
+                    throw ConfigurationError("cannot create the database's directory \(directory): \(reason)")
+                }
             }
             // SQLite gives its -wal and -shm files the database file's mode: a new database
             // is created 0600 first, so none of them is readable by other users.
@@ -190,6 +197,7 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         // it would already write to it (switch it to WAL, give an empty file a header), and a
         // missing one would be created.
         if !migrate, case .sqlite(let path) = location {
+            if let problem = Self.sqliteAccessProblem(at: path, creating: false) { throw ConfigurationError(problem) }
             if FileManager.default.fileExists(atPath: path) { try Self.checkSQLiteFiles(at: path, logger: logger) }
             if let pending = Self.pendingSQLiteMigrations(at: path), !pending.isEmpty {
                 throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); \(pendingAdvice)")
