@@ -13,10 +13,13 @@ enum PostgresTestDatabase {
         (`eval "$(scripts/postgres-dev.sh start)"` starts a throwaway server on loopback and prints the export; .ci/run does this)
         """
 
-    /// The configured server, if any.
-    static let url: PostgresURL? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"].flatMap { text in
-        text.isEmpty ? nil : try? PostgresURL(parsing: text)
-    }
+    /// `PUSHPROV_TEST_POSTGRES_URL` as set, if set and not empty.
+    static let setting: String? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+
+    /// The configured server, if any. A setting that does not parse gives none, and
+    /// `TMPStoreContractTests.postgresIsUnderContractWhenConfigured` fails on it, so a mistyped
+    /// URL cannot quietly skip every PostgreSQL test.
+    static let url: PostgresURL? = setting.flatMap { try? PostgresURL(parsing: $0) }
 
     /// Whether PostgreSQL tests run.
     static var isConfigured: Bool { url != nil }
