@@ -5,7 +5,8 @@ import Security
 
 /// The ``SecretStore`` of an iOS app and its Wallet extensions: generic-password items of
 /// one service in a Keychain access group the three targets share, readable after the first
-/// unlock and never leaving this device (no backup, no iCloud Keychain).
+/// unlock and never leaving this device (no backup, no iCloud Keychain). Keys and sizes follow
+/// ``SecretStoreRules``, as every store's do.
 public struct KeychainSecretStore: SecretStore {
     /// The service the items belong to.
     public let service: String
@@ -21,6 +22,7 @@ public struct KeychainSecretStore: SecretStore {
 
     /// Implements ``SecretStore/secret(for:)``.
     public func secret(for key: String) throws -> Data? {
+        try SecretStoreRules.validate(key: key)
         var query = baseQuery(account: key)
         query[kSecReturnData as String] = true
         query[kSecMatchLimit as String] = kSecMatchLimitOne
@@ -33,6 +35,8 @@ public struct KeychainSecretStore: SecretStore {
 
     /// Implements ``SecretStore/setSecret(_:for:)``.
     public func setSecret(_ secret: Data, for key: String) throws {
+        try SecretStoreRules.validate(key: key)
+        try SecretStoreRules.validate(secret: secret)
         let attributes: [String: Any] = [
             kSecValueData as String: secret,
             kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
@@ -46,6 +50,7 @@ public struct KeychainSecretStore: SecretStore {
 
     /// Implements ``SecretStore/removeSecret(for:)``.
     public func removeSecret(for key: String) throws {
+        try SecretStoreRules.validate(key: key)
         let status = SecItemDelete(baseQuery(account: key) as CFDictionary)
         guard status == errSecSuccess || status == errSecItemNotFound else { throw Self.failure("remove", key, status) }
     }

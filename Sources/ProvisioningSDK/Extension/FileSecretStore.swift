@@ -18,8 +18,8 @@ import Darwin
 ///   read or write, is refused rather than read, as ssh does with private keys.
 /// - Secrets are at most ``maximumSecretBytes``; errors never contain a secret.
 public struct FileSecretStore: SecretStore {
-    /// The largest secret stored or read.
-    public static let maximumSecretBytes = 64 * 1024
+    /// The largest secret stored or read (``SecretStoreRules/maximumSecretBytes``).
+    public static let maximumSecretBytes = SecretStoreRules.maximumSecretBytes
 
     /// The folder holding the secrets; the store's own (``removeAllSecrets()`` empties it).
     public let directory: URL
@@ -64,9 +64,7 @@ public struct FileSecretStore: SecretStore {
     /// Implements ``SecretStore/setSecret(_:for:)``.
     public func setSecret(_ secret: Data, for key: String) throws {
         try SecretKey.validate(key)
-        guard secret.count <= Self.maximumSecretBytes else {
-            throw SharedStorageError(.tooLarge, "a secret may be at most \(Self.maximumSecretBytes) bytes; this one is \(secret.count)")
-        }
+        try SecretStoreRules.validate(secret: secret)
         try prepareDirectory()
         let temporary = directory.appendingPathComponent(".\(key).\(UUID().uuidString).tmp").path
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
