@@ -338,6 +338,41 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// Customer service suspending a token the block suspended takes the suspension over:
+    /// unblocking leaves it suspended, and only customer service's resume lifts it. The token
+    /// service already holds it suspended and is not asked again.
+    @Test func customerServiceTakesOverTheBlocksSuspensionSoUnblockingKeepsItSuspended() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", device: .phone, token: "PHONE-1")
+            try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            #expect(try await platform.store.token(reference: "WATCH-1")?.suspendedBy == .cardBlocked)
+
+            let takeOver = try await api.send(.post, "/lifecycle/tokens/WATCH-1/suspend", as: .issuer)
+            #expect(takeOver.status == .ok, "\(takeOver.text)")
+            #expect(try takeOver.decode(TokenResource.self).status == .suspended)
+            #expect(try await platform.store.token(reference: "WATCH-1")?.suspendedBy == .customerService)
+            let trail = try await platform.store.auditEntries(subject: "token:WATCH-1")
+            #expect(trail.last?.actor == "issuer" && trail.last?.action == "token.suspended" && trail.last?.detail.contains("suspended by CARD_BLOCKED") == true, "\(trail)")
+            // Suspending it again is the state machine's 409, as for any customer-service suspension.
+            let again = try await api.send(.post, "/lifecycle/tokens/WATCH-1/suspend", as: .issuer)
+            #expect(again.status == .conflict && again.error?.message.contains("SUSPENDED") == true)
+
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.tokenUniqueReference) == ["PHONE-1"])
+            #expect(try await api.tokenStatus("PHONE-1") == .active)
+            #expect(try await api.tokenStatus("WATCH-1") == .suspended)
+            #expect(try await api.send(.post, "/lifecycle/tokens/WATCH-1/resume", as: .issuer).status == .ok)
+            #expect(try await api.tokenStatus("WATCH-1") == .active)
+            // The block's two suspensions (in either order), the unblock's resume, customer
+            // service's resume: the take-over asked the token service nothing.
+            let commands = platform.connector.commands.current
+            #expect(commands.count == 4 && Set(commands.prefix(2)) == ["suspend PHONE-1", "suspend WATCH-1"] && commands.suffix(2) == ["resume PHONE-1", "resume WATCH-1"], "\(commands)")
+        }
+    }
+
     @Test func tokenActionsFollowTheStateMachine() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

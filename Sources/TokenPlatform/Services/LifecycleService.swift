@@ -328,6 +328,11 @@ public struct LifecycleService: Sendable {
             target = .deactivated
             call = environment.tokenService.deactivate
         }
+        if action == .suspend, token.status == .suspended, token.suspendedBy != .customerService {
+            if let taken = try await takeOverSuspension(of: token) { return taken }
+            // Resumed meanwhile: suspended below like any active token.
+            return try await perform(action, tokenUniqueReference: tokenUniqueReference)
+        }
         guard Self.allows(action, token.status) else { throw illegal(token, to: target) }
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
@@ -404,6 +409,34 @@ public struct LifecycleService: Sendable {
     }
 
     /// Whether a customer-service `action` applies to a token in `status`.
+    /// Customer service suspending a token the card's block or the token service already
+    /// suspended: the suspension becomes customer service's, so unblocking the card no longer
+    /// resumes it and only customer service's `resume` lifts it. The token service holds the
+    /// token suspended already, so it is not asked; the change is TMP's record of why, audited.
+    ///
+    /// - Returns: The token, or nil when it is no longer suspended (resumed meanwhile: the
+    ///   caller suspends it as an active token).
+    private func takeOverSuspension(of token: TokenRecord) async throws -> TokenResource? {
+        let previous = token.suspendedBy?.rawValue ?? "an unknown source"
+        let audit = AuditEntry(
+            at: environment.now(), actor: "issuer", action: "token.suspended", subject: "token:\(token.tokenUniqueReference)",
+            detail: "customer service suspend of a token suspended by \(previous): kept suspended until customer service resumes it"
+        )
+        let outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
+            guard current.status == .suspended else { return .reject("token is \(current.status.rawValue)") }
+            return current.suspendedBy == .customerService ? .unchanged : .set(.suspended, suspendedBy: .customerService)
+        }
+        switch outcome {
+        case .updated(_, let after), .unchanged(let after):
+            return after.resource
+        case .rejected(let now, _):
+            guard now.status == .active else { throw illegal(now, to: .suspended) }
+            return nil
+        case .notFound:
+            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(token.tokenUniqueReference))")
+        }
+    }
+
     private static func allows(_ action: TokenAction, _ status: TokenStatus) -> Bool {
         switch action {
         case .suspend: status == .active
