@@ -231,9 +231,8 @@ struct ResponseSizeLimitTests {
             }
             #expect(error?.message == "cards answered with an unexpected body (the response body has more than 65536 bytes; at most 65536 are accepted)")
             #expect(ContinuousClock.now - start < .seconds(5))
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !server.streamEnded.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(server.streamEnded.current)
+            // Whether the server's stream ended early says nothing here: at this speed it reaches
+            // its 8 MiB cap either way (the paced test above checks the connection is dropped).
         }
     }
 

@@ -74,13 +74,16 @@ struct TSPRouteTests {
             let data = try await activationData(api)
             let first = try await decide(api, activationData: data, request: "r-1")
             #expect(first.decision == .approved && first.reason == "activation_data_valid")
+            let recorded = try #require(try await platform.store.tokenizationDecision(requestId: "r-1"))
             // The token service did not get the answer and asks again: the same answer.
             let retry = try await decide(api, activationData: data, request: "r-1")
             #expect(retry.decision == first.decision && retry.reason == first.reason && retry.panUniqueReference == first.panUniqueReference)
             // The same activation data under another request id is a replay.
             #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_replayed")
             #expect(try await decide(api, activationData: data, request: "r-2").reason == "activation_data_replayed")
-            // The retry is not a second use: one use recorded, and the replays each recorded as declined.
+            // The retry is not a second decision: r-1's record is the first one, unchanged; the
+            // replays are each recorded as declined.
+            #expect(try await platform.store.tokenizationDecision(requestId: "r-1") == recorded)
             let card = try #require(try await platform.store.card(externalCardId: "c1"))
             let latest = try await platform.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)
             #expect(latest?.requestId == "r-2" && latest?.reason == "activation_data_replayed")
