@@ -373,6 +373,25 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// A closed card's token the token service has not yet confirmed deactivating (still
+    /// SUSPENDED here) cannot be resumed, and the refusal does not suggest unblocking.
+    @Test func aClosedCardsSuspendedTokenIsNotResumedAndTheAnswerSaysWhy() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            platform.connector.failing.withValue { $0 = true }
+            let close = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .closed)).decode(LifecycleService.StatusChange.self)
+            #expect(close.tokens.map(\.result) == ["FAILED"])
+            platform.connector.failing.withValue { $0 = false }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            #expect(resumed.status == .conflict && resumed.error?.code == "card_not_active", "\(resumed.text)")
+            #expect(resumed.error?.message.hasSuffix("is CLOSED; a closed card's tokens are deactivated, never resumed") == true, "\(resumed.text)")
+            #expect(try await api.tokenStatus("T1") == .suspended)
+        }
+    }
+
     @Test func tokenActionsFollowTheStateMachine() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -337,7 +337,8 @@ public struct LifecycleService: Sendable {
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
-                throw TMPError.conflict("card_not_active", "card \(Redaction.identifier(card.externalCardId)) is \(card.status.rawValue); unblock the card to resume its tokens")
+                let advice = card.status == .closed ? "a closed card's tokens are deactivated, never resumed" : "unblock the card to resume its tokens"
+                throw TMPError.conflict("card_not_active", "card \(Redaction.identifier(card.externalCardId)) is \(card.status.rawValue); \(advice)")
             }
             guard !token.isOfAReplacedPAN(of: card) else {
                 throw TMPError.conflict("pan_replaced", "token \(Redaction.identifier(token.tokenUniqueReference)) was made for a card number card \(Redaction.identifier(card.externalCardId)) no longer has; it is deactivated, never resumed")

@@ -111,7 +111,9 @@ public struct PushProvisioningService: Sendable {
     /// `tokens/activations`: activates the caller's inactive token through the token service.
     public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
         try InputRules.identifier(request.tokenUniqueReference, field: "tokenUniqueReference")
-        guard let token = try await environment.store.token(reference: request.tokenUniqueReference), token.userId.isSameIdentifier(as: userId),
+        // The owner is in the query, so another user's token takes the path of a missing one
+        // (it was fetched and decoded first, answering measurably later).
+        guard let token = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first,
             let card = try await environment.store.card(externalCardId: token.externalCardId)
         else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
