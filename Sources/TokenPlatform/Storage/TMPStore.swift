@@ -74,8 +74,10 @@ public protocol TMPStore: Sendable {
     /// The card is read and written in one transaction that holds it, so a concurrent change
     /// of its status either commits before this one reads it or waits until this one commits.
     /// Closing a CLOSED card again is allowed (it retries the deactivation of its tokens); any
-    /// other change of a CLOSED card is refused and writes nothing. `audit` makes the audit
-    /// entry from the status the card had just before the change.
+    /// other change of a CLOSED card is refused and writes nothing. Setting the status the card
+    /// has already (a retry of its tokens' commands) writes nothing either, and makes no audit
+    /// entry: it is answered as ``CardStatusUpdate/updated(previous:card:)`` with the card as
+    /// stored. `audit` makes the audit entry from the status the card had just before the change.
     func setCardStatus(externalCardId: String, status: CardStatus, at: Date, audit: @Sendable (_ previous: CardStatus) -> AuditEntry) async throws -> CardStatusUpdate
 
     /// A token by reference.
@@ -282,6 +284,11 @@ extension CardStatusUpdate {
     static func resolve(_ stored: CardRecord, to status: CardStatus, at date: Date) -> (write: CardRecord?, result: CardStatusUpdate) {
         if stored.status == .closed, status != .closed {
             return (nil, .refusedClosed(stored))
+        }
+        // The status it has already (a PATCH sent again to retry its tokens): nothing changes,
+        // so nothing is written or audited.
+        if stored.status == status {
+            return (nil, .updated(previous: stored.status, card: stored))
         }
         var after = stored
         after.status = status
