@@ -1,15 +1,20 @@
 import Foundation
 
-// libFuzzer target `flat-json`: the request-body fast path against JSONDecoder.
+// libFuzzer target `flat-json`: the request-body fast path against JSONDecoder, and the
+// strict check every request body passes first (StrictJSON).
 //
 // Compiled into the ProvisioningModels module with its sources (scripts/fuzz.sh), so it
 // reaches the package-level reader. For any bytes, the fast path must decline or produce
 // exactly what JSONDecoder produces; its base64 decoder must decline or agree with
-// Foundation's. A disagreement or a crash stops the run with the input saved.
+// Foundation's; and what the strict check accepts, Foundation's JSON parser must read (the
+// check is stricter, never looser). A disagreement or a crash stops the run with the input saved.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFlatJSON(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let data = Data(bytes: bytes, count: count)
+    if (try? StrictJSON.check(data)) != nil, (try? JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)) == nil {
+        fatalError("the strict check accepts what Foundation cannot parse: \(data.base64EncodedString())")
+    }
     check(SignedCardRequest.self, data)
     check(TokenSearchRequest.self, data)
     // The base64 decoder reads a JSON string's contents whose only escape is `\/` (the reader

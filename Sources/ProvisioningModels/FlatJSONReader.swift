@@ -234,8 +234,8 @@ extension SignedCardRequest: FlatJSONDecodable {
     package static func decodeFlat(_ data: Data) -> SignedCardRequest? {
         guard let members = FlatJSONReader.members(of: data, keys: flatKeys), members.count == flatKeys.count,
             case .string(let externalCardId)? = members["externalCardId"],
-            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: FlatJSONReader.string(walletText, in: data)),
-            case .string(let deviceText)? = members["deviceType"], let deviceType = DeviceType(rawValue: FlatJSONReader.string(deviceText, in: data)),
+            case .string(let walletText)? = members["walletType"], let walletType = WalletType(exactly: FlatJSONReader.string(walletText, in: data)),
+            case .string(let deviceText)? = members["deviceType"], let deviceType = DeviceType(exactly: FlatJSONReader.string(deviceText, in: data)),
             case .strings(let certificateTexts)? = members["certificates"],
             case .string(let nonceText)? = members["nonce"], let nonce = FlatJSONReader.base64(nonceText, in: data),
             case .string(let signatureText)? = members["nonceSignature"], let nonceSignature = FlatJSONReader.base64(signatureText, in: data)
@@ -258,7 +258,7 @@ extension TokenSearchRequest: FlatJSONDecodable {
 
     package static func decodeFlat(_ data: Data) -> TokenSearchRequest? {
         guard let members = FlatJSONReader.members(of: data, keys: flatKeys), members.count == flatKeys.count,
-            case .string(let walletText)? = members["walletType"], let walletType = WalletType(rawValue: FlatJSONReader.string(walletText, in: data)),
+            case .string(let walletText)? = members["walletType"], let walletType = WalletType(exactly: FlatJSONReader.string(walletText, in: data)),
             case .strings(let references)? = members["tokenUniqueReferences"]
         else { return nil }
         return TokenSearchRequest(walletType: walletType, tokenUniqueReferences: references.map { FlatJSONReader.string($0, in: data) })

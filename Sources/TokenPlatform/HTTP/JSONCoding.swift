@@ -34,12 +34,25 @@ enum JSONCoding {
         return try T.decodeFlat(data) ?? decode(T.self, json: data)
     }
 
-    /// The body of a request that must be JSON.
+    /// The body of a request that must be JSON: UTF-8 JSON as RFC 8259 writes it, no object
+    /// naming a member twice (``StrictJSON``), so no other reader of the same bytes can take
+    /// them for another request than the one acted on here.
     private static func jsonBody(of request: Request) async throws -> Data {
         if let contentType = request.headers[.contentType], !isJSON(contentType) {
             throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
         }
-        return try await body(of: request, limit: maximumBodySize)
+        let data = try await body(of: request, limit: maximumBodySize)
+        try checkStrict(data)
+        return data
+    }
+
+    /// Refuses `data` unless ``StrictJSON`` accepts it, with 400 `invalid_request`.
+    static func checkStrict(_ data: Data) throws {
+        do {
+            try StrictJSON.check(data)
+        } catch {
+            throw TMPError.badRequest("invalid_request", error.message)
+        }
     }
 
     /// Whether a `Content-Type` value names JSON: its media type (before any parameter such as
