@@ -39,6 +39,12 @@ struct ErrorHandlingTests {
         // points as the OpenAPI document's maxLength counts.
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":""# + String(repeating: #"e\u0301"#, count: 33) + #"","network":"VISA","productTitle":"Gold"}"#, "cardholderName must be 1 to 64 characters (Unicode code points)"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":null}"#, "field productTitle"),
+        // Members given twice: Python and many gateways keep the last, JSONDecoder the first.
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold","userId":"bob"}"#, "field userId appears more than once"),
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","primaryAccount\u004eumber":"5555555555554444","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#, "field primaryAccountNumber appears more than once"),
+        // What JSONDecoder takes but RFC 8259 does not.
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold",}"#, "body is not valid JSON: a comma before '}'"),
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold","x":01}"#, "body is not valid JSON: a number with a leading zero"),
     ])
     func malformedCardBodiesAreRefusedWithTheFieldAndNothingIsStored(json: String, expected: String) async throws {
         let platform = try await TestPlatform()
@@ -58,6 +64,40 @@ struct ErrorHandlingTests {
             let reply = try await putCardRaw(api, #"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":""# + name + #"","network":"VISA","productTitle":"Gold"}"#)
             #expect(reply.status == .created, "\(reply.text)")
             #expect(try await platform.store.card(externalCardId: "c9")?.cardholderName.unicodeScalars.count == 64)
+        }
+    }
+
+    /// A body other readers would take for another request is refused, and changes nothing:
+    /// a member given twice (the later copy unchecked, and the one Python keeps), an enum value
+    /// Swift calls equal to a real one but bytes do not (KELVIN SIGN for K), UTF-16 text.
+    @Test func aBodyOtherReadersWouldReadOtherwiseIsRefusedAndChangesNothing() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            let patches: [(Data, String)] = [
+                (Data(#"{"status":"BLOCKED","status":"ACTIVE"}"#.utf8), "field status appears more than once"),
+                (Data(#"{"status":"BLOCKED","st\u0061tus":"ACTIVE"}"#.utf8), "field status appears more than once"),
+                (Data(#"{"status":"ACTIVE","status":5}"#.utf8), "field status appears more than once"),
+                (Data(#"{"status":"BLOC\u212AED"}"#.utf8), "field status has an unknown value"),
+                (Data("{\"status\":\"BLOC\u{212A}ED\"}".utf8), "field status has an unknown value"),
+                (Data(#"{"status":"BLOCKED"}"#.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }), "body is not valid JSON"),
+            ]
+            for (body, message) in patches {
+                let reply = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, raw: body)
+                #expect(reply.status == .badRequest && reply.error?.code == "invalid_request", "\(reply.text)")
+                #expect(reply.error?.message.hasPrefix(message) == true, "\(reply.text)")
+            }
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
+            let event = #"{"eventId":"e-dup","tokenUniqueReference":"T1","panUniqueReference":"PUR","event":"SUSPENDED","walletType":"APPLE_PAY","deviceType":"PHONE","event":"DEACTIVATED"}"#
+            let refused = try await api.send(.post, "/tsp/token-events", as: .tsp, raw: Data(event.utf8))
+            #expect(refused.status == .badRequest && refused.error?.message == "field event appears more than once", "\(refused.text)")
+            #expect(try await api.tokenStatus("T1") == .active)
+            let search = #"{"walletType":"APPLE_PAY","tokenUniqueReferences":["T1"],"tokenUniqueReferences":["T2"]}"#
+            let searched = try await api.send(.post, "/issuer/push-provisioning/tokens/searches", as: .cardholder("alice"), raw: Data(search.utf8))
+            #expect(searched.status == .badRequest && searched.error?.message == "field tokenUniqueReferences appears more than once", "\(searched.text)")
+            let trail = try await platform.store.auditEntries(subject: "card:c1").map(\.action)
+            #expect(!trail.contains("card.status"), "\(trail)")
         }
     }
 
@@ -167,6 +207,10 @@ struct ErrorHandlingTests {
                 ("productTitle", #""productTitle":"Gold""#, #""productTitle":"5555-5555-5555-4444""#, "productTitle must not hold the number of a card this platform holds: it is stored and returned in clear"),
                 ("userId", #""userId":"alice""#, #""userId":"5555555555554444""#, "userId must not hold the number of a card this platform holds: ids are stored, logged and returned in clear; use an id of your own"),
                 ("userId", #""userId":"alice""#, #""userId":"u-4111111111111111""#, "userId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own"),
+                // Decimal digits of other scripts: full-width, Arabic-Indic, mathematical bold.
+                ("cardholderName", #""cardholderName":"Alice""#, #""cardholderName":"４１１１１１１１１１１１１１１１""#, "cardholderName must not hold the card's primaryAccountNumber: it is stored and returned in clear"),
+                ("productTitle", #""productTitle":"Gold""#, #""productTitle":"Gold ٥٥٥٥ ٥٥٥٥ ٥٥٥٥ ٤٤٤٤""#, "productTitle must not hold the number of a card this platform holds: it is stored and returned in clear"),
+                ("userId", #""userId":"alice""#, #""userId":"𝟒𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏""#, "userId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own"),
             ]
             for (field, from, to, message) in cases {
                 let reply = try await putCardRaw(api, Self.goodCard.replacingOccurrences(of: from, with: to), id: "c-new")

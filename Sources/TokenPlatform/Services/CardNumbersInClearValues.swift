@@ -19,7 +19,7 @@ enum ClearValueKind: Sendable {
 extension PlatformEnvironment {
     /// Refuses `value`, which TMP would keep in clear, when its digits, read in order and
     /// ignoring everything else (`card-4111-1111-1111-1111`, `41111111_11111111`,
-    /// `x4111…1111y`), hold `own` (the card's own number, not stored yet) or the number of a
+    /// `x4111…1111y`, any script's decimal digits: ``digits(of:)``), hold `own` (the card's own number, not stored yet) or the number of a
     /// card TMP holds. Only numbers TMP knows count, so a numeric id that merely passes the
     /// Luhn check (one in ten does) is not refused. Every 12-to-19-digit stretch that passes
     /// the check is looked up by its keyed hash, like a tokenization decision's PAN, all in
@@ -50,8 +50,18 @@ extension PlatformEnvironment {
         }
     }
 
-    /// The ASCII digits of `value`, in order, whatever separates them.
+    /// The digits of `value`, in order, whatever separates them, as ASCII digits: every
+    /// decimal digit Unicode knows counts, so a card number written in full-width (`４１１１`),
+    /// Arabic-Indic (`٤١١١`) or mathematical (`𝟒𝟏𝟏𝟏`) digits is found as well.
     static func digits(of value: String) -> String {
-        String(decoding: value.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
+        var digits = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            if scalar.isASCII {
+                if ("0"..."9").contains(scalar) { digits.append(scalar) }
+            } else if scalar.properties.numericType == .decimal, let number = scalar.properties.numericValue, number >= 0, number <= 9 {
+                digits.append(Unicode.Scalar(UInt8(ascii: "0") + UInt8(number)))
+            }
+        }
+        return String(digits)
     }
 }
