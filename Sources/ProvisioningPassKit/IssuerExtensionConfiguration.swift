@@ -43,7 +43,8 @@ public struct IssuerExtensionConfiguration: Sendable {
     }
     /// Whether an Apple Watch is paired with this iPhone: true, false, or nil while unknown
     /// (the default, and what the closure should answer when it has no fresh word). Called on
-    /// the main actor whenever Wallet asks `status` or `remotePassEntries`, so it must be quick.
+    /// the main actor whenever Wallet asks `status`, `passEntries` or `remotePassEntries`, so it
+    /// must be quick.
     ///
     /// A known `false` makes the extension offer no Apple Watch entries (`status` answers
     /// `remotePassEntriesAvailable` false, `remotePassEntries` is empty); true or nil offer

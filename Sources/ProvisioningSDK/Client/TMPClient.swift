@@ -32,7 +32,8 @@ public struct TMPClient: Sendable {
     ///   - transport: the network; URLSession unless a test substitutes it.
     ///   - clock: measures timeouts and back-off.
     ///   - cardholderToken: the app's provider of the cardholder JWT.
-    ///   - log: receives one event per attempt and outcome (no secrets in them).
+    ///   - log: receives an event for each step of each attempt — sending, answered or failed,
+    ///     retrying — and for a call that ran out of time (no secrets in them).
     public init(
         configuration: Configuration,
         transport: any HTTPTransport = URLSessionTransport(),

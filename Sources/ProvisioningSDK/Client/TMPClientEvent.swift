@@ -1,5 +1,6 @@
-/// What ``TMPClient`` reports to the app's log: operation, attempt, status, error code and
-/// timing — never the cardholder token, a header, a request body or a response body.
+/// What ``TMPClient`` reports to the app's log: operation, attempt, status or error code, and
+/// the delay before a retry — never the cardholder token, a header, a request body or a
+/// response body.
 public struct TMPClientEvent: Sendable, Hashable, CustomStringConvertible {
     /// What happened.
     public enum Kind: Sendable, Hashable {

@@ -5,8 +5,9 @@ public enum ProvisioningFailure: Error, Sendable, Hashable, CustomStringConverti
     /// The card cannot be added to that device (not active at the issuer, already there, or
     /// the Watch targeted before the iPhone has the card).
     case notEligible(String)
-    /// The add sheet cannot be shown: no pass library, the device cannot add payment passes,
-    /// or the app lacks the `com.apple.developer.payment-pass-provisioning` entitlement.
+    /// This device has no Wallet pass library. (A device that cannot add payment passes, or an
+    /// app without the `com.apple.developer.payment-pass-provisioning` entitlement, is told by
+    /// the add-pass coordinator's `start`, which then returns false.)
     case unavailable(String)
     /// `signed-cards` failed; the server's code and message are in the error.
     case server(TMPClientError)
