@@ -148,6 +148,7 @@ public final class AppleChainValidator: Sendable {
                 leafFingerprint: Data(SHA256.hash(data: derCertificates[0])).lowercaseHex,
                 leafSubject: leaf.subject.description,
                 anchorSubject: chainCertificates.last!.subject.description,
+                anchorFingerprint: chainCertificates.last!.sha256Fingerprint,
                 validUntil: validUntil,
                 validFrom: validFrom
             )

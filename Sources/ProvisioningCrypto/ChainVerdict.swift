@@ -27,8 +27,15 @@ public struct AcceptedChain: Sendable {
     public var leafFingerprint: String
     /// The leaf's subject, for diagnostics.
     public var leafSubject: String
-    /// The subject of the trust anchor the chain ends at.
+    /// The subject of the trust anchor the chain ends at. Any anchor may carry any name (an
+    /// extra one may be named like Apple's root): ``anchorFingerprint`` tells which it is.
     public var anchorSubject: String
+    /// Lowercase hex SHA-256 of the trust anchor's DER: ``TrustAnchors/appleRootCAG3Fingerprint``
+    /// when the chain ends at Apple's root.
+    public var anchorFingerprint: String
+    /// Whether the chain ends at Apple Root CA - G3 itself (its pinned fingerprint), not at an
+    /// extra anchor.
+    public var isAnchoredAtApplesRoot: Bool { anchorFingerprint == TrustAnchors.appleRootCAG3Fingerprint }
     /// The earliest `notValidAfter` of the chain's certificates.
     public var validUntil: Date
     /// The latest `notValidBefore` of the chain's certificates.

@@ -47,7 +47,9 @@ struct VerifyChainCommand: AsyncParsableCommand {
         case .accepted(let chain):
             print("accepted: \(chain.leafSubject)")
             print("  leaf sha256: \(chain.leafFingerprint)")
-            print("  anchored at: \(chain.anchorSubject)")
+            // An extra anchor may carry Apple's root's name: say which certificate it is.
+            let which = chain.isAnchoredAtApplesRoot ? "Apple's root" : "an extra --anchor, not Apple's root; sha256 \(chain.anchorFingerprint)"
+            print("  anchored at: \(chain.anchorSubject) (\(which))")
         case .refused(let refusal):
             print("refused: \(refusal.code.rawValue): \(refusal.message)")
             throw ExitCode.failure

@@ -20,6 +20,7 @@ struct RealAppleChainTests {
         let chain = try #require(await AppleChainValidator().validate([leaf, intermediate]).acceptedChain)
         #expect(chain.leafSubject.contains("ecc-crypto-services-encipherment_UC6-PROD"))
         #expect(chain.anchorSubject.contains("Apple Root CA - G3"))
+        #expect(chain.anchorFingerprint == TrustAnchors.appleRootCAG3Fingerprint && chain.isAnchoredAtApplesRoot)
         #expect(chain.leafFingerprint == Data(SHA256.hash(data: leaf)).lowercaseHex)
     }
 
@@ -97,6 +98,18 @@ struct ChainRefusalTests {
     @Test func acceptsAWellFormedChainOfTheTestPKI() async throws {
         let chain = try #require(await pki.validator().validate(try pki.chain()).acceptedChain)
         #expect(chain.anchorSubject.contains("Test Root CA - G3"))
+        #expect(chain.anchorFingerprint == pki.root.sha256Fingerprint && !chain.isAnchoredAtApplesRoot)
+    }
+
+    /// An extra anchor named exactly like Apple's root is still not Apple's root.
+    @Test func anExtraAnchorNamedLikeApplesRootIsToldApartByItsFingerprint() async throws {
+        let apple = TrustAnchors.appleRootCAG3
+        let impostor = try TestPKI(rootName: apple.subject)
+        #expect(impostor.root.subject == apple.subject)
+        let validator = AppleChainValidator(configuration: .init(trustAnchors: TrustAnchors.apple.adding([impostor.root])))
+        let chain = try #require(await validator.validate(try impostor.chain()).acceptedChain)
+        #expect(chain.anchorSubject == apple.subject.description)
+        #expect(!chain.isAnchoredAtApplesRoot && chain.anchorFingerprint == impostor.root.sha256Fingerprint)
     }
 
     @Test func acceptsTheTestChainWithItsRootIncluded() async throws {

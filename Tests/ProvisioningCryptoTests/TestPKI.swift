@@ -41,8 +41,8 @@ struct TestPKI {
     let root: Certificate
     let intermediateKey = P256.Signing.PrivateKey()
 
-    init() throws {
-        root = try Self.makeRoot(key: rootKey)
+    init(rootName: DistinguishedName = rootName) throws {
+        root = try Self.makeRoot(key: rootKey, name: rootName)
     }
 
     static func makeRoot(key: P384.Signing.PrivateKey, name: DistinguishedName = rootName) throws -> Certificate {
@@ -77,7 +77,7 @@ struct TestPKI {
             publicKey: options.intermediateKeyP384 ? .init(P384.Signing.PrivateKey().publicKey) : .init(intermediateKey.publicKey),
             notValidBefore: Date(timeIntervalSince1970: 1_400_000_000),
             notValidAfter: Date(timeIntervalSince1970: 2_100_000_000),
-            issuer: Self.rootName,
+            issuer: root.subject,
             subject: Self.intermediateName,
             signatureAlgorithm: .ecdsaWithSHA384,
             extensions: Certificate.Extensions(extensions),
