@@ -35,13 +35,22 @@ struct CardArtVerdictTests {
         }
     }
 
-    /// Calls that miss on the same file together share one check.
+    /// Calls that miss on the same file together share one check: the first check is held
+    /// until all three calls have asked, so none of them can find a finished verdict.
     @Test func callsMissingTogetherOnOneFileShareItsCheck() async throws {
-        let verdicts = CardArtVerdicts()
+        let release = DispatchSemaphore(value: 0)
+        let verdicts = CardArtVerdicts { data, type in
+            release.wait()
+            return CardArtValidator.validate(data, declaredContentType: type)
+        }
         let file = TestPDF.onePage().data
         async let first = verdicts.verdict(on: file, declaredContentType: "application/pdf")
         async let second = verdicts.verdict(on: file, declaredContentType: "application/pdf")
         async let third = verdicts.verdict(on: file, declaredContentType: "application/pdf")
+        while verdicts.calls < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(verdicts.checks == 1)
+        // Enough for every check started; only one may have been.
+        for _ in 0..<3 { release.signal() }
         let answers = await [first, second, third]
         #expect(answers.allSatisfy { (try? $0.get()) != nil })
         #expect(verdicts.checks == 1)

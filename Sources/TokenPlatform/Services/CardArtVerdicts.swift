@@ -30,28 +30,38 @@ final class CardArtVerdicts: Sendable {
         /// Keys in the order they were added, oldest first.
         var order: [Key] = []
         var checks = 0
+        var calls = 0
     }
 
     private let state = NIOLockedValueBox(State())
 
+    /// The check itself (``CardArtValidator/validate(_:declaredContentType:)``; tests hold it).
+    private let validate: @Sendable (Data, String?) -> Result<CardArtInfo, CardArtError>
+
     /// Creates an empty set of verdicts keeping at most `capacity` (positive).
-    init(capacity: Int = 256) {
+    init(capacity: Int = 256, validate: @escaping @Sendable (Data, String?) -> Result<CardArtInfo, CardArtError> = { CardArtValidator.validate($0, declaredContentType: $1) }) {
         precondition(capacity > 0, "the card-art verdict capacity must be positive")
         self.capacity = capacity
+        self.validate = validate
     }
 
     /// How many files were checked so far (calls that found a verdict not counted).
     var checks: Int { state.withLockedValue { $0.checks } }
 
+    /// How many verdicts were asked for so far, found or checked.
+    var calls: Int { state.withLockedValue { $0.calls } }
+
     /// ``CardArtValidator/validate(_:declaredContentType:)``'s verdict on `data` sent as
     /// `declaredContentType`: the one found for the same bytes and type, or a new check's.
     func verdict(on data: Data, declaredContentType: String?) async -> Result<CardArtInfo, CardArtError> {
         let key = Key(digest: SHA256.hash(data: data), declaredContentType: declaredContentType)
+        let validate = self.validate
         let task = state.withLockedValue { state in
+            state.calls += 1
             if let found = state.verdicts[key] { return found }
             state.checks += 1
             let check = Task {
-                let validate: @Sendable () -> Result<CardArtInfo, CardArtError> = { CardArtValidator.validate(data, declaredContentType: declaredContentType) }
+                let validate: @Sendable () -> Result<CardArtInfo, CardArtError> = { validate(data, declaredContentType) }
                 // The shared pool is never shut down; were it, the check runs here instead.
                 return (try? await NIOThreadPool.singleton.runIfActive(validate)) ?? validate()
             }
