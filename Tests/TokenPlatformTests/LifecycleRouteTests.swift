@@ -375,6 +375,31 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// Taking over a suspension the token service still owes (TMP records the token suspended,
+    /// the suspension is pending) sends the suspension rather than skipping it: the pending
+    /// command must not be dropped unsent. Unconfirmed, it stays pending and the answer is 503.
+    @Test func takingOverASuspensionStillOwedSendsIt() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            let audit = AuditEntry(at: Date(), actor: "test", action: "test", subject: "token:T1", detail: "")
+            _ = try await platform.store.updateToken(reference: "T1", audit: audit) { _, _ in .set(.suspended, suspendedBy: .tokenService) }
+            _ = try await platform.store.updateToken(reference: "T1", audit: audit) { _, _ in .setPending(.suspend) }
+            platform.connector.failing.withValue { $0 = true }
+            let unconfirmed = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(unconfirmed.status == .serviceUnavailable && unconfirmed.error?.code == "token_service_unavailable", "\(unconfirmed.text)")
+            var token = try await platform.store.token(reference: "T1")
+            #expect(token?.pendingCommand == .suspend && token?.suspendedBy == .tokenService)
+            platform.connector.failing.withValue { $0 = false }
+            let confirmed = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(confirmed.status == .ok, "\(confirmed.text)")
+            #expect(platform.connector.commands.current == ["suspend T1"])
+            token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .customerService && token?.pendingCommand == nil)
+        }
+    }
+
     /// A closed card's token the token service has not yet confirmed deactivating (still
     /// SUSPENDED here) cannot be resumed, and the refusal does not suggest unblocking.
     @Test func aClosedCardsSuspendedTokenIsNotResumedAndTheAnswerSaysWhy() async throws {

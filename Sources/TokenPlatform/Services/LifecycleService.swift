@@ -328,12 +328,13 @@ public struct LifecycleService: Sendable {
             target = .deactivated
             call = environment.tokenService.deactivate
         }
-        if action == .suspend, token.status == .suspended, token.suspendedBy != .customerService {
-            if let taken = try await takeOverSuspension(of: token) { return taken }
-            // Resumed meanwhile: suspended below like any active token.
-            return try await perform(action, tokenUniqueReference: tokenUniqueReference)
-        }
-        guard Self.allows(action, token.status) else { throw illegal(token, to: target) }
+        // A suspension the block or the token service made becomes customer service's. Without
+        // a command owed, the token service holds the token suspended and is not asked; with
+        // one (a suspension TMP records but the token service has not confirmed), or when the
+        // token was resumed meanwhile, the suspension is sent below, which also settles it.
+        let takingOver = action == .suspend && token.status == .suspended && token.suspendedBy != .customerService
+        if takingOver, token.pendingCommand == nil, let taken = try await takeOverSuspension(of: token) { return taken }
+        guard Self.allows(action, token.status) || takingOver else { throw illegal(token, to: target) }
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
@@ -372,7 +373,9 @@ public struct LifecycleService: Sendable {
             // Refused rather than unconfirmed when the token changed meanwhile so that the
             // command no longer applies (closing the card deactivated it): that is a conflict,
             // and trying again would not help.
-            if let now = try await environment.store.token(reference: tokenUniqueReference), !Self.allows(action, now.status) {
+            if let now = try await environment.store.token(reference: tokenUniqueReference), !Self.allows(action, now.status),
+                !(takingOver && now.status == .suspended)
+            {
                 throw illegal(now, to: target)
             }
             throw TMPError(.unavailable, "token_service_unavailable", "the token service did not confirm \(action.rawValue); the token is \(outcome.status.rawValue), try again")
@@ -409,14 +412,14 @@ public struct LifecycleService: Sendable {
         return card
     }
 
-    /// Whether a customer-service `action` applies to a token in `status`.
     /// Customer service suspending a token the card's block or the token service already
-    /// suspended: the suspension becomes customer service's, so unblocking the card no longer
-    /// resumes it and only customer service's `resume` lifts it. The token service holds the
+    /// suspended, with no command owed to the token service: the suspension becomes customer
+    /// service's, so unblocking the card no longer resumes it (the token service may still
+    /// resume it on its own, and TMP then records what it holds). The token service holds the
     /// token suspended already, so it is not asked; the change is TMP's record of why, audited.
     ///
-    /// - Returns: The token, or nil when it is no longer suspended (resumed meanwhile: the
-    ///   caller suspends it as an active token).
+    /// - Returns: The token, or nil when it is no longer suspended without a command owed
+    ///   (resumed meanwhile, or a suspension became pending): the caller sends the suspension.
     private func takeOverSuspension(of token: TokenRecord) async throws -> TokenResource? {
         let previous = token.suspendedBy?.rawValue ?? "an unknown source"
         let audit = AuditEntry(
@@ -424,20 +427,21 @@ public struct LifecycleService: Sendable {
             detail: "customer service suspend of a token suspended by \(previous): kept suspended until customer service resumes it"
         )
         let outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
-            guard current.status == .suspended else { return .reject("token is \(current.status.rawValue)") }
+            guard current.status == .suspended, current.pendingCommand == nil else { return .reject("token is \(current.status.rawValue)") }
             return current.suspendedBy == .customerService ? .unchanged : .set(.suspended, suspendedBy: .customerService)
         }
         switch outcome {
         case .updated(_, let after), .unchanged(let after):
             return after.resource
         case .rejected(let now, _):
-            guard now.status == .active else { throw illegal(now, to: .suspended) }
+            guard now.status != .deactivated, now.status != .inactive else { throw illegal(now, to: .suspended) }
             return nil
         case .notFound:
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(token.tokenUniqueReference))")
         }
     }
 
+    /// Whether a customer-service `action` applies to a token in `status`.
     private static func allows(_ action: TokenAction, _ status: TokenStatus) -> Bool {
         switch action {
         case .suspend: status == .active
