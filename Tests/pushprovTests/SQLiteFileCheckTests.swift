@@ -13,8 +13,9 @@ struct SQLiteFileCheckTests {
         var path: String { directory + "/db.sqlite" }
         var keyFile: String { directory + "/keys.json" }
 
-        init() async throws {
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-sqlite-mode-\(UUID().uuidString)").path
+        /// In `base` (default: the temporary directory).
+        init(base: String? = nil) async throws {
+            directory = URL(fileURLWithPath: base ?? FileManager.default.temporaryDirectory.path).appendingPathComponent("pushprov-sqlite-mode-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             let migrated = try await CLI.run(["migrate", "--database", directory + "/db.sqlite"])
             try #require(migrated.status == 0, "\(migrated.stderr)")
@@ -74,7 +75,12 @@ struct SQLiteFileCheckTests {
     /// `prune` say the database did not exist.
     @Test(.enabled(if: CLI.canRunAsAnotherUser, "running as another user needs root, setpriv and a binary others can run"))
     func aDatabaseThisUserCannotUseIsRefusedNamingWhatIsInTheWay() async throws {
-        let database = try await Database()
+        // In a folder of the system's /tmp that everyone may enter: the temporary directory
+        // (CI's is 0700) may be closed to the other user on the way.
+        let base = "/tmp/pushprov-other-user-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let database = try await Database(base: base)
         defer { database.remove() }
         let user = CLI.nobody
         // serve reads its keys from its data directory first: one of nobody's own.
@@ -109,6 +115,26 @@ struct SQLiteFileCheckTests {
         // What is missing is still said to be missing.
         let missing = try await CLI.run(["prune", "--keep-days", "400", "--database", database.directory + "/missing.sqlite"], asUser: user)
         #expect(missing.stderr == "Error: database \(database.directory)/missing.sqlite does not exist\n", "\(missing.stderr)")
+    }
+
+    /// Through a symbolic link, the directory SQLite writes its -wal and -shm in is the
+    /// target's: a link kept in a directory the user may not write is fine.
+    @Test(.enabled(if: CLI.canRunAsAnotherUser, "running as another user needs root, setpriv and a binary others can run"))
+    func aDatabaseReachedThroughASymbolicLinkIsJudgedByItsTargetsDirectory() async throws {
+        let base = "/tmp/pushprov-other-user-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: base + "/links", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let user = CLI.nobody
+        let data = base + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700, .ownerAccountID: user, .groupOwnerAccountID: user])
+        let migrated = try await CLI.run(["migrate", "--database", data + "/db.sqlite"], asUser: user)
+        try #require(migrated.status == 0, "\(migrated.stderr)")
+        // A clean close leaves no -wal or -shm: SQLite will make them again, beside the target.
+        #expect(!FileManager.default.fileExists(atPath: data + "/db.sqlite-wal"))
+        try FileManager.default.createSymbolicLink(atPath: base + "/links/db.sqlite", withDestinationPath: data + "/db.sqlite")
+        let pruned = try await CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", base + "/links/db.sqlite"], asUser: user)
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        #expect(!pruned.stderr.contains("cannot open the database"), "\(pruned.stderr)")
     }
 
     @Test func anOwnerOnlyFileOpensForEveryCommand() async throws {

@@ -63,22 +63,34 @@ extension DatabaseConfiguration {
     /// - With `creating`, a missing database whose nearest existing directory this process
     ///   cannot write (the file, or the folders to it, would have to be made there).
     ///
-    /// A missing database without `creating` is the caller's to report (nil here).
+    /// A missing database without `creating` is the caller's to report (nil here), and so is
+    /// a symbolic link to a file that does not exist (``openStore(logger:)`` explains it).
+    /// Through a symbolic link, the directory that counts is the target's, where SQLite puts
+    /// the `-wal` and `-shm` files.
     package static func sqliteAccessProblem(at path: String, creating: Bool) -> String? {
         var status = stat()
         if stat(path, &status) == 0 {
             guard status.st_mode & S_IFMT == S_IFREG else { return nil }  // checkSQLiteFiles says what it is
-            if access(path, R_OK | W_OK) != 0 {
-                return "cannot open the database \(path): this process (user id \(geteuid())) may not read and write it (owner user id \(status.st_uid), mode \(String(status.st_mode & 0o777, radix: 8))); run the command as its owner"
+            if !mayAccess(path, R_OK | W_OK) {
+                let advice = status.st_uid == geteuid() ? "chmod 600 \(path)" : "run the command as its owner"
+                return "cannot open the database \(path): this process (user id \(geteuid())) may not read and write it (owner user id \(status.st_uid), mode \(String(status.st_mode & 0o777, radix: 8))); \(advice)"
             }
-            let directory = directoryOf(path)
-            let missing = ["-wal", "-shm"].filter { access(path + $0, F_OK) != 0 }
-            if !missing.isEmpty, access(directory, W_OK | X_OK) != 0 {
+            var file = path
+            if let resolved = realpath(path, nil) {
+                file = String(cString: resolved)
+                free(resolved)
+            }
+            let directory = directoryOf(file)
+            let missing = ["-wal", "-shm"].filter { access(file + $0, F_OK) != 0 }
+            if !missing.isEmpty, !mayAccess(directory, W_OK | X_OK) {
                 return "cannot open the database \(path): SQLite creates its \(missing.joined(separator: " and ")) file\(missing.count == 1 ? "" : "s") in \(directory), which this process (user id \(geteuid())) may not write"
             }
             return nil
         }
-        switch errno {
+        let failure = errno
+        var link = stat()
+        if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK { return nil }  // a dangling or unreachable link: openStore says which
+        switch failure {
         case EACCES:
             let blocked = unsearchableDirectory(on: path) ?? directoryOf(path)
             return "cannot reach the database \(path): this process (user id \(geteuid())) may not enter the directory \(blocked)"
@@ -87,13 +99,18 @@ extension DatabaseConfiguration {
             while access(existing, F_OK) != 0, existing != "/", existing != "." {
                 existing = directoryOf(existing)
             }
-            if access(existing, W_OK | X_OK) != 0 {
+            if !mayAccess(existing, W_OK | X_OK) {
                 return "cannot create the database \(path): this process (user id \(geteuid())) may not write the directory \(existing)"
             }
             return nil
         default:
             return nil
         }
+    }
+
+    /// Whether this process, as its effective user, may access `path` as `mode` says.
+    private static func mayAccess(_ path: String, _ mode: Int32) -> Bool {
+        faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0
     }
 
     /// The directory holding `path` (`.` for a bare name).
@@ -108,8 +125,8 @@ extension DatabaseConfiguration {
         let components = path.split(separator: "/").dropLast()
         for component in components {
             prefix = prefix.isEmpty || prefix.hasSuffix("/") ? prefix + component : prefix + "/" + component
-            if access(prefix, F_OK) != 0, errno == EACCES { return directoryOf(prefix) }
-            if access(prefix, X_OK) != 0 { return prefix }
+            if !mayAccess(prefix, F_OK), errno == EACCES { return directoryOf(prefix) }
+            if !mayAccess(prefix, X_OK) { return prefix }
         }
         return nil
     }
