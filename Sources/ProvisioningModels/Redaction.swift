@@ -36,9 +36,10 @@ public enum Redaction {
 
     /// An id a caller chose (a card id, a token or event reference, an art id), for an error
     /// message or a log line that names it: ``cardNumbers(in:)``, and then, because an id is
-    /// one word and not text, groups of digits joined by *any* run of characters other than
-    /// letters and digits are read as one chain too (`4111----1111----1111----1111`,
-    /// `4111:1111:1111:1111`, `(4111) 1111 …`): a chain holding 12 to 19 digits that pass the
+    /// one word and not text, groups of digits joined by any run of ASCII characters other than
+    /// letters and digits (and no-break spaces) are read as one chain too
+    /// (`4111----1111----1111----1111`, `4111:1111:1111:1111`, `(4111) 1111 …`); any other
+    /// character outside ASCII ends a chain, as a letter does. A chain holding 12 to 19 digits that pass the
     /// Luhn check has the groups holding them hidden, showing the last four of their digits as
     /// ``pan(last4:)`` writes them. A letter ends a chain, so ids made of hexadecimal (UUIDs,
     /// hashes) keep their digits unless a card number appears in them as ``cardNumbers(in:)``

@@ -21,7 +21,8 @@ import Foundation
 /// - arrays and objects nest at most ``maximumDepth`` deep.
 ///
 /// Refusals say what is wrong and where, and never echo the text (it may hold a card number):
-/// a member's name is named only when it is a plain name (ASCII letters, digits and `_`).
+/// a member's name is named only when it is a plain name (ASCII letters and `_`), and a path
+/// of array indices is shown as ``Redaction/identifier(_:)`` writes it.
 public enum StrictJSON {
     /// Why a text was refused, for people: it names the place, never a value.
     public struct Problem: Error, Sendable, Hashable, CustomStringConvertible {
@@ -123,17 +124,19 @@ public enum StrictJSON {
                 depth -= 1
                 return
             }
-            var names: Set<[UInt8]> = []
+            // Swift strings: two names Foundation's decoder takes for one (it compares keys by
+            // canonical equivalence: KELVIN SIGN and K) count as the same name here too.
+            var names: Set<String> = []
             while true {
                 skipWhitespace()
                 guard current == UInt8(ascii: "\"") else { throw invalid(current == nil ? "the text ends inside an object" : "a member name (a string) was expected") }
                 let name = try string()
                 let shown = Self.plainName(name)
-                guard names.insert(name).inserted else {
+                guard names.insert(String(decoding: name, as: UTF8.self)).inserted else {
                     guard let shown else {
-                        throw Problem("a member name appears more than once in one object\(path.isEmpty ? "" : " (in \(Self.format(path)))")")
+                        throw Problem("a member name appears more than once in one object\(path.isEmpty ? "" : " (in \(Redaction.identifier(Self.format(path))))")")
                     }
-                    throw Problem("field \(Self.format(path + [shown])) appears more than once")
+                    throw Problem("field \(Redaction.identifier(Self.format(path + [shown]))) appears more than once")
                 }
                 skipWhitespace()
                 try expect(UInt8(ascii: ":"), "':' after a member name")
@@ -264,7 +267,7 @@ public enum StrictJSON {
                 } else if (0xDC00...0xDFFF).contains(scalar) {
                     throw invalid("a \\u escape of a lone surrogate")
                 }
-                content.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
+                UTF8.encode(Unicode.Scalar(scalar)!) { content.append($0) }
             default:
                 throw invalid("an escape JSON does not have")
             }
@@ -320,10 +323,11 @@ public enum StrictJSON {
             }
         }
 
-        /// `name` when it is a plain name (1 to 64 ASCII letters, digits and `_`), else nil.
+        /// `name` when it is a plain name (1 to 64 ASCII letters and `_`, as every member name of
+        /// this API is), else nil: a name with digits could spell a card number, and is not shown.
         static func plainName(_ name: [UInt8]) -> String? {
             guard !name.isEmpty, name.count <= 64,
-                name.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F })
+                name.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F })
             else { return nil }
             return String(decoding: name, as: UTF8.self)
         }

@@ -47,7 +47,9 @@ struct CardArtVerdictTests {
         async let first = verdicts.verdict(on: file, declaredContentType: "application/pdf")
         async let second = verdicts.verdict(on: file, declaredContentType: "application/pdf")
         async let third = verdicts.verdict(on: file, declaredContentType: "application/pdf")
-        while verdicts.calls < 3 { try await Task.sleep(for: .milliseconds(1)) }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while verdicts.calls < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(verdicts.calls == 3, "the three calls never all asked")
         #expect(verdicts.checks == 1)
         // Enough for every check started; only one may have been.
         for _ in 0..<3 { release.signal() }
