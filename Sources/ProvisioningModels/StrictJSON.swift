@@ -115,54 +115,15 @@ public enum StrictJSON {
             guard depth <= StrictJSON.maximumDepth else { throw invalid("arrays and objects nested more than \(StrictJSON.maximumDepth) deep") }
         }
 
-        mutating func object() throws(Problem) {
+        /// An array or an object, its opening bracket at `position`: `element` reads each
+        /// element (given its index), separated by commas, until `closing`. `[]` and `{}` are
+        /// fine; a comma must be followed by another element (`[1,]` is not JSON).
+        mutating func container(closing: UInt8, _ element: (inout Scanner, Int) throws(Problem) -> Void) throws(Problem) {
+            let closer = Character(Unicode.Scalar(closing))
             try enter()
             position += 1
             skipWhitespace()
-            if current == UInt8(ascii: "}") {
-                position += 1
-                depth -= 1
-                return
-            }
-            // Swift strings: two names Foundation's decoder takes for one (it compares keys by
-            // canonical equivalence: KELVIN SIGN and K) count as the same name here too.
-            var names: Set<String> = []
-            while true {
-                skipWhitespace()
-                guard current == UInt8(ascii: "\"") else { throw invalid(current == nil ? "the text ends inside an object" : "a member name (a string) was expected") }
-                let name = try string()
-                let shown = Self.plainName(name)
-                guard names.insert(String(decoding: name, as: UTF8.self)).inserted else {
-                    guard let shown else {
-                        throw Problem("a member name appears more than once in one object\(path.isEmpty ? "" : " (in \(Redaction.identifier(Self.format(path))))")")
-                    }
-                    throw Problem("field \(Redaction.identifier(Self.format(path + [shown]))) appears more than once")
-                }
-                skipWhitespace()
-                try expect(UInt8(ascii: ":"), "':' after a member name")
-                skipWhitespace()
-                path.append(shown ?? "?")
-                try value()
-                path.removeLast()
-                skipWhitespace()
-                if current == UInt8(ascii: ",") {
-                    position += 1
-                    skipWhitespace()
-                    // A comma must be followed by another member: `{"a":1,}` is not JSON.
-                    if current == UInt8(ascii: "}") { throw invalid("a comma before '}'") }
-                    continue
-                }
-                try expect(UInt8(ascii: "}"), "',' or '}'")
-                depth -= 1
-                return
-            }
-        }
-
-        mutating func array() throws(Problem) {
-            try enter()
-            position += 1
-            skipWhitespace()
-            if current == UInt8(ascii: "]") {
+            if current == closing {
                 position += 1
                 depth -= 1
                 return
@@ -170,20 +131,49 @@ public enum StrictJSON {
             var index = 0
             while true {
                 skipWhitespace()
-                path.append("[\(index)]")
-                try value()
-                path.removeLast()
+                try element(&self, index)
                 skipWhitespace()
-                if current == UInt8(ascii: ",") {
-                    position += 1
-                    skipWhitespace()
-                    if current == UInt8(ascii: "]") { throw invalid("a comma before ']'") }
-                    index += 1
-                    continue
+                guard current == UInt8(ascii: ",") else { break }
+                position += 1
+                skipWhitespace()
+                if current == closing { throw invalid("a comma before '\(closer)'") }
+                index += 1
+            }
+            try expect(closing, "',' or '\(closer)'")
+            depth -= 1
+        }
+
+        mutating func object() throws(Problem) {
+            // Swift strings: two names Foundation's decoder takes for one (it compares keys by
+            // canonical equivalence: KELVIN SIGN and K) count as the same name here too.
+            var names: Set<String> = []
+            try container(closing: UInt8(ascii: "}")) { (scanner: inout Scanner, _: Int) throws(Problem) in
+                guard scanner.current == UInt8(ascii: "\"") else {
+                    throw scanner.invalid(scanner.current == nil ? "the text ends inside an object" : "a member name (a string) was expected")
                 }
-                try expect(UInt8(ascii: "]"), "',' or ']'")
-                depth -= 1
-                return
+                let name = try scanner.string()
+                let shown = Self.plainName(name)
+                guard names.insert(String(decoding: name, as: UTF8.self)).inserted else {
+                    let path = scanner.path
+                    guard let shown else {
+                        throw Problem("a member name appears more than once in one object\(path.isEmpty ? "" : " (in \(Redaction.identifier(Self.format(path))))")")
+                    }
+                    throw Problem("field \(Redaction.identifier(Self.format(path + [shown]))) appears more than once")
+                }
+                scanner.skipWhitespace()
+                try scanner.expect(UInt8(ascii: ":"), "':' after a member name")
+                scanner.skipWhitespace()
+                scanner.path.append(shown ?? "?")
+                try scanner.value()
+                scanner.path.removeLast()
+            }
+        }
+
+        mutating func array() throws(Problem) {
+            try container(closing: UInt8(ascii: "]")) { (scanner: inout Scanner, index: Int) throws(Problem) in
+                scanner.path.append("[\(index)]")
+                try scanner.value()
+                scanner.path.removeLast()
             }
         }
 

@@ -38,15 +38,26 @@ struct TokenServiceConnectorContractTests {
         }
     }
 
-    @Test(arguments: ConnectorFactory.all)
-    func commandsFollowTheStateMachineAndARepeatedOneIsDone(factory: ConnectorFactory) async throws {
-        let tmp = try await LiveTMP(policy: .immediate)
+    /// Runs `body` with `factory`'s connector and a token made through the whole tokenization
+    /// flow under `policy` (active with `immediate`, inactive with `inApp`), as TMP records it,
+    /// and a way to read its status at the token service.
+    static func withToken(
+        policy: ActivationPolicy, _ factory: ConnectorFactory,
+        _ body: @escaping @Sendable (any TokenServiceConnector, TokenRecord, @escaping @Sendable () async -> TokenStatus?) async throws -> Void
+    ) async throws {
+        let tmp = try await LiveTMP(policy: policy)
         try await tmp.run { session in
             try await session.putCard("c1")
             let reference = try await session.provision("c1").tokenUniqueReference
-            let connector = factory.make(session.simulator)
             let token = try #require(try await session.tmpToken(reference))
-            func status() async -> TokenStatus? { await session.simulator.token(reference)?.status }
+            let simulator = session.simulator
+            try await body(factory.make(simulator), token) { await simulator.token(reference)?.status }
+        }
+    }
+
+    @Test(arguments: ConnectorFactory.all)
+    func commandsFollowTheStateMachineAndARepeatedOneIsDone(factory: ConnectorFactory) async throws {
+        try await Self.withToken(policy: .immediate, factory) { connector, token, status in
             #expect(await status() == .active)
             for (action, expected) in [(LifecycleService.TokenAction.suspend, TokenStatus.suspended), (.suspend, .suspended), (.resume, .active), (.resume, .active), (.deactivate, .deactivated), (.deactivate, .deactivated)] {
                 try await Self.send(action, token, to: connector)
@@ -64,38 +75,29 @@ struct TokenServiceConnectorContractTests {
 
     @Test(arguments: ConnectorFactory.all)
     func activationTakesAnInactiveTokenAndIsDoneOnceActive(factory: ConnectorFactory) async throws {
-        let tmp = try await LiveTMP(policy: .inApp)
-        try await tmp.run { session in
-            try await session.putCard("c1")
-            let reference = try await session.provision("c1").tokenUniqueReference
-            let connector = factory.make(session.simulator)
-            let token = try #require(try await session.tmpToken(reference))
-            #expect(await session.simulator.token(reference)?.status == .inactive)
+        try await Self.withToken(policy: .inApp, factory) { connector, token, status in
+            #expect(await status() == .inactive)
             // An inactive token cannot be suspended or resumed.
             await #expect(throws: (any Error).self) { try await connector.suspend(token) }
             await #expect(throws: (any Error).self) { try await connector.resume(token) }
-            #expect(await session.simulator.token(reference)?.status == .inactive)
+            #expect(await status() == .inactive)
             try await connector.activate(token)
-            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(await status() == .active)
             try await connector.activate(token)
-            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(await status() == .active)
         }
     }
 
     @Test(arguments: ConnectorFactory.all)
     func aTokenTheServiceDoesNotHaveIsRefused(factory: ConnectorFactory) async throws {
-        let tmp = try await LiveTMP(policy: .immediate)
-        try await tmp.run { session in
-            try await session.putCard("c1")
-            let reference = try await session.provision("c1").tokenUniqueReference
-            var unknown = try #require(try await session.tmpToken(reference))
+        try await Self.withToken(policy: .immediate, factory) { connector, token, status in
+            var unknown = token
             unknown.tokenUniqueReference = "DNITNOSUCHTOKEN"
-            let connector = factory.make(session.simulator)
             for action in [LifecycleService.TokenAction.suspend, .resume, .deactivate] {
                 await #expect(throws: (any Error).self, "\(action)") { try await Self.send(action, unknown, to: connector) }
             }
             await #expect(throws: (any Error).self) { try await connector.activate(unknown) }
-            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(await status() == .active)
         }
     }
 
