@@ -39,6 +39,10 @@ struct ErrorHandlingTests {
         // points as the OpenAPI document's maxLength counts.
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":""# + String(repeating: #"e\u0301"#, count: 33) + #"","network":"VISA","productTitle":"Gold"}"#, "cardholderName must be 1 to 64 characters (Unicode code points)"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":null}"#, "field productTitle"),
+        // Text that displays in another order than it is stored, or on other lines.
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice \u202Eecilaf\u202C","network":"VISA","productTitle":"Gold"}"#, "cardholderName must be 1 to 64 characters (Unicode code points), not only spaces, without control characters, line separators or bidirectional-text controls"),
+        (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold\u2028Platinum"}"#, "productTitle must be"),
+        (#"{"userId":"al\u2066ice\u2069","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#, "userId must be 1 to 128 bytes of UTF-8 without control characters, line separators or bidirectional-text controls"),
         // Members given twice: Python and many gateways keep the last, JSONDecoder the first.
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold","userId":"bob"}"#, "field userId appears more than once"),
         (#"{"userId":"alice","primaryAccountNumber":"4111111111111111","primaryAccount\u004eumber":"5555555555554444","expiration":"12/29","cardholderName":"Alice","network":"VISA","productTitle":"Gold"}"#, "field primaryAccountNumber appears more than once"),
@@ -268,14 +272,15 @@ struct ErrorHandlingTests {
     @Test func aNonJSONContentTypeIs415() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
-            for contentType in ["application/x-www-form-urlencoded", "application/jsonp", "application/json-seq", "application/jsonx; charset=utf-8"] {
+            // Not JSON, or JSON said to be in a charset other than UTF-8 (RFC 8259: JSON is UTF-8).
+            for contentType in ["application/x-www-form-urlencoded", "application/jsonp", "application/json-seq", "application/jsonx; charset=utf-8", "application/json; charset=iso-8859-1", "application/json; charset=\"utf-16\""] {
                 let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
                 #expect(reply.status == .unsupportedMediaType, "\(contentType): \(reply.text)")
                 #expect(reply.error?.code == "unsupported_media_type", "\(contentType)")
                 #expect(try await platform.store.card(externalCardId: "c1") == nil)
             }
             // JSON with parameters, in any case and spacing, is JSON.
-            for contentType in ["application/json; charset=utf-8", "Application/JSON", " application/json ;charset=UTF-8"] {
+            for contentType in ["application/json; charset=utf-8", "Application/JSON", " application/json ;charset=UTF-8", "application/json; charset=\"utf-8\"", "application/json; charset=utf8"] {
                 let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
                 #expect(reply.status == .created || reply.status == .ok, "\(contentType): \(reply.text)")
             }

@@ -38,8 +38,15 @@ enum JSONCoding {
     /// naming a member twice (``StrictJSON``), so no other reader of the same bytes can take
     /// them for another request than the one acted on here.
     private static func jsonBody(of request: Request) async throws -> Data {
-        if let contentType = request.headers[.contentType], !isJSON(contentType) {
-            throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
+        if let contentType = request.headers[.contentType] {
+            guard isJSON(contentType) else {
+                throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json")
+            }
+            // JSON is UTF-8 (RFC 8259); a body said to be in another charset is not read as
+            // UTF-8 behind its sender's back.
+            if let charset = charset(of: contentType), charset != "utf-8", charset != "utf8" {
+                throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json in UTF-8 (charset=utf-8, or no charset)")
+            }
         }
         let data = try await body(of: request, limit: maximumBodySize)
         try checkStrict(data)
@@ -58,6 +65,18 @@ enum JSONCoding {
     /// Whether a `Content-Type` value names JSON: its media type (before any parameter such as
     /// `charset`), trimmed and compared without regard to case, is `application/json`.
     /// `application/jsonp` or `application/json-seq` are not JSON bodies.
+    /// The `charset` parameter of a `Content-Type` value, lowercased and unquoted, if it has one.
+    static func charset(of contentType: String) -> String? {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            return value.lowercased()
+        }
+        return nil
+    }
+
     static func isJSON(_ contentType: String) -> Bool {
         let essence = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         return essence.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"

@@ -26,18 +26,34 @@ enum InputRules {
         }
     }
 
+    /// Characters a value shown to people or written to logs may not hold: control characters,
+    /// line and paragraph separators (U+2028, U+2029), and the bidirectional-text controls
+    /// (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which make text display in
+    /// another order than it is stored: a name or an id could then read as another one in the
+    /// back office, a log or Wallet.
+    static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: return true
+        default: break
+        }
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
+    }
+
     static func userId(_ value: String, field: String = "userId") throws(TMPError) {
-        guard !value.isEmpty, value.utf8.count <= maximumUserIdLength, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) bytes of UTF-8 without control characters")
+        guard !value.isEmpty, value.utf8.count <= maximumUserIdLength, !value.unicodeScalars.contains(where: isRefused) else {
+            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) bytes of UTF-8 without control characters, line separators or bidirectional-text controls")
         }
     }
 
     static func text(_ value: String, field: String, maximum: Int) throws(TMPError) {
         // Counted in Unicode code points, as JSON Schema's maxLength (the OpenAPI document) does.
         guard !value.trimmingCharacters(in: .whitespaces).isEmpty, value.unicodeScalars.count <= maximum,
-            !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            !value.unicodeScalars.contains(where: isRefused)
         else {
-            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximum) characters (Unicode code points), not only spaces, without control characters")
+            throw .badRequest("invalid_field", "\(field) must be 1 to \(maximum) characters (Unicode code points), not only spaces, without control characters, line separators or bidirectional-text controls")
         }
     }
 }
