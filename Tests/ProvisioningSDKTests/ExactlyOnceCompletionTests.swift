@@ -141,8 +141,12 @@ struct ExactlyOnceCompletionTests {
         }
         let completions = Completions()
         // The client's own timeout is far away, so only the generator's budget can fire.
+        // Opened once the late answer has come back out of the client, not merely out of the
+        // transport (the client still decodes it, and hands it to the generator after that).
+        let signReturned = AsyncGate()
         let sign: @Sendable (SignedCardRequest, Duration) async throws(TMPClientError) -> SignedCardResponse = { request, _ async throws(TMPClientError) in
-            try await Fixtures.client(transport, clock: ManualClock()).signCard(request)
+            defer { signReturned.open() }
+            return try await Fixtures.client(transport, clock: ManualClock()).signCard(request)
         }
         let generator = AddPassRequestGenerator(budget: .seconds(18), clock: clock, sign: sign)
         let task = generator.generate(Self.request, completion: completions.handler)
@@ -152,6 +156,10 @@ struct ExactlyOnceCompletionTests {
         #expect(await task.value.failure == .timedOut)
         gate.open()
         await answered.wait()
+        await signReturned.wait()
+        // The late answer's remaining steps (the race's resolve, which must drop it) run on
+        // the operation's task right after `sign` returns; give them turns to run.
+        for _ in 0..<100 { await Task.yield() }
         #expect(completions.calls.current == [.empty])
     }
 
