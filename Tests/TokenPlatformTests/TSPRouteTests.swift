@@ -275,6 +275,15 @@ struct TSPRouteTests {
             #expect(try await api.tokenStatus("T1") == .inactive)
             let duplicate = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1")
             #expect(try duplicate.decode(TokenEventResponse.self).result == "DUPLICATE")
+            // The eventId is looked at before the card: a repeat naming a reference TMP does not
+            // know (the token service's record of the card changed) is still the duplicate.
+            let repeatedElsewhere = try await api.event("T1", pur: "PURnope", .created, id: "e1")
+            #expect(repeatedElsewhere.status == .ok && (try? repeatedElsewhere.decode(TokenEventResponse.self).result) == "DUPLICATE", "\(repeatedElsewhere.text)")
+            // A new CREATED for a reference no card has is 404, and nothing is recorded.
+            let noCard = try await api.event("T3", pur: "PURnope", .created, id: "e1-new")
+            #expect(noCard.status == .notFound && noCard.error?.code == "card_not_found", "\(noCard.text)")
+            #expect(try await api.tokenStatus("T3") == nil)
+            #expect(try await api.event("T3", pur: card.panUniqueReference, .created, id: "e1-new").status == .ok, "the refused event's id was not recorded")
             let reused = try await api.event("T2", pur: card.panUniqueReference, .created, id: "e1")
             #expect(reused.status == .conflict)
             #expect(reused.error?.code == "event_id_reused")

@@ -128,6 +128,10 @@ public struct TSPService: Sendable {
     /// How far ahead of this server's clock a token event's `occurredAt` may be (5 minutes).
     public static let maximumClockSkew: TimeInterval = 300
 
+    /// The refusal of a `CREATED` event whose card TMP does not know, once its eventId is
+    /// known to be new.
+    static let noCardForEvent = "no card has the event's panUniqueReference"
+
     /// `token-events`: applies a token event once per event id, and, among a token's events
     /// that say when they happened, only those not older than one already applied.
     public func apply(_ event: TokenEventRequest) async throws -> TokenEventResponse {
@@ -154,36 +158,43 @@ public struct TSPService: Sendable {
             )
         }
         var newToken: TokenRecord?
+        // A CREATED event for a card TMP does not know is refused, but only after its eventId
+        // is looked at: a repeat of an event already recorded is answered DUPLICATE whatever
+        // has happened to the card since.
+        var cardUnknown = false
         if event.event == .created {
             // A token of a PAN its card no longer has (tokenized before the PAN was replaced) is
             // recorded all the same, for the card that had it: it is live at the token service,
             // at odds with its card, and deactivated there below.
             var found = try await environment.store.card(panUniqueReference: event.panUniqueReference)
             if found == nil { found = try await environment.store.card(retiredPanUniqueReference: event.panUniqueReference) }
-            guard let card = found else {
-                throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(Redaction.identifier(event.panUniqueReference))")
+            if let card = found {
+                // The decision that let this token be made: a decline since (a replay, say) made none.
+                let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
+                newToken = TokenRecord(
+                    tokenUniqueReference: event.tokenUniqueReference,
+                    externalCardId: card.externalCardId,
+                    panUniqueReference: event.panUniqueReference,
+                    userId: card.userId,
+                    deviceType: event.deviceType,
+                    status: .inactive,
+                    authorizationPath: decision?.decision == .approved ? .green : .yellow,
+                    suspendedBy: nil,
+                    tokenLast4: event.tokenLast4,
+                    createdAt: now,
+                    updatedAt: now,
+                    lastEventAt: event.occurredAt
+                )
+            } else {
+                cardUnknown = true
             }
-            // The decision that let this token be made: a decline since (a replay, say) made none.
-            let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
-            newToken = TokenRecord(
-                tokenUniqueReference: event.tokenUniqueReference,
-                externalCardId: card.externalCardId,
-                panUniqueReference: event.panUniqueReference,
-                userId: card.userId,
-                deviceType: event.deviceType,
-                status: .inactive,
-                authorizationPath: decision?.decision == .approved ? .green : .yellow,
-                suspendedBy: nil,
-                tokenLast4: event.tokenLast4,
-                createdAt: now,
-                updatedAt: now,
-                lastEventAt: event.occurredAt
-            )
         }
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
+        let unknownCard = cardUnknown
         let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
-            TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate)
+            if unknownCard, current == nil { return .reject(Self.noCardForEvent) }
+            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate)
         }
         switch result {
         case .applied(let token):
@@ -209,6 +220,9 @@ public struct TSPService: Sendable {
             }
             throw TMPError.conflict("event_id_reused", "eventId \(Redaction.identifier(event.eventId)) was already used for this token's \(earlierEvent.rawValue) event; every event needs an id of its own")
         case .rejected(let message):
+            if message == Self.noCardForEvent {
+                throw TMPError.notFound("card_not_found", "no card with panUniqueReference \(Redaction.identifier(event.panUniqueReference))")
+            }
             if try await environment.store.token(reference: event.tokenUniqueReference) == nil {
                 throw TMPError.notFound("token_not_found", message)
             }
