@@ -92,7 +92,7 @@ public enum StrictJSON {
             switch byte {
             case UInt8(ascii: "{"): try object()
             case UInt8(ascii: "["): try array()
-            case UInt8(ascii: "\""): _ = try string()
+            case UInt8(ascii: "\""): _ = try string(keeping: false)
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
             case UInt8(ascii: "t"): try literal("true")
             case UInt8(ascii: "f"): try literal("false")
@@ -208,8 +208,10 @@ public enum StrictJSON {
             }
         }
 
-        /// Reads a string and returns its content as UTF-8 bytes, escapes read.
-        mutating func string() throws(Problem) -> [UInt8] {
+        /// Reads a string and returns its content as UTF-8 bytes, escapes read — when
+        /// `keeping` (member names); a value's content is only checked, not copied (a request's
+        /// certificates are kilobytes of base64).
+        mutating func string(keeping: Bool = true) throws(Problem) -> [UInt8] {
             position += 1
             var content: [UInt8] = []
             while true {
@@ -220,30 +222,42 @@ public enum StrictJSON {
                     return content
                 case UInt8(ascii: "\\"):
                     position += 1
-                    try escape(into: &content)
+                    try escape(into: &content, keeping: keeping)
                 case 0x00..<0x20:
                     throw invalid("a control character inside a string (it must be escaped)")
                 case 0x20..<0x80:
-                    content.append(byte)
-                    position += 1
+                    // A run of plain ASCII at once.
+                    let start = position
+                    while let next = current, next >= 0x20, next < 0x80, next != UInt8(ascii: "\""), next != UInt8(ascii: "\\") { position += 1 }
+                    if keeping { content.append(contentsOf: bytes[start..<position]) }
                 default:
                     let length = try utf8Sequence()
-                    content.append(contentsOf: bytes[position..<(position + length)])
+                    if keeping { content.append(contentsOf: bytes[position..<(position + length)]) }
                     position += length
                 }
             }
         }
 
-        mutating func escape(into content: inout [UInt8]) throws(Problem) {
+        /// Reads the escape after a backslash, appending what it stands for to `content` when
+        /// `keeping`.
+        mutating func escape(into content: inout [UInt8], keeping: Bool) throws(Problem) {
             guard let byte = current else { throw invalid("the text ends inside a string") }
             position += 1
+            let simple: UInt8?
             switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): content.append(byte)
-            case UInt8(ascii: "b"): content.append(0x08)
-            case UInt8(ascii: "f"): content.append(0x0C)
-            case UInt8(ascii: "n"): content.append(0x0A)
-            case UInt8(ascii: "r"): content.append(0x0D)
-            case UInt8(ascii: "t"): content.append(0x09)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): simple = byte
+            case UInt8(ascii: "b"): simple = 0x08
+            case UInt8(ascii: "f"): simple = 0x0C
+            case UInt8(ascii: "n"): simple = 0x0A
+            case UInt8(ascii: "r"): simple = 0x0D
+            case UInt8(ascii: "t"): simple = 0x09
+            default: simple = nil
+            }
+            if let simple {
+                if keeping { content.append(simple) }
+                return
+            }
+            switch byte {
             case UInt8(ascii: "u"):
                 var scalar = try hex4()
                 if (0xD800...0xDBFF).contains(scalar) {
@@ -257,7 +271,7 @@ public enum StrictJSON {
                 } else if (0xDC00...0xDFFF).contains(scalar) {
                     throw invalid("a \\u escape of a lone surrogate")
                 }
-                UTF8.encode(Unicode.Scalar(scalar)!) { content.append($0) }
+                if keeping { UTF8.encode(Unicode.Scalar(scalar)!) { content.append($0) } }
             default:
                 throw invalid("an escape JSON does not have")
             }
