@@ -18,8 +18,9 @@ struct DevTokenCommand: ParsableCommand {
 
     func run() throws {
         guard (1...86_400).contains(ttl) else { throw CLIError("--ttl must be from 1 to 86400 seconds") }
-        guard !user.isEmpty, user.utf8.count <= 128, !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw CLIError("--user must be 1 to 128 bytes without control characters")
+        // The server's own rule for user ids, so no token is made that it would refuse.
+        guard InputRules.isUserId(user) else {
+            throw CLIError("--user must be 1 to \(InputRules.maximumUserIdLength) bytes without control characters, line separators or bidirectional-text controls")
         }
         // Resolved as `pushprov serve` resolves them: the flag, then a non-empty variable.
         let env = { (name: String) in EnvironmentSetting.value(name) }

@@ -105,6 +105,21 @@ struct ErrorHandlingTests {
         }
     }
 
+    /// Directional marks place brackets and numbers in mixed-direction text; unlike the
+    /// embeddings, overrides and isolates they reorder nothing beyond that, and are kept.
+    @Test func namesWithDirectionalMarksAreAccepted() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let name = "יוסי כהן (Jr.)\u{200F}"
+            let title = "بطاقة ٥٪\u{061C} Gold\u{200E}"
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), cardholderName: name, network: .visa, productTitle: title)
+            let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: body)
+            #expect(reply.status == .created, "\(reply.text)")
+            let stored = try await platform.store.card(externalCardId: "c1")
+            #expect(stored?.cardholderName == name && stored?.productTitle == title)
+        }
+    }
+
     @Test func badBase64AndTooManyCertificatesAreRefused() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in
@@ -273,14 +288,14 @@ struct ErrorHandlingTests {
         let platform = try await TestPlatform()
         try await platform.run { api in
             // Not JSON, or JSON said to be in a charset other than UTF-8 (RFC 8259: JSON is UTF-8).
-            for contentType in ["application/x-www-form-urlencoded", "application/jsonp", "application/json-seq", "application/jsonx; charset=utf-8", "application/json; charset=iso-8859-1", "application/json; charset=\"utf-16\""] {
+            for contentType in ["application/x-www-form-urlencoded", "application/jsonp", "application/json-seq", "application/jsonx; charset=utf-8", "application/json; charset=iso-8859-1", "application/json; charset=\"utf-16\"", "application/json; charset=utf-8; charset=utf-16", "application/json; charset="] {
                 let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
                 #expect(reply.status == .unsupportedMediaType, "\(contentType): \(reply.text)")
                 #expect(reply.error?.code == "unsupported_media_type", "\(contentType)")
                 #expect(try await platform.store.card(externalCardId: "c1") == nil)
             }
             // JSON with parameters, in any case and spacing, is JSON.
-            for contentType in ["application/json; charset=utf-8", "Application/JSON", " application/json ;charset=UTF-8", "application/json; charset=\"utf-8\"", "application/json; charset=utf8"] {
+            for contentType in ["application/json; charset=utf-8", "Application/JSON", " application/json ;charset=UTF-8", "application/json; charset=\"utf-8\"", "application/json; charset=utf8", "application/json; charset=US-ASCII"] {
                 let reply = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, raw: Data(Self.goodCard.utf8), contentType: contentType)
                 #expect(reply.status == .created || reply.status == .ok, "\(contentType): \(reply.text)")
             }

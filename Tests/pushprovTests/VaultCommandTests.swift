@@ -105,6 +105,13 @@ struct VaultCommandTests {
         _ = try EmbeddedSecrets.loadOrCreate(at: (directory as NSString).appendingPathComponent("secrets.json"))
         #expect(try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory]).status == 0)
         #expect(try await CLI.run(["dev-token", "--user", "alice", "--data-dir", directory]).status == 0)
+        // The server's own rule for user ids: no token is made that it would refuse.
+        for user in ["al\u{202E}ecila", "alice\u{2028}", String(repeating: "a", count: 129)] {
+            let refused = try await CLI.run(["dev-token", "--user", user, "--data-dir", directory])
+            #expect(refused.status != 0 && refused.stdout.isEmpty, "\(user.debugDescription)")
+            #expect(refused.stderr.contains("--user must be 1 to 128 bytes without control characters, line separators or bidirectional-text controls"), "\(refused.stderr)")
+        }
+        #expect(try await CLI.run(["dev-token", "--user", "\u{05D9}\u{05D5}\u{200F}", "--data-dir", directory]).status == 0)
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
         let refusal = "Error: data directory \(directory) can be written by every user (mode 777)"
         let vault = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory])

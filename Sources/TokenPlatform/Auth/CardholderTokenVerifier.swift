@@ -50,7 +50,8 @@ public struct CardholderTokenVerifier: Sendable {
         case wrongIssuer = "wrong_issuer"
         /// `aud` does not include the configured audience.
         case wrongAudience = "wrong_audience"
-        /// `sub` is too long or holds control characters.
+        /// `sub` is too long, or holds control characters, line separators or bidirectional-text
+        /// controls (``InputRules/userId(_:field:)``).
         case invalidSubject = "invalid_subject"
         /// The header's `typ` is not the type the verifier requires.
         case wrongType = "wrong_type"

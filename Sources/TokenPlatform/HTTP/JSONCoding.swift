@@ -44,7 +44,7 @@ enum JSONCoding {
             }
             // JSON is UTF-8 (RFC 8259); a body said to be in another charset is not read as
             // UTF-8 behind its sender's back.
-            if let charset = charset(of: contentType), charset != "utf-8", charset != "utf8" {
+            guard hasUTF8Charset(contentType) else {
                 throw TMPError(.unsupportedMediaType, "unsupported_media_type", "send the body as application/json in UTF-8 (charset=utf-8, or no charset)")
             }
         }
@@ -62,21 +62,28 @@ enum JSONCoding {
         }
     }
 
-    /// Whether a `Content-Type` value names JSON: its media type (before any parameter such as
-    /// `charset`), trimmed and compared without regard to case, is `application/json`.
-    /// `application/jsonp` or `application/json-seq` are not JSON bodies.
-    /// The `charset` parameter of a `Content-Type` value, lowercased and unquoted, if it has one.
-    static func charset(of contentType: String) -> String? {
-        for parameter in contentType.split(separator: ";").dropFirst() {
+    /// The `charset` parameters of a `Content-Type` value, each lowercased and unquoted.
+    static func charsets(of contentType: String) -> [String] {
+        contentType.split(separator: ";").dropFirst().compactMap { parameter in
             let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { return nil }
             var value = pair[1].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
             return value.lowercased()
         }
-        return nil
     }
 
+    /// Whether a `Content-Type` value's `charset` lets the body be read as UTF-8: none, or one
+    /// `utf-8` (`us-ascii` too: ASCII is UTF-8). Two `charset` parameters are refused: readers
+    /// differ on which one counts.
+    static func hasUTF8Charset(_ contentType: String) -> Bool {
+        let found = charsets(of: contentType)
+        return found.isEmpty || (found.count == 1 && ["utf-8", "utf8", "us-ascii"].contains(found[0]))
+    }
+
+    /// Whether a `Content-Type` value names JSON: its media type (before any parameter such as
+    /// `charset`), trimmed and compared without regard to case, is `application/json`.
+    /// `application/jsonp` or `application/json-seq` are not JSON bodies.
     static func isJSON(_ contentType: String) -> Bool {
         let essence = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         return essence.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"

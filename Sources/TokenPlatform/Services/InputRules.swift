@@ -2,9 +2,9 @@ import Foundation
 import ProvisioningModels
 
 /// Shape checks for identifiers and display strings that arrive from callers.
-enum InputRules {
+package enum InputRules {
     static let maximumIdentifierLength = CardIdentifier.maximumLength
-    static let maximumUserIdLength = 128
+    package static let maximumUserIdLength = 128
     static let maximumTitleLength = 128
 
     /// Card ids, art ids and token references: 1–64 of `A–Z a–z 0–9 . _ -`.
@@ -27,17 +27,19 @@ enum InputRules {
     }
 
     /// Characters a value shown to people or written to logs may not hold: control characters,
-    /// line and paragraph separators (U+2028, U+2029), and the bidirectional-text controls
-    /// (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which make text display in
+    /// line and paragraph separators (U+2028, U+2029), and the bidirectional embeddings,
+    /// overrides and isolates (U+202A–U+202E, U+2066–U+2069), which make text display in
     /// another order than it is stored: a name or an id could then read as another one in the
-    /// back office, a log or Wallet.
-    static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+    /// back office, a log or Wallet. The directional marks (U+200E, U+200F, U+061C) are
+    /// allowed: mixed-direction names and titles use them to place brackets and numbers, and
+    /// they reorder nothing beyond that.
+    package static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .lineSeparator, .paragraphSeparator: return true
         default: break
         }
         switch scalar.value {
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+        case 0x202A...0x202E, 0x2066...0x2069: return true
         default: return false
         }
     }
@@ -46,6 +48,11 @@ enum InputRules {
         guard !value.isEmpty, value.utf8.count <= maximumUserIdLength, !value.unicodeScalars.contains(where: isRefused) else {
             throw .badRequest("invalid_field", "\(field) must be 1 to \(maximumUserIdLength) bytes of UTF-8 without control characters, line separators or bidirectional-text controls")
         }
+    }
+
+    /// Whether `value` is a user id this platform takes (``userId(_:field:)``), for the CLI.
+    package static func isUserId(_ value: String) -> Bool {
+        (try? userId(value)) != nil
     }
 
     static func text(_ value: String, field: String, maximum: Int) throws(TMPError) {
