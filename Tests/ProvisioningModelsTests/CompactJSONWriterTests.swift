@@ -74,6 +74,35 @@ import Testing
         }
     }
 
+    /// One value has one base64 text: bits set after the last byte, missing padding and
+    /// whitespace are refused with their own message; canonical text decodes.
+    @Test func base64DataTakesOnlyTheCanonicalText() throws {
+        struct Bytes: Codable { var x: Base64Data }
+        func decode(_ text: String) -> Result<Data, DecodingError> {
+            do {
+                return .success(try JSONDecoder().decode(Bytes.self, from: Data(#"{"x":"\#(text)"}"#.utf8)).x.data)
+            } catch let error as DecodingError {
+                return .failure(error)
+            } catch {
+                Issue.record("unexpected \(error)")
+                return .failure(DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "")))
+            }
+        }
+        func refusal(_ text: String) -> String? {
+            guard case .failure(.dataCorrupted(let context)) = decode(text) else { return nil }
+            return context.debugDescription
+        }
+        #expect(try decode("AQ==").get() == Data([1]))
+        #expect(try decode("AQI=").get() == Data([1, 2]))
+        #expect(try decode("").get() == Data())
+        #expect(Data(base64Encoded: "AR==") == Data([1]), "Foundation ignores the stray bits; the check below is what refuses them")
+        #expect(refusal("AR==") == Base64Data.notCanonical)
+        #expect(refusal("AQJ=") == Base64Data.notCanonical)
+        #expect(refusal("AQ") == Base64Data.notBase64)
+        #expect(refusal("AQ== ") == Base64Data.notBase64)
+        #expect(refusal("A-==") == Base64Data.notBase64)
+    }
+
     @Test func signedCardResponseMatchesItsCodableForm() throws {
         let response = SignedCardResponse(activationData: Data("a.b.c".utf8), ephemeralPublicKey: Data(repeating: 4, count: 65), encryptedData: Data((0..<300).map { UInt8($0 % 256) }))
         let json = response.jsonData()

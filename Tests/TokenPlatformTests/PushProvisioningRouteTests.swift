@@ -80,6 +80,30 @@ struct PushProvisioningRouteTests {
         }
     }
 
+    /// A nonce or signature spelled in non-canonical base64 (bits set after the last byte, which
+    /// Foundation ignores) is refused naming the field, on the fast and the decoder path alike;
+    /// the same request spelled canonically is sealed.
+    @Test func signedCardsRefusesNonCanonicalBase64() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("card-1", user: "alice")
+            let request = SignedCardRequest(externalCardId: "card-1", deviceType: .phone, certificates: platform.pki.walletCertificates, nonce: Data([1]), nonceSignature: Data([2]))
+            let canonical = String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
+            #expect(canonical.contains(#""nonce":"AQ==""#) && canonical.contains(#""nonceSignature":"Ag==""#))
+            // The fast reader leaves non-canonical text to the decoder, whose answer stands; a
+            // body that reaches the decoder for another reason (an escaped member name) too.
+            for body in [canonical, canonical.replacingOccurrences(of: #""externalCardId""#, with: #""externalCard\u0049d""#)] {
+                for (field, from, to) in [("nonce", #""nonce":"AQ==""#, #""nonce":"AR==""#), ("nonceSignature", #""nonceSignature":"Ag==""#, #""nonceSignature":"Ah==""#)] {
+                    let reply = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), raw: Data(body.replacingOccurrences(of: from, with: to).utf8))
+                    #expect(reply.status == .badRequest, "\(reply.text)")
+                    #expect(reply.error?.message == "field \(field) must be base64 in canonical form (the bits after the last byte zero)")
+                }
+                let accepted = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), raw: Data(body.utf8))
+                #expect(accepted.status == .ok, "\(accepted.text)")
+            }
+        }
+    }
+
     @Test func signedCardsRecordsTheAttemptForTheDeviceUserCardNonceAndLeaf() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -139,7 +139,9 @@ enum JSONCoding {
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty { return "body is not valid JSON" }
             let field = path(context.codingPath)
-            if context.debugDescription == "must be base64" { return "field \(field) must be base64" }
+            if context.debugDescription == Base64Data.notBase64 || context.debugDescription == Base64Data.notCanonical {
+                return "field \(field) \(context.debugDescription)"
+            }
             if let name = context.codingPath.last?.stringValue, let allowed = allowedValues[name] {
                 return "field \(field) has an unknown value; expected one of \(allowed.joined(separator: ", "))"
             }
