@@ -419,6 +419,30 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// A closed card's active token whose deactivation the token service has not confirmed is
+    /// not suspended (nothing sent, nothing recorded): the answer says to deactivate it, which works.
+    @Test func aClosedCardsTokenAwaitingDeactivationIsNotSuspended() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            let close = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .closed)).decode(LifecycleService.StatusChange.self)
+            #expect(close.tokens.map(\.result) == ["FAILED"])
+            platform.connector.failing.withValue { $0 = false }
+            let auditBefore = try await platform.store.auditEntries(subject: "token:T1").count
+            let commandsBefore = platform.connector.commands.current
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspended.status == .conflict && suspended.error?.code == "deactivation_pending", "\(suspended.text)")
+            #expect(suspended.error?.message == "token T1 is being deactivated: card c1 is CLOSED; deactivate it rather than suspend it")
+            #expect(platform.connector.commands.current == commandsBefore)
+            #expect(try await platform.store.auditEntries(subject: "token:T1").count == auditBefore)
+            #expect(try await api.tokenStatus("T1") == .active)
+            let deactivated = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
+            #expect(try deactivated.decode(TokenResource.self).status == .deactivated)
+        }
+    }
+
     @Test func tokenActionsFollowTheStateMachine() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -332,6 +332,15 @@ public struct LifecycleService: Sendable {
         // a command owed, the token service holds the token suspended and is not asked; with
         // one (a suspension TMP records but the token service has not confirmed), or when the
         // token was resumed meanwhile, the suspension is sent below, which also settles it.
+        if action == .suspend, token.status != .deactivated {
+            // A token on its way out (closed card, replaced card number, previous owner's) is
+            // being deactivated: a suspension would be sent and recorded for nothing.
+            let card = try await existingCard(token.externalCardId)
+            if card.status == .closed || token.isOfAReplacedPAN(of: card) || token.pendingCommand == .deactivate {
+                let why = card.status == .closed ? "card \(Redaction.identifier(card.externalCardId)) is CLOSED" : token.isOfAReplacedPAN(of: card) ? "it was made for a card number card \(Redaction.identifier(card.externalCardId)) no longer has" : "it was activated by card \(Redaction.identifier(card.externalCardId))'s previous owner"
+                throw TMPError.conflict("deactivation_pending", "token \(Redaction.identifier(token.tokenUniqueReference)) is being deactivated: \(why); deactivate it rather than suspend it")
+            }
+        }
         let takingOver = action == .suspend && token.status == .suspended && token.suspendedBy != .customerService
         if takingOver, token.pendingCommand == nil, let taken = try await takeOverSuspension(of: token) { return taken }
         guard Self.allows(action, token.status) || takingOver else { throw illegal(token, to: target) }
