@@ -287,6 +287,32 @@ struct ConnectorTimeoutTests {
         try await connector.suspend(Self.inactiveToken)
     }
 
+    /// Through the server, the hold-back spans requests: an activation given up at the limit
+    /// holds back customer service's deactivation of its token until the activation returns.
+    @Test func noRequestSendsACommandThatWouldOvertakeOneGivenUp() async throws {
+        let clock = ManualClock()
+        let stubborn = StubbornConnector()
+        let platform = try await TestPlatform(policy: .inApp, tokenService: stubborn, connectorClock: clock)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", token: "T1")
+            async let reply = Self.activate(api, "T1")
+            await clock.waitForSleepers(1)
+            clock.advance(by: Self.limit)
+            #expect(try await reply.issuerMobileAppAuthResponse == .failed)
+            #expect(platform.environment.unfinishedTokenServiceCommands == 1)
+            let held = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
+            #expect(held.status == .serviceUnavailable && held.error?.code == "token_service_unavailable", "\(held.text)")
+            #expect(try await api.tokenStatus("T1") == .inactive)
+            #expect(platform.logs.current.contains { $0.contains("deactivate not sent: the token service has not yet answered an earlier command for this token") })
+            // Once the activation returns, the deactivation goes out.
+            await stubborn.succeedAfterCancellation()
+            try await Self.waitUntil { platform.environment.unfinishedTokenServiceCommands == 0 }
+            let deactivated = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
+            #expect(try deactivated.decode(TokenResource.self).status == .deactivated)
+        }
+    }
+
     @Test func aCallerCancelledBeforeItsCommandSendsNothing() async throws {
         let stubborn = StubbornConnector()
         let connector = TimeLimitedTokenServiceConnector(stubborn, limit: Self.limit, clock: ManualClock())

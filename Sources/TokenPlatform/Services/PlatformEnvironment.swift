@@ -45,6 +45,9 @@ public struct PlatformEnvironment: Sendable {
     /// The card-art check's verdicts on files checked before, shared by every copy of this
     /// environment.
     let cardArtVerdicts = CardArtVerdicts()
+    /// Tokens with a token service command given up at its limit and still running, shared by
+    /// every copy of this environment: ``tokenService`` holds back their further commands.
+    let abandonedCommands = AbandonedCommands()
 
     /// Creates an environment.
     ///
@@ -77,10 +80,16 @@ public struct PlatformEnvironment: Sendable {
         self.logger = logger
     }
 
-    /// ``connector`` with ``connectorTimeout`` on every command: what services call.
+    /// ``connector`` with ``connectorTimeout`` on every command: what services call. Every
+    /// connector it gives shares one record of commands given up and still running, so no
+    /// command for a token overtakes one of them, whichever request or round sends it.
     var tokenService: TimeLimitedTokenServiceConnector {
-        TimeLimitedTokenServiceConnector(connector, limit: connectorTimeout, clock: clock)
+        TimeLimitedTokenServiceConnector(connector, limit: connectorTimeout, clock: clock, abandoned: abandonedCommands)
     }
+
+    /// How many tokens have a token service command given up at its limit that has not
+    /// returned yet; their further commands are held back until it does.
+    public var unfinishedTokenServiceCommands: Int { abandonedCommands.count }
 
     /// Issues activation data with the newest key.
     var activationIssuer: ActivationDataIssuer { ActivationDataIssuer(signingKey: activationKeys[0]) }

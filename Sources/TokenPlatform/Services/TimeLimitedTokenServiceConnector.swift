@@ -39,14 +39,24 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The most one command may take.
     public let limit: Duration
     private let clock: any Clock<Duration>
-    /// Tokens with a command given up but still running, shared by copies of this connector.
-    private let abandoned = AbandonedCommands()
+    /// Tokens with a command given up but still running, shared by copies of this connector
+    /// (and by every connector made from one ``PlatformEnvironment``).
+    private let abandoned: AbandonedCommands
 
     /// Limits each command of `base` to `limit`, measured on `clock` (tests pass a manual one).
+    ///
+    /// Only commands sent through this connector and its copies are held back behind one given
+    /// up: a server makes one and sends every command through it.
     public init(_ base: any TokenServiceConnector, limit: Duration = Self.defaultLimit, clock: any Clock<Duration> = ContinuousClock()) {
+        self.init(base, limit: limit, clock: clock, abandoned: AbandonedCommands())
+    }
+
+    /// Limits each command of `base`, holding back commands behind the ones in `abandoned`.
+    init(_ base: any TokenServiceConnector, limit: Duration, clock: any Clock<Duration>, abandoned: AbandonedCommands) {
         self.base = base
         self.limit = limit
         self.clock = clock
+        self.abandoned = abandoned
     }
 
     /// Implements ``TokenServiceConnector/activate(_:)``.
@@ -107,7 +117,7 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
 
 /// The tokens whose command was given up (at its limit, or by its caller) while the connector
 /// had not returned, each counted until it does.
-private final class AbandonedCommands: @unchecked Sendable {
+final class AbandonedCommands: @unchecked Sendable {
     // @unchecked: `tokens` is only touched while holding `lock`.
     private let lock = NSLock()
     private var tokens: [String: Int] = [:]
