@@ -42,6 +42,63 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// An in-app activation lands while the card is blocked; its correction (a suspension) is
+    /// confirmed after the card was unblocked, by a PATCH that found the token INACTIVE and sent
+    /// nothing. TMP records what the token service holds (suspended by the block), at odds with
+    /// the active card, so the realignment resumes it; before, the confirmed suspension was
+    /// dropped and the token stayed INACTIVE in TMP and SUSPENDED at the token service for good.
+    @Test func aCorrectionConfirmedAfterTheCardFlippedBackIsRecordedAndRealigned() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.tokenStatus("T1") == .inactive)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                let status: CardStatus = command == "activate" ? .blocked : .active
+                guard command == "activate" || command == "suspend" else { return }
+                let changed = try await Self.patch(api, "c1", status)
+                #expect(changed.status == .ok)
+            } }
+            let activation = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(try activation.decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .declined, "\(activation.text)")
+            #expect(platform.connector.commands.current == ["activate T1", "suspend T1"])
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .active)
+            // At odds with the active card: the realignment resumes it once the grace has passed.
+            platform.advance(61)
+            let realigned = await TokenRealigner(environment: platform.environment, interval: .seconds(30), grace: .seconds(60)).realignOnce()
+            #expect(realigned.map(\.result) == ["RESUMED"])
+            #expect(try await api.tokenStatus("T1") == .active)
+            #expect(platform.connector.commands.current.last == "resume T1")
+        }
+    }
+
+    /// A token event activates a blocked card's token; TMP's suspension of it is confirmed after
+    /// the card was unblocked by a PATCH that found the token ACTIVE and sent nothing. TMP records
+    /// the suspension (the token service holds it), at odds with the active card, to be resumed.
+    @Test func anEnforcedSuspensionConfirmedAfterAnUnblockIsRecorded() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.event("T1", pur: card.panUniqueReference, .created)
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                let unblocked = try await Self.patch(api, "c1", .active)
+                #expect(unblocked.status == .ok)
+            } }
+            _ = try await api.event("T1", pur: card.panUniqueReference, .activated)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(platform.connector.commands.current == ["suspend T1"])
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
+            platform.advance(61)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: platform.clock.current.addingTimeInterval(-60), limit: 10).map(\.tokenUniqueReference) == ["T1"])
+        }
+    }
+
     /// Customer service resumes a token it had suspended; the card is blocked while the resume
     /// is with the token service, and the token service does not confirm suspending it again.
     /// TMP records the token as the token service holds it (ACTIVE, at odds with the blocked

@@ -228,11 +228,16 @@ struct TokenCorrection {
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(reference)", detail: detail)
         let cardStatus = card.status
         let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in
-            // Recorded only while the card keeps the status the correction was made for; a
-            // further change is that change's to settle. A deactivation the token service
+            // Recorded while the card keeps the status the correction was made for. When the
+            // card changed again, a further change that recorded something for the token is
+            // that change's to settle; but one that found the token as it was read here sent
+            // nothing, deciding on a record that did not yet show this correction, so the
+            // confirmed correction is recorded all the same: at odds with the card now, it is
+            // undone by the realignment or the next status change, rather than lost with the
+            // token service holding what TMP does not record. A deactivation the token service
             // confirmed is recorded whatever the card became: it is final there.
             guard current.status != .deactivated else { return .reject("the token is deactivated already") }
-            guard card?.status == cardStatus || (done && target == .deactivated) else { return .reject("card or token changed again") }
+            guard card?.status == cardStatus || (done && (target == .deactivated || current == token)) else { return .reject("card or token changed again") }
             if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated, !overridesCustomerService {
                 return .reject("customer service suspended the token")
             }
