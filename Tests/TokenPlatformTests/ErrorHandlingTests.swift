@@ -138,6 +138,32 @@ struct ErrorHandlingTests {
         }
     }
 
+    /// Every JSON answer, successes and errors alike, tells caches not to keep it (it may carry
+    /// card data) and browsers not to sniff another type; card art keeps its own caching.
+    @Test func everyJSONAnswerIsMarkedNoStoreAndNoSniff() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let replies: [(String, APIClient.Reply)] = [
+                ("GET cards", try await api.send(.get, "/issuer/push-provisioning/cards", as: .cardholder("alice"))),
+                ("signed-cards", try await api.signCard("c1", user: "alice")),
+                ("lifecycle card", try await api.send(.get, "/lifecycle/cards/c1", as: .issuer)),
+                ("decision", try await api.send(.post, "/tsp/tokenization-decisions", as: .tsp, json: TokenizationDecisionRequest(requestId: "r1", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"), activationData: nil, deviceType: .phone))),
+                ("404 card", try await api.send(.get, "/lifecycle/cards/nope", as: .issuer)),
+                ("401", try await api.send(.get, "/lifecycle/cards/c1")),
+                ("400", try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), raw: Data("{".utf8))),
+                ("unknown route", try await api.send(.get, "/nowhere")),
+                ("wrong method", try await api.send(.delete, "/issuer/push-provisioning/cards", as: .cardholder("alice"))),
+            ]
+            for (name, reply) in replies {
+                #expect(reply.headers[.contentType] == "application/json; charset=utf-8", "\(name): \(reply.status)")
+                #expect(reply.headers[.cacheControl] == "no-store", "\(name): \(reply.status)")
+                #expect(reply.headers[.xContentTypeOptions] == "nosniff", "\(name): \(reply.status)")
+            }
+            #expect(replies[1].1.status == .ok && replies[3].1.status == .ok)
+        }
+    }
+
     @Test func bodiesOver64KiBAre413() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -54,7 +54,7 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     static func response(for error: TMPError, status: HTTPResponse.Status? = nil) -> Response {
         // Messages may echo a caller's id: a card number sent there is not sent back.
         let body = (try? JSONCoding.responseEncoder.encode(ErrorEnvelope(code: error.code, message: Redaction.cardNumbers(in: error.message)))) ?? Data()
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        var headers = JSONCoding.jsonHeaders
         if error.kind == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         return Response(status: status ?? Self.status(for: error.kind), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }

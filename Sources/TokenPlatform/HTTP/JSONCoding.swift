@@ -115,8 +115,13 @@ enum JSONCoding {
 
     /// A response of JSON bytes already encoded.
     static func response(json data: Data, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        Response(status: status, headers: jsonHeaders, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+
+    /// The headers of every JSON answer, errors included: its type, and that no cache (a
+    /// browser's, a proxy's, the client's own) may keep it. Answers carry card data (names,
+    /// last digits, sealed payloads, activation data) that must not outlive the exchange.
+    static let jsonHeaders: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store", .xContentTypeOptions: "nosniff"]
 
     /// Names the field and says why, without echoing values (they may be secret).
     static func describe(_ error: DecodingError) -> String {
