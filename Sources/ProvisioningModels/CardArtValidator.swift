@@ -122,7 +122,9 @@ public struct CardArtValidator: Sendable {
     }
 
     private static func mismatchMessage(declared: String, actual: CardArtFormat) -> String {
-        let shown = CardArtFormatting.printable(declared, limit: 64)
+        // The caller's text, so read as an identifier: digit groups joined by any punctuation
+        // (`image/4111,1111,1111,1111`) are a card number to hide.
+        let shown = Redaction.identifier(CardArtFormatting.printable(declared, limit: 64))
         let actualName = actual == .png ? "a PNG" : "a PDF"
         if CardArtFormat(mediaType: declared) != nil {
             return "declared Content-Type is \(shown) but the file is \(actualName); send it as \(actual.mediaType)"

@@ -106,6 +106,15 @@ struct CardArtLimitsTests {
         #expect(error.message.contains("not accepted"))
     }
 
+    /// A card number written into the declared type, in any punctuation, is not echoed.
+    @Test(arguments: ["image/4111,1111,1111,1111", "image/4111111111111111", "4111:1111:1111:1111"])
+    func mismatchMessageDoesNotEchoACardNumber(_ declared: String) throws {
+        let error = try #require(refusal(of: TestPNG.file(), declaredContentType: declared))
+        #expect(error.code == .contentTypeMismatch)
+        #expect(!error.message.contains("4111"), "\(error.message)")
+        #expect(error.message.contains("•••• 1111"), "\(error.message)")
+    }
+
     @Test func mismatchMessageDoesNotEchoControlCharacters() throws {
         let error = try #require(refusal(of: TestPNG.file(), declaredContentType: "image/png\r\nX-Injected: yes"))
         #expect(error.code == .contentTypeMismatch)

@@ -164,6 +164,22 @@ struct ErrorHandlingTests {
         }
     }
 
+    /// An empty segment does not shift the path's parameters: `/lifecycle/cards//tokens` is
+    /// no route, not the card `tokens` (which exists here and is left alone).
+    @Test func aPathWithAnEmptySegmentIsNoRoute() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("tokens", user: "alice")
+            for (method, path) in [(HTTPRequest.Method.get, "/lifecycle/cards//tokens"), (.patch, "/lifecycle/cards//tokens"), (.get, "//lifecycle/cards/tokens"), (.get, "/issuer/push-provisioning//cards")] {
+                let reply = try await api.send(method, path, as: path.hasPrefix("/issuer") ? .cardholder("alice") : .issuer, json: method == .patch ? CardStatusChangeRequest(status: .blocked) : nil)
+                #expect(reply.status == .notFound && reply.error?.code == "not_found", "\(method) \(path): \(reply.text)")
+                #expect(reply.error?.message == "no route for \(method.rawValue) on this path: it has an empty segment")
+            }
+            #expect(try await platform.store.card(externalCardId: "tokens")?.status == .active)
+            #expect(try await api.send(.get, "/lifecycle/cards/tokens", as: .issuer).status == .ok)
+        }
+    }
+
     @Test func bodiesOver64KiBAre413() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

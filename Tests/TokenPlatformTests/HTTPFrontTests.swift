@@ -154,6 +154,30 @@ struct HTTPFrontTests {
         }
     }
 
+    /// A head within the limits is served; one with more than 100 fields, a field over 16 KiB or
+    /// more than 32 KiB in all is answered 400 and its connection closed.
+    @Test func headsOverTheHeaderLimitsAreRefused() async throws {
+        @Sendable func head(fields: Int, each size: Int) -> String {
+            "GET /health HTTP/1.1\r\nHost: localhost\r\n" + (0..<fields).map { "X-Filler-\($0): \(String(repeating: "a", count: size))\r\n" }.joined() + "\r\n"
+        }
+        try await Self.serve { _, port in
+            for (request, status, closes) in [
+                (head(fields: 98, each: 10), 200, false), (head(fields: 1, each: 15_000), 200, false), (head(fields: 30, each: 1_000), 200, false),
+                (head(fields: 100, each: 10), 400, true), (head(fields: 1, each: 17_000), 400, true), (head(fields: 40, each: 1_000), 400, true),
+            ] {
+                let (answered, rest) = try await blocking {
+                    let connection = try RawConnection(port: port)
+                    try connection.send(request)
+                    let answered = try connection.readResponse().status
+                    if !closes { try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n") }
+                    return (answered, try connection.readToEnd())
+                }
+                #expect(answered == status, "\(request.count) bytes")
+                #expect(rest.isEmpty == closes, "\(request.count) bytes")
+            }
+        }
+    }
+
     @Test func aTunnelRequestIsRefusedAndItsConnectionClosed() async throws {
         try await Self.serve { _, port in
             let answer = try await blocking {

@@ -15,6 +15,11 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
+            // The router skips empty segments, so `/lifecycle/cards//tokens` would be the card
+            // `tokens`: a path with one names no resource here.
+            if request.uri.path.contains("//") {
+                throw TMPError(.notFound, "not_found", "no route for \(request.method.rawValue) on this path: it has an empty segment")
+            }
             return try await next(request, context)
         } catch {
             let failure = APIFailure(error, request: request)

@@ -44,6 +44,17 @@ public struct TMPHTTPServer: Service {
     /// How long a request may take to arrive whole, from its head to its end (4 MB of card
     /// art at 1 Mbit/s takes about 32 s).
     public static let defaultRequestReadTimeout: Duration = .seconds(60)
+    /// The most a request's head may hold: 100 header fields, 16 KiB in one field, 32 KiB in
+    /// all (NIO's defaults, 65,534 fields and 80 KiB, let one request cost tens of milliseconds
+    /// of parsing). A head over them is answered 400 and its connection closed. The largest
+    /// header a client needs is `Authorization` (at most 8 KiB).
+    static let headerLimits: NIOHTTPDecoderLimitConfiguration = {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldCount = 100
+        limits.maxHeaderFieldSize = 16 * 1024
+        limits.maxHeaderListSize = 32 * 1024
+        return limits
+    }()
 
     /// How much of a request's body to hold, from its head.
     public typealias BodyLimit = @Sendable (HTTPRequest) -> Int
@@ -170,8 +181,11 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(BackPressureHandler())
             // Pipelining assistance holds a connection's next request until the current
             // response is written; error handling answers a request NIO cannot parse with 400
-            // and closes the connection.
-            try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
+            // and closes the connection. So is a head over the header limits.
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false,
+                withEncoderConfiguration: HTTPResponseEncoder.Configuration(), withDecoderLimitConfiguration: TMPHTTPServer.headerLimits
+            )
             try pipeline.addHandler(CloseMarker())
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
