@@ -239,6 +239,28 @@ struct DatabaseConfigurationTests {
         #expect(second.applied.isEmpty)
         #expect(try await second.store.migrate().isEmpty)
     }
+
+    /// A database a newer version migrated is refused, migrating or not, and left as it was.
+    @Test func aDatabaseANewerVersionMigratedIsRefused() async throws {
+        let file = TemporarySQLiteFile("pushprov-newer")
+        defer { file.remove() }
+        let database = try DatabaseConfiguration(parsing: file.path)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let first = try await database.openMigratedStore(migrate: true, logger: logger)
+        #expect(try await first.store.unknownMigrations().isEmpty)
+        await first.store.close()
+        let queue = try DatabaseQueue(path: file.path)
+        try await queue.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99'), ('v100')") }
+        try queue.close()
+        for migrate in [true, false] {
+            let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: migrate, logger: logger) }
+            #expect(refusal?.message == "database \(file.path) has migrations this version of pushprov does not know (v100, v99): a newer version migrated it; run that version (or a later one), never an older one, on it")
+        }
+        let store = try SQLiteStore(path: file.path)
+        #expect(try await store.unknownMigrations() == ["v100", "v99"])
+        #expect(try await store.pendingMigrations().isEmpty)
+        await store.close()
+    }
 }
 
 /// A SQLite file migrated up to `migration` and filled by `seed` (rows written the way that

@@ -22,6 +22,7 @@ struct FaultyStore: TMPStore {
     @discardableResult
     func migrate() async throws -> [String] { try check(); return try await base.migrate() }
     func pendingMigrations() async throws -> [String] { try check(); return try await base.pendingMigrations() }
+    func unknownMigrations() async throws -> [String] { try check(); return try await base.unknownMigrations() }
     func close() async { await base.close() }
     func ping() async throws { try check(); try await base.ping() }
 

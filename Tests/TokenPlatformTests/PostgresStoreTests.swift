@@ -31,6 +31,20 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A migration a newer version applied is reported as unknown.
+    @Test func migrationsANewerVersionAppliedAreReported() async throws {
+        try await PostgresTestDatabase.withSchema { url, schema in
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            #expect(try await store.unknownMigrations().isEmpty)
+            try await store.migrate()
+            #expect(try await store.unknownMigrations().isEmpty)
+            try await PostgresTestDatabase.execute(url, "INSERT INTO \(unescaped: schema).pushprov_migrations (name) VALUES ('v99')")
+            #expect(try await store.unknownMigrations() == ["v99"])
+            #expect(try await store.pendingMigrations().isEmpty)
+            await store.close()
+        }
+    }
+
     @Test func aMigrationBlockedByALongTransactionGivesUpWithoutChangingAnything() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
             let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)

@@ -205,6 +205,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         }
         let store = try await openStore(logger: logger)
         do {
+            // A schema a newer version migrated may have tables or columns this code does not
+            // read or write as they now are: neither served nor maintained by this version.
+            let unknown = try await store.unknownMigrations()
+            guard unknown.isEmpty else {
+                throw ConfigurationError("database \(self) has migrations this version of pushprov does not know (\(unknown.joined(separator: ", "))): a newer version migrated it; run that version (or a later one), never an older one, on it")
+            }
             if migrate {
                 return (store, try await self.migrate(store))
             }

@@ -233,6 +233,16 @@ extension PostgresStore {
         return Self.migrations.map(\.name).filter { !applied.contains($0) }
     }
 
+    /// Migrations applied to the database that this version does not know.
+    public func unknownMigrations() async throws -> [String] {
+        let applied = try await withConnection { connection in
+            let exists = try await connection.run("SELECT to_regclass(\(Self.migrationsTable)) IS NOT NULL", logger: logger)
+            guard try exists.first?.decode(Bool.self) == true else { return Set<String>() }
+            return try await Self.appliedMigrations(connection, logger: logger)
+        }
+        return applied.subtracting(Self.migrations.map(\.name)).sorted()
+    }
+
     private static func appliedMigrations(_ connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
         var names = Set<String>()
         for row in try await connection.run("SELECT name FROM \(unescaped: migrationsTable)", logger: logger) {

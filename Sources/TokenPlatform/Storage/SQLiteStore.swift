@@ -162,6 +162,14 @@ public struct SQLiteStore: TMPStore {
         return migrator.migrations.filter { !applied.contains($0) }
     }
 
+    /// Migrations applied to the database that this version does not know.
+    public func unknownMigrations() async throws -> [String] {
+        let migrator = SQLiteStore.migrator
+        let known = Set(migrator.migrations)
+        let applied = try await readInPool { db in try migrator.appliedIdentifiers(db) }
+        return applied.subtracting(known).sorted()
+    }
+
     /// The writer connection's `PRAGMA synchronous` level (2 = FULL: every commit synced).
     package func writerSynchronousLevel() throws -> Int {
         try gate.enter()

@@ -19,6 +19,9 @@ public protocol TMPStore: Sendable {
     func migrate() async throws -> [String]
     /// The names of the migrations not yet applied, in order.
     func pendingMigrations() async throws -> [String]
+    /// The names of migrations applied to the database that this version does not know,
+    /// sorted: a newer version migrated it, so its schema may not be the one this code reads.
+    func unknownMigrations() async throws -> [String]
     /// Releases connections; the store is unusable afterwards. A no-op where nothing is held.
     func close() async
     /// Checks the database answers.
