@@ -1,4 +1,5 @@
 import Foundation
+import ProvisioningModels
 import ProvisioningCrypto
 import X509
 

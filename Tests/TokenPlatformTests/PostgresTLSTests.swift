@@ -98,7 +98,19 @@ struct PostgresTLSTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let missing = folder.appendingPathComponent("missing.pem").path
         let missingRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: missing))
-        #expect(missingRefusal?.hasPrefix("database URL sslrootcert \(missing) cannot be read as PEM certificates") == true, "\(missingRefusal ?? "connected")")
+        #expect(missingRefusal?.hasPrefix("database URL sslrootcert \(missing) cannot be opened (No such file or directory)") == true, "\(missingRefusal ?? "connected")")
+        // A FIFO is refused at once (opening it for reading would wait for a writer), and so
+        // are a directory and a file too large to be a bundle of certificates.
+        let fifo = folder.appendingPathComponent("fifo.pem").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let fifoRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: fifo))
+        #expect(fifoRefusal == "database URL sslrootcert \(fifo) is a FIFO, not a file of PEM certificates", "\(fifoRefusal ?? "connected")")
+        let directoryRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: folder.path))
+        #expect(directoryRefusal == "database URL sslrootcert \(folder.path) is a directory, not a file of PEM certificates", "\(directoryRefusal ?? "connected")")
+        let huge = folder.appendingPathComponent("huge.pem").path
+        try Data(count: 1 << 20).write(to: URL(fileURLWithPath: huge))
+        let hugeRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: huge))
+        #expect(hugeRefusal == "database URL sslrootcert \(huge) is too large (1048576 bytes; at most 1048575 are read as PEM certificates)", "\(hugeRefusal ?? "connected")")
         let notPEM = folder.appendingPathComponent("empty.pem").path
         try Data("no certificate here\n".utf8).write(to: URL(fileURLWithPath: notPEM))
         let notPEMRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: notPEM))

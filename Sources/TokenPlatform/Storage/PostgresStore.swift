@@ -1004,6 +1004,9 @@ public struct PostgresStore: TMPStore {
     ///
     /// - Throws: ``ConfigurationError`` when `sslrootcert` cannot be read or holds no PEM
     ///   certificate.
+    /// The largest `sslrootcert` file read (a bundle of a few hundred roots fits).
+    static let maximumRootCertificatesFileSize = 1 << 20
+
     static func tlsConfiguration(for url: PostgresURL) throws(ConfigurationError) -> TLSConfiguration {
         if url.tls == .verifyCA, url.rootCertificatesPath == nil {
             throw ConfigurationError(PostgresURL.verifyCANeedsRoots)
@@ -1015,9 +1018,19 @@ public struct PostgresStore: TMPStore {
         case .require, .verifyFull: configuration.certificateVerification = .fullVerification
         }
         if let path = url.rootCertificatesPath {
+            // Read without blocking and within a bound, as every file the server is given: a
+            // FIFO would hold the start for a writer, a huge file would be loaded whole.
+            let pem: Data
+            switch BoundedFile.read(path, limit: maximumRootCertificatesFileSize) {
+            case .success(let data): pem = data
+            case .failure(.cannotOpen(let reason)): throw ConfigurationError("database URL sslrootcert \(path) cannot be opened (\(reason))")
+            case .failure(.notRegular(let kind)): throw ConfigurationError("database URL sslrootcert \(path) is \(kind), not a file of PEM certificates")
+            case .failure(.tooLarge(let size, let limit)): throw ConfigurationError("database URL sslrootcert \(path) is too large (\(size) bytes; at most \(limit - 1) are read as PEM certificates)")
+            case .failure(.cannotRead): throw ConfigurationError("database URL sslrootcert \(path) cannot be read")
+            }
             let certificates: [NIOSSLCertificate]
             do {
-                certificates = try NIOSSLCertificate.fromPEMFile(path)
+                certificates = try NIOSSLCertificate.fromPEMBytes(Array(pem))
             } catch {
                 throw ConfigurationError("database URL sslrootcert \(path) cannot be read as PEM certificates (\(error))")
             }

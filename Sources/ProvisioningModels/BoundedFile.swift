@@ -6,11 +6,11 @@ import Foundation
 /// The file is opened without blocking (a FIFO would otherwise wait for a writer, and the
 /// command with it), then sized and read through that descriptor: the size is the file's own,
 /// not a symbolic link's, and the bytes read are those of the file sized.
-enum BoundedFile {
+package enum BoundedFile {
     /// Why a file was not read.
-    enum Refusal: Error, Equatable {
-        /// It could not be opened (missing, no permission).
-        case cannotOpen
+    package enum Refusal: Error, Equatable {
+        /// It could not be opened (missing, no permission): the system's reason.
+        case cannotOpen(reason: String)
         /// It is not a regular file: `kind` says what it is, in a word (`a FIFO`).
         case notRegular(kind: String)
         /// It holds `size` bytes, `limit` or more.
@@ -20,9 +20,9 @@ enum BoundedFile {
     }
 
     /// The bytes of the regular file at `path`, if it holds fewer than `limit` bytes.
-    static func read(_ path: String, limit: Int) -> Result<Data, Refusal> {
+    package static func read(_ path: String, limit: Int) -> Result<Data, Refusal> {
         let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard descriptor >= 0 else { return .failure(.cannotOpen) }
+        guard descriptor >= 0 else { return .failure(.cannotOpen(reason: String(cString: strerror(errno)))) }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         defer { try? handle.close() }
         var status = stat()
