@@ -232,7 +232,7 @@ public struct DemoScenario: Sendable {
             try expect(entries.violations.isEmpty, "passEntries: \(entries.violations)")
             try expect(entries.value?.map(\.identifier) == [DemoData.mastercardCard], "iPhone entries: \(entries.value?.map(\.identifier) ?? [])")
             let entry = entries.value![0]
-            let added = await host.add(entry, to: .phone, handler: handler)
+            let added = await host.add(entry, handler: handler)
             if let failure = added.failure { throw DemoExpectation("adding from Wallet failed: \(failure)") }
             guard let pass = added.call.value else { throw DemoExpectation("no pass") }
             // Yellow, like any first device: the network's link activates it in the app.

@@ -110,7 +110,7 @@ struct ExtensionHostTests {
         let entry = try #require(entries.value?.first)
         #expect(entry.identifier == "card-mc")
         #expect(entry.artWidth == 1536 && entry.artHeight == 969)
-        let added = await host.add(entry, to: .phone, handler: handler)
+        let added = await host.add(entry, handler: handler)
         #expect(added.failure == nil)
         #expect(added.call.value?.deviceAccountIdentifier == "DNITHEX")
         #expect(added.call.value?.primaryAccountNumberSuffix == "4444")
@@ -119,7 +119,7 @@ struct ExtensionHostTests {
         let account = try #require(added.call.value?.primaryAccountIdentifier)
         var again = entry
         again.primaryAccountIdentifier = account
-        #expect(await host.add(again, to: .phone, handler: handler).failure == "the entry is for a card already on the iPhone")
+        #expect(await host.add(again, handler: handler).failure == "the entry is for a card already on the iPhone")
     }
 
     @Test func aMissingRequestFailsAtTheBudget() async throws {
@@ -127,7 +127,7 @@ struct ExtensionHostTests {
         handler.answerGenerate = false
         let host = host(generateBudget: .milliseconds(30))
         let entry = try #require(await host.entries(of: handler, for: .phone).value?.first)
-        let added = await host.add(entry, to: .phone, handler: handler)
+        let added = await host.add(entry, handler: handler)
         #expect(added.failure == "the extension did not answer within 0.03 seconds")
         #expect(added.call.violations == ["generateAddPaymentPassRequest's completion handler was not called within 0.03 seconds"])
         #expect(wallet.allPasses.isEmpty)

@@ -127,6 +127,7 @@ struct IssuerExtensionEndToEndTests {
                 #expect(phone.violations.isEmpty)
                 let entries = try #require(phone.value)
                 #expect(entries.map(\.identifier) == ["card-1", "card-2"])
+                #expect(entries.allSatisfy { $0.device == .phone }, "passEntries offers for the iPhone")
                 let card1 = try #require(entries.first)
                 #expect(card1.title == "Everyday Debit")
                 #expect(card1.artWidth == 1536 && card1.artHeight == 969)
@@ -138,7 +139,7 @@ struct IssuerExtensionEndToEndTests {
                 #expect(card1.localizedDescription == "Everyday Debit")
 
                 // The cardholder adds card-1 to the iPhone: signed-cards, Apple, the token service.
-                let onPhone = await host.add(card1, to: .phone, handler: handler)
+                let onPhone = await host.add(card1, handler: handler)
                 #expect(onPhone.failure == nil)
                 #expect(onPhone.call.violations.isEmpty)
                 let phonePass = try #require(onPhone.call.value)
@@ -148,9 +149,10 @@ struct IssuerExtensionEndToEndTests {
                 #expect(try #require(await host.entries(of: handler, for: .phone).value).map(\.identifier) == ["card-2"])
                 let watchEntries = try #require(await host.entries(of: handler, for: .watch).value)
                 #expect(watchEntries.map(\.identifier) == ["card-1:WATCH", "card-2:WATCH"])
+                #expect(watchEntries.allSatisfy { $0.device == .watch }, "remotePassEntries offers for the Apple Watch")
                 let card1OnWatch = try #require(watchEntries.first)
                 #expect(card1OnWatch.primaryAccountIdentifier == phonePass.primaryAccountIdentifier)
-                let onWatch = await host.add(card1OnWatch, to: .watch, handler: handler)
+                let onWatch = await host.add(card1OnWatch, handler: handler)
                 #expect(onWatch.failure == nil)
                 #expect(onWatch.call.violations.isEmpty)
                 let watchPass = try #require(onWatch.call.value)

@@ -68,6 +68,9 @@ public struct SimulatedExtensionHost: Sendable {
     public struct Entry: Sendable, Hashable {
         /// The issuer's identifier for the card (comes back in `generateAddPaymentPassRequest`).
         public var identifier: String
+        /// The device the entry was offered for: `.phone` from `passEntries`, `.watch` from
+        /// `remotePassEntries`. Adding the entry adds it there.
+        public var device: DeviceType
         /// The title Wallet shows.
         public var title: String
         /// The art's pixel size.
@@ -105,7 +108,7 @@ public struct SimulatedExtensionHost: Sendable {
     public func entries(of handler: PKIssuerProvisioningExtensionHandler, for device: DeviceType) async -> Call<[Entry]> {
         let name = device == .phone ? "passEntries" : "remotePassEntries"
         return await call(name, budget: entriesBudget) { answer in
-            let completion: ([PKIssuerProvisioningExtensionPassEntry]) -> Void = { entries in answer(entries.map(Self.entry)) }
+            let completion: ([PKIssuerProvisioningExtensionPassEntry]) -> Void = { entries in answer(Self.entries(entries, device: device)) }
             if device == .phone { handler.passEntries(completion: completion) } else { handler.remotePassEntries(completion: completion) }
         }
     }
@@ -122,10 +125,12 @@ public struct SimulatedExtensionHost: Sendable {
         return Call(value: value, elapsed: watch.elapsed, violations: violations("the authorization completionHandler", watch: watch, answered: value != nil, budget: patience))
     }
 
-    /// The user picks `entry` for `device`: Wallet checks its configuration, asks the handler
-    /// for the card data (20 s), and Apple's servers and the network do the rest.
+    /// The user picks `entry` on the device it was offered for (``Entry/device``): Wallet
+    /// checks its configuration, asks the handler for the card data (20 s), and Apple's
+    /// servers and the network do the rest.
     @MainActor
-    public func add(_ entry: Entry, to device: DeviceType, handler: PKIssuerProvisioningExtensionHandler) async -> (call: Call<SimulatedPass>, failure: String?) {
+    public func add(_ entry: Entry, handler: PKIssuerProvisioningExtensionHandler) async -> (call: Call<SimulatedPass>, failure: String?) {
+        let device = entry.device
         func failed(_ reason: String, violations: [String] = [], elapsed: Duration? = nil) -> (call: Call<SimulatedPass>, failure: String?) {
             (Call(value: nil, elapsed: elapsed, violations: violations), reason)
         }
@@ -190,10 +195,16 @@ public struct SimulatedExtensionHost: Sendable {
         return violations
     }
 
-    private static func entry(_ entry: PKIssuerProvisioningExtensionPassEntry) -> Entry {
+    /// Wallet's view of the entries one list offered for `device`. Nonisolated: the
+    /// extension answers from any thread.
+    private static func entries(_ entries: [PKIssuerProvisioningExtensionPassEntry], device: DeviceType) -> [Entry] {
+        entries.map { entry($0, device: device) }
+    }
+
+    private static func entry(_ entry: PKIssuerProvisioningExtensionPassEntry, device: DeviceType) -> Entry {
         let configuration = (entry as? PKIssuerProvisioningExtensionPaymentPassEntry)?.addRequestConfiguration
         return Entry(
-            identifier: entry.identifier, title: entry.title, artWidth: entry.art.width, artHeight: entry.art.height, artData: entry.art.passKitShimData,
+            identifier: entry.identifier, device: device, title: entry.title, artWidth: entry.art.width, artHeight: entry.art.height, artData: entry.art.passKitShimData,
             isPaymentPassEntry: configuration != nil, encryptionScheme: configuration?.encryptionScheme.rawValue,
             cardholderName: configuration?.cardholderName, primaryAccountSuffix: configuration?.primaryAccountSuffix,
             primaryAccountIdentifier: configuration?.primaryAccountIdentifier, localizedDescription: configuration?.localizedDescription
