@@ -376,9 +376,14 @@ struct EndToEndTests {
             let status = await host.status(of: handler)
             #expect(status.violations.isEmpty)
             #expect(status.value == .init(requiresAuthentication: true, passEntriesAvailable: false, remotePassEntriesAvailable: false))
-            // Without a session the entries are empty, and TMP was not asked for anything.
+            // Wallet, told nothing can be added, does not ask for entries.
             let entries = await host.entries(of: handler, for: .phone)
-            #expect(entries.value == [])
+            #expect(entries.value == nil)
+            #expect(entries.violations == ["Wallet does not ask passEntries: status said no cards can be added to the iPhone"])
+            // Asked anyway (a session that ended between status and passEntries), the
+            // extension offers nothing and asks TMP nothing without a session.
+            #expect(await handler.walletExtension.passEntries(for: .phone).isEmpty)
+            #expect(await handler.walletExtension.passEntries(for: .watch).isEmpty)
             #expect(try await appRequests() == before, "no request reached TMP's app routes")
             #expect(try await world.audit().isEmpty == false)  // the back office's card.put
             #expect(!(try await world.audit()).contains("card.seal"))

@@ -12,6 +12,15 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     var statusDelay: Duration = .zero
     var answerStatusTwice = false
     var answerGenerate = true
+    /// What `status` says.
+    var requiresAuthentication = false
+    var passEntriesAvailable = true
+    var remotePassEntriesAvailable = false
+    /// The account the entry targets (nil: none set).
+    var offeredAccount: String?
+    /// How many times Wallet asked for entries (either list) and for card data.
+    private(set) var entryCalls = 0
+    private(set) var generateCalls = 0
     let leaf: P256.KeyAgreement.PublicKey
 
     init(leaf: P256.KeyAgreement.PublicKey) {
@@ -21,7 +30,9 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
 
     override func status(completion: @escaping (PKIssuerProvisioningExtensionStatus) -> Void) {
         let status = PKIssuerProvisioningExtensionStatus()
-        status.passEntriesAvailable = true
+        status.requiresAuthentication = requiresAuthentication
+        status.passEntriesAvailable = passEntriesAvailable
+        status.remotePassEntriesAvailable = remotePassEntriesAvailable
         if answerStatusTwice {
             // Both answers before `status` returns: the misuse is seen whatever the load on
             // the machine (from a task, the second could come after the host has looked).
@@ -38,14 +49,25 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     }
 
     override func passEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
+        completion([entry(identifier: "card-mc")])
+    }
+
+    override func remotePassEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
+        completion([entry(identifier: "card-mc:WATCH")])
+    }
+
+    private func entry(identifier: String) -> PKIssuerProvisioningExtensionPaymentPassEntry {
+        entryCalls += 1
         let configuration = PKAddPaymentPassRequestConfiguration(encryptionScheme: .ECC_V2)!
         configuration.cardholderName = "Alice Appleseed"
         configuration.primaryAccountSuffix = "4444"
+        configuration.primaryAccountIdentifier = offeredAccount
         let art = CGImage(passKitShimWidth: 1536, height: 969, data: Data())
-        completion([PKIssuerProvisioningExtensionPaymentPassEntry(identifier: "card-mc", title: "World Mastercard", art: art, addRequestConfiguration: configuration)!])
+        return PKIssuerProvisioningExtensionPaymentPassEntry(identifier: identifier, title: "World Mastercard", art: art, addRequestConfiguration: configuration)!
     }
 
     override func generateAddPaymentPassRequestForPassEntryWithIdentifier(_ identifier: String, configuration: PKAddPaymentPassRequestConfiguration, certificateChain certificates: [Data], nonce: Data, nonceSignature: Data, completionHandler completion: @escaping (PKAddPaymentPassRequest?) -> Void) {
+        generateCalls += 1
         guard answerGenerate else { return }
         let payload = try! PassDataPayload(primaryAccountNumber: PrimaryAccountNumber("5555555555554444"), expiration: CardExpiration("12/30"), name: "Alice Appleseed", nonce: nonce, nonceSignature: nonceSignature)
         let sealed = try! ECCV2.seal(payload.jsonData(), for: leaf)
@@ -54,6 +76,12 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
         request.ephemeralPublicKey = sealed.ephemeralPublicKey
         completion(request)
     }
+}
+
+/// An issuer's authorization extension written by hand: Wallet sets its handler, the test
+/// plays the cardholder.
+final class HandwrittenAuthorization: NSObject, PKIssuerProvisioningExtensionAuthorizationProviding {
+    var completionHandler: ((PKIssuerProvisioningExtensionAuthorizationResult) -> Void)?
 }
 
 /// Carries a non-Sendable value into a task, for the hand-written extension above.
@@ -103,34 +131,161 @@ struct ExtensionHostTests {
         #expect(call.violations == ["status's completion handler was called 2 times"])
     }
 
+    /// Generous budgets where what is checked is not the budget: `status` answers from a
+    /// main-actor task, which a loaded machine can hold back for seconds.
+    func patientHost(generateBudget: Duration = .seconds(20)) -> SimulatedExtensionHost {
+        host(statusBudget: .seconds(60), generateBudget: generateBudget)
+    }
+
+    /// The entries Wallet gets after a status that allows them.
+    func offered(by handler: HandwrittenExtension, host: SimulatedExtensionHost, for device: DeviceType = .phone) async throws -> [SimulatedExtensionHost.Entry] {
+        #expect(await host.status(of: handler).value != nil)
+        let entries = await host.entries(of: handler, for: device)
+        #expect(entries.violations.isEmpty)
+        return try #require(entries.value)
+    }
+
     @Test func anEntryIsAddedThroughGenerateAppleAndTheNetwork() async throws {
         let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
-        let host = host()
-        let entries = await host.entries(of: handler, for: .phone)
-        let entry = try #require(entries.value?.first)
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host).first)
         #expect(entry.identifier == "card-mc")
+        #expect(entry.device == .phone)
         #expect(entry.artWidth == 1536 && entry.artHeight == 969)
         let added = await host.add(entry, handler: handler)
         #expect(added.failure == nil)
         #expect(added.call.value?.deviceAccountIdentifier == "DNITHEX")
         #expect(added.call.value?.primaryAccountNumberSuffix == "4444")
         #expect(wallet.passes(on: .phone).count == 1)
-        // Wallet does not offer the same card on the same device again.
-        let account = try #require(added.call.value?.primaryAccountIdentifier)
-        var again = entry
-        again.primaryAccountIdentifier = account
+        // An extension that offers the same card for the same device again: Wallet does not
+        // add it there.
+        handler.offeredAccount = try #require(added.call.value?.primaryAccountIdentifier)
+        let again = try #require(await host.entries(of: handler, for: .phone).value?.first)
         #expect(await host.add(again, handler: handler).failure == "the entry is for a card already on the iPhone")
+        #expect(wallet.passes(on: .phone).count == 1)
+    }
+
+    @Test func aWatchEntryIsAddedToTheWatch() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.remotePassEntriesAvailable = true
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host, for: .watch).first)
+        #expect(entry.device == .watch)
+        let added = await host.add(entry, handler: handler)
+        #expect(added.failure == nil)
+        #expect(added.call.value?.device == .watch)
+        #expect(wallet.passes(on: .watch).count == 1 && wallet.passes(on: .phone).isEmpty)
     }
 
     @Test func aMissingRequestFailsAtTheBudget() async throws {
         let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
         handler.answerGenerate = false
-        let host = host(generateBudget: .milliseconds(30))
-        let entry = try #require(await host.entries(of: handler, for: .phone).value?.first)
+        let host = patientHost(generateBudget: .milliseconds(30))
+        let entry = try #require(try await offered(by: handler, host: host).first)
         let added = await host.add(entry, handler: handler)
         #expect(added.failure == "the extension did not answer within 0.03 seconds")
         #expect(added.call.violations == ["generateAddPaymentPassRequest's completion handler was not called within 0.03 seconds"])
         #expect(wallet.allPasses.isEmpty)
+    }
+
+    // MARK: Wallet's order
+
+    @Test func walletAsksForEntriesOnlyAfterAStatusThatOffersCardsForThatDevice() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let host = patientHost()
+        let unasked = await host.entries(of: handler, for: .phone)
+        #expect(unasked.value == nil)
+        #expect(unasked.violations == ["Wallet does not ask passEntries: status has not answered within its budget"])
+
+        // The status offers cards for the iPhone only.
+        #expect(await host.status(of: handler).value == .init(requiresAuthentication: false, passEntriesAvailable: true, remotePassEntriesAvailable: false))
+        let watch = await host.entries(of: handler, for: .watch)
+        #expect(watch.value == nil)
+        #expect(watch.violations == ["Wallet does not ask remotePassEntries: status said no cards can be added to the Apple Watch"])
+        #expect(handler.entryCalls == 0, "the extension was asked out of Wallet's order")
+        let phone = await host.entries(of: handler, for: .phone)
+        #expect(phone.value?.map(\.identifier) == ["card-mc"])
+        #expect(phone.violations.isEmpty)
+
+        // A later status saying none are left: Wallet stops asking.
+        handler.passEntriesAvailable = false
+        _ = await host.status(of: handler)
+        #expect(await host.entries(of: handler, for: .phone).violations == ["Wallet does not ask passEntries: status said no cards can be added to the iPhone"])
+        #expect(handler.entryCalls == 1)
+    }
+
+    @Test func aLateStatusLetsWalletAskForNothing() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host).first)
+        // The next status comes too late: Wallet neither lists nor adds.
+        handler.statusDelay = .milliseconds(400)
+        var impatient = host
+        impatient.statusBudget = .milliseconds(20)
+        #expect(await impatient.status(of: handler).value == nil)
+        #expect(await host.entries(of: handler, for: .phone).violations == ["Wallet does not ask passEntries: status has not answered within its budget"])
+        let added = await host.add(entry, handler: handler)
+        #expect(added.call.value == nil)
+        #expect(added.failure == "Wallet does not ask generateAddPaymentPassRequest: status has not answered within its budget")
+        #expect(added.call.violations == [added.failure])
+        #expect(handler.entryCalls == 1 && handler.generateCalls == 0)
+        #expect(wallet.allPasses.isEmpty)
+    }
+
+    @Test func walletAsksForEntriesOnlyOnceTheCardholderHasAuthenticated() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.requiresAuthentication = true
+        let host = patientHost()
+        let screen = HandwrittenAuthorization()
+        let refusal = ["Wallet does not ask passEntries: status said the cardholder must authenticate, and no authorization has succeeded since"]
+
+        // An authorization before the status that asks for one does not count.
+        #expect(await host.authorize(screen) { screen.completionHandler?(.authorized) }.value == .authorized)
+        #expect(await host.status(of: handler).value?.requiresAuthentication == true)
+        #expect(await host.entries(of: handler, for: .phone).violations == refusal)
+        // Nor does a cancelled one.
+        #expect(await host.authorize(screen) { screen.completionHandler?(.canceled) }.value == .canceled)
+        #expect(await host.entries(of: handler, for: .phone).violations == refusal)
+        #expect(handler.entryCalls == 0, "the extension was asked before the cardholder authenticated")
+
+        #expect(await host.authorize(screen) { screen.completionHandler?(.authorized) }.value == .authorized)
+        let entries = await host.entries(of: handler, for: .phone)
+        #expect(entries.violations.isEmpty)
+        #expect(entries.value?.count == 1)
+    }
+
+    @Test func aLaterStatusThatNoLongerRequiresAuthenticationAlsoLetsWalletAsk() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.requiresAuthentication = true
+        let host = patientHost()
+        _ = await host.status(of: handler)
+        #expect(await host.entries(of: handler, for: .phone).value == nil)
+        handler.requiresAuthentication = false
+        _ = await host.status(of: handler)
+        let entries = await host.entries(of: handler, for: .phone)
+        #expect(entries.violations.isEmpty)
+        #expect(entries.value?.count == 1)
+    }
+
+    @Test func walletAddsOnlyAnEntryTheHandlersLastListOffered() async throws {
+        let offering = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let other = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let host = patientHost()
+        let entry = try #require(try await offered(by: offering, host: host).first)
+        // Another handler, whose status allows entries but which listed none.
+        _ = await host.status(of: other)
+        let elsewhere = await host.add(entry, handler: other)
+        #expect(elsewhere.call.value == nil)
+        #expect(elsewhere.failure == "Wallet does not ask generateAddPaymentPassRequest: the extension's last passEntries answer did not offer this entry (card-mc)")
+        #expect(elsewhere.call.violations == [elsewhere.failure])
+        // Nor an entry changed after it was offered.
+        var changed = entry
+        changed.primaryAccountIdentifier = "PAI-OTHER"
+        #expect(await host.add(changed, handler: offering).failure == "Wallet does not ask generateAddPaymentPassRequest: the extension's last passEntries answer did not offer this entry (card-mc)")
+        #expect(offering.generateCalls == 0 && other.generateCalls == 0)
+        #expect(wallet.allPasses.isEmpty)
+        // The entry as offered is added.
+        #expect(await host.add(entry, handler: offering).failure == nil)
     }
 }
 #endif

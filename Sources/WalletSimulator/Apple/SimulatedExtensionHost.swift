@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import PassKitShim
 import ProvisioningModels
+import Synchronization
 
 /// Wallet's side of the issuer's Wallet extensions ("From Apps on Your iPhone"): it calls
 /// the issuer's `PKIssuerProvisioningExtensionHandler` subclass and its authorization view
@@ -11,6 +12,14 @@ import ProvisioningModels
 /// reports a late answer, a missing answer or a completion handler called twice as a
 /// violation. Adding an entry then goes through Apple's servers and the network like the
 /// in-app sheet.
+///
+/// It keeps Wallet's order per handler: `passEntries` / `remotePassEntries` only after a
+/// `status` that answered within its budget and said cards can be added to that device, and,
+/// when that status required authentication, after an authorization that succeeded since (or
+/// a later status that no longer requires it); `generateAddPaymentPassRequest` only for an
+/// entry the handler's last list for that device offered, while that still holds. A call out
+/// of that order comes back with no value and a violation naming what Wallet would not do, and
+/// the handler is not called. Copies of a host share what it has seen.
 public struct SimulatedExtensionHost: Sendable {
     /// The Wallet (device and passes) to add to.
     public let wallet: SimulatedWallet
@@ -25,6 +34,7 @@ public struct SimulatedExtensionHost: Sendable {
     /// Apple's budget for `generateAddPaymentPassRequestForPassEntryWithIdentifier`.
     public var generateBudget: Duration
     private let nonceKey = P256.Signing.PrivateKey()
+    private let flows = ExtensionFlows()
 
     /// Creates the host with Apple's budgets.
     public init(wallet: SimulatedWallet, pki: SimulatedApplePKI, network: any SimulatedPaymentNetwork, statusBudget: Duration = .milliseconds(100), entriesBudget: Duration = .seconds(20), generateBudget: Duration = .seconds(20)) {
@@ -93,28 +103,43 @@ public struct SimulatedExtensionHost: Sendable {
         public var localizedDescription: String?
     }
 
-    /// Calls `status` with the 100 ms budget.
+    /// Calls `status` with the 100 ms budget. Its answer, or its absence, is what Wallet's
+    /// next calls to `handler` go by.
     @MainActor
     public func status(of handler: PKIssuerProvisioningExtensionHandler) async -> Call<Status> {
-        await call("status", budget: statusBudget) { answer in
+        let status = await call("status", budget: statusBudget) { answer in
             handler.status { status in
                 answer(Status(requiresAuthentication: status.requiresAuthentication, passEntriesAvailable: status.passEntriesAvailable, remotePassEntriesAvailable: status.remotePassEntriesAvailable))
             }
         }
+        flows.recordStatus(status.value, of: handler)
+        return status
     }
 
     /// Calls `passEntries` (iPhone) or `remotePassEntries` (Watch) with the 20 s budget.
+    ///
+    /// Wallet asks only after a `status` that allows it (see the type's description); asked
+    /// out of that order, the handler is not called and the call comes back with no value and
+    /// the violation.
     @MainActor
     public func entries(of handler: PKIssuerProvisioningExtensionHandler, for device: DeviceType) async -> Call<[Entry]> {
-        let name = device == .phone ? "passEntries" : "remotePassEntries"
-        return await call(name, budget: entriesBudget) { answer in
+        let name = Self.entriesCall(device)
+        if let refusal = flows.refusal(for: handler, device: device) {
+            return Call(value: nil, elapsed: nil, violations: ["Wallet does not ask \(name): \(refusal)"])
+        }
+        let entries = await call(name, budget: entriesBudget) { answer in
             let completion: ([PKIssuerProvisioningExtensionPassEntry]) -> Void = { entries in answer(Self.entries(entries, device: device)) }
             if device == .phone { handler.passEntries(completion: completion) } else { handler.remotePassEntries(completion: completion) }
         }
+        flows.recordOffer(entries.value ?? [], of: handler, device: device)
+        return entries
     }
 
     /// Runs the UI extension's authentication: hands the view controller Wallet's completion
     /// handler and waits (at most `patience`) for the user to finish.
+    ///
+    /// The UI extension is the issuer's, not one handler's: an `.authorized` answer lets
+    /// every handler whose last `status` required authentication go on to its entries.
     @MainActor
     public func authorize(_ provider: any PKIssuerProvisioningExtensionAuthorizationProviding, signIn: @MainActor () async -> Void, patience: Duration = .seconds(120)) async -> Call<PKIssuerProvisioningExtensionAuthorizationResult> {
         let watch = CompletionWatch<PKIssuerProvisioningExtensionAuthorizationResult>(budget: patience)
@@ -122,17 +147,26 @@ public struct SimulatedExtensionHost: Sendable {
         provider.completionHandler = { answer($0) }
         await signIn()
         let value = await watch.wait()
+        if value == .authorized { flows.recordAuthorization() }
         return Call(value: value, elapsed: watch.elapsed, violations: violations("the authorization completionHandler", watch: watch, answered: value != nil, budget: patience))
     }
 
     /// The user picks `entry` on the device it was offered for (``Entry/device``): Wallet
     /// checks its configuration, asks the handler for the card data (20 s), and Apple's
     /// servers and the network do the rest.
+    ///
+    /// Wallet asks only for an entry the handler's last list for that device offered (the
+    /// same values), while its `status` still allows that list; otherwise the handler is not
+    /// called, and the violation is also the failure.
     @MainActor
     public func add(_ entry: Entry, handler: PKIssuerProvisioningExtensionHandler) async -> (call: Call<SimulatedPass>, failure: String?) {
         let device = entry.device
         func failed(_ reason: String, violations: [String] = [], elapsed: Duration? = nil) -> (call: Call<SimulatedPass>, failure: String?) {
             (Call(value: nil, elapsed: elapsed, violations: violations), reason)
+        }
+        if let refusal = flows.refusal(for: handler, device: device) ?? flows.refusal(toAdd: entry, by: handler) {
+            let violation = "Wallet does not ask generateAddPaymentPassRequest: \(refusal)"
+            return failed(violation, violations: [violation])
         }
         guard entry.isPaymentPassEntry, entry.encryptionScheme == "ECC_V2" else {
             return failed("the entry's configuration is not ECC_V2")
@@ -195,6 +229,11 @@ public struct SimulatedExtensionHost: Sendable {
         return violations
     }
 
+    /// The handler method that lists the entries for `device`.
+    fileprivate static func entriesCall(_ device: DeviceType) -> String {
+        device == .phone ? "passEntries" : "remotePassEntries"
+    }
+
     /// Wallet's view of the entries one list offered for `device`. Nonisolated: the
     /// extension answers from any thread.
     private static func entries(_ entries: [PKIssuerProvisioningExtensionPassEntry], device: DeviceType) -> [Entry] {
@@ -209,6 +248,106 @@ public struct SimulatedExtensionHost: Sendable {
             cardholderName: configuration?.cardholderName, primaryAccountSuffix: configuration?.primaryAccountSuffix,
             primaryAccountIdentifier: configuration?.primaryAccountIdentifier, localizedDescription: configuration?.localizedDescription
         )
+    }
+}
+
+/// What Wallet has seen of each handler's flow, so the host calls a handler only in Wallet's
+/// order: its last `status`, the entries it last offered per device, and the issuer's last
+/// successful authorization. Events are numbered in the order they happened.
+private final class ExtensionFlows: Sendable {
+    /// A handler, by identity only.
+    private struct Handler: @unchecked Sendable {
+        // @unchecked: the reference is only compared (===), never used, so the handler's own
+        // state is not shared across threads through it.
+        weak var object: PKIssuerProvisioningExtensionHandler?
+        let id: ObjectIdentifier
+
+        init(_ handler: PKIssuerProvisioningExtensionHandler) {
+            object = handler
+            id = ObjectIdentifier(handler)
+        }
+    }
+
+    private struct Flow {
+        /// The handler, to tell it from a later one at the same address.
+        var handler: Handler
+        /// The last status answered within its budget, and its number; nil when the last
+        /// status came late or not at all.
+        var status: (value: SimulatedExtensionHost.Status, event: Int)?
+        /// The entries the last list for each device offered.
+        var offered: [DeviceType: [SimulatedExtensionHost.Entry]] = [:]
+    }
+
+    private struct State {
+        var events = 0
+        /// The number of the last authorization that succeeded.
+        var authorized: Int?
+        var flows: [ObjectIdentifier: Flow] = [:]
+
+        /// The flow of `handler`, a fresh one if none is known (or another handler's at the
+        /// same address, which has since gone).
+        func flow(of handler: Handler) -> Flow {
+            if let flow = flows[handler.id], flow.handler.object != nil, flow.handler.object === handler.object { return flow }
+            return Flow(handler: handler)
+        }
+    }
+
+    private let state = Mutex(State())
+
+    func recordStatus(_ status: SimulatedExtensionHost.Status?, of handler: PKIssuerProvisioningExtensionHandler) {
+        let handler = Handler(handler)
+        state.withLock { state in
+            state.events += 1
+            var flow = state.flow(of: handler)
+            flow.status = status.map { ($0, state.events) }
+            state.flows[handler.id] = flow
+        }
+    }
+
+    func recordAuthorization() {
+        state.withLock { state in
+            state.events += 1
+            state.authorized = state.events
+        }
+    }
+
+    func recordOffer(_ entries: [SimulatedExtensionHost.Entry], of handler: PKIssuerProvisioningExtensionHandler, device: DeviceType) {
+        let handler = Handler(handler)
+        state.withLock { state in
+            var flow = state.flow(of: handler)
+            flow.offered[device] = entries
+            state.flows[handler.id] = flow
+        }
+    }
+
+    /// Why Wallet would not ask `handler` for `device`'s entries now; nil when it would.
+    func refusal(for handler: PKIssuerProvisioningExtensionHandler, device: DeviceType) -> String? {
+        let handler = Handler(handler)
+        return state.withLock { state in
+            guard let status = state.flow(of: handler).status else {
+                return "status has not answered within its budget"
+            }
+            let available = device == .phone ? status.value.passEntriesAvailable : status.value.remotePassEntriesAvailable
+            guard available else {
+                return "status said no cards can be added to the \(device == .watch ? "Apple Watch" : "iPhone")"
+            }
+            if status.value.requiresAuthentication, (state.authorized ?? 0) < status.event {
+                return "status said the cardholder must authenticate, and no authorization has succeeded since"
+            }
+            return nil
+        }
+    }
+
+    /// Why Wallet would not ask `handler` for the card data of `entry`; nil when its last
+    /// list for the entry's device offered it.
+    func refusal(toAdd entry: SimulatedExtensionHost.Entry, by handler: PKIssuerProvisioningExtensionHandler) -> String? {
+        let handler = Handler(handler)
+        return state.withLock { state in
+            guard state.flow(of: handler).offered[entry.device]?.contains(entry) == true else {
+                return "the extension's last \(SimulatedExtensionHost.entriesCall(entry.device)) answer did not offer this entry (\(entry.identifier))"
+            }
+            return nil
+        }
     }
 }
 #endif
