@@ -18,6 +18,10 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     var remotePassEntriesAvailable = false
     /// The account the entry targets (nil: none set).
     var offeredAccount: String?
+    /// The entry's title and art size, and a last change to its configuration.
+    var title = "World Mastercard"
+    var artSize = (width: 1536, height: 969)
+    var configure: (PKAddPaymentPassRequestConfiguration) -> Void = { _ in }
     /// How many times Wallet asked for entries (either list) and for card data.
     private(set) var entryCalls = 0
     private(set) var generateCalls = 0
@@ -61,9 +65,11 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
         let configuration = PKAddPaymentPassRequestConfiguration(encryptionScheme: .ECC_V2)!
         configuration.cardholderName = "Alice Appleseed"
         configuration.primaryAccountSuffix = "4444"
+        configuration.paymentNetwork = .masterCard
         configuration.primaryAccountIdentifier = offeredAccount
-        let art = CGImage(passKitShimWidth: 1536, height: 969, data: Data())
-        return PKIssuerProvisioningExtensionPaymentPassEntry(identifier: identifier, title: "World Mastercard", art: art, addRequestConfiguration: configuration)!
+        configure(configuration)
+        let art = CGImage(passKitShimWidth: artSize.width, height: artSize.height, data: Data())
+        return PKIssuerProvisioningExtensionPaymentPassEntry(identifier: identifier, title: title, art: art, addRequestConfiguration: configuration)!
     }
 
     override func generateAddPaymentPassRequestForPassEntryWithIdentifier(_ identifier: String, configuration: PKAddPaymentPassRequestConfiguration, certificateChain certificates: [Data], nonce: Data, nonceSignature: Data, completionHandler completion: @escaping (PKAddPaymentPassRequest?) -> Void) {
@@ -160,7 +166,9 @@ struct ExtensionHostTests {
         // An extension that offers the same card for the same device again: Wallet does not
         // add it there.
         handler.offeredAccount = try #require(added.call.value?.primaryAccountIdentifier)
-        let again = try #require(await host.entries(of: handler, for: .phone).value?.first)
+        let offeredAgain = await host.entries(of: handler, for: .phone)
+        #expect(offeredAgain.violations == ["the entry card-mc offers a card already on the iPhone"])
+        let again = try #require(offeredAgain.value?.first)
         #expect(await host.add(again, handler: handler).failure == "the entry is for a card already on the iPhone")
         #expect(wallet.passes(on: .phone).count == 1)
     }
@@ -186,6 +194,70 @@ struct ExtensionHostTests {
         #expect(added.failure == "the extension did not answer within 0.03 seconds")
         #expect(added.call.violations == ["generateAddPaymentPassRequest's completion handler was not called within 0.03 seconds"])
         #expect(wallet.allPasses.isEmpty)
+    }
+
+    // MARK: What an entry must carry
+
+    enum EntryDefect: String, CaseIterable, Sendable {
+        case noCardholderName, blankCardholderName, noLastDigits, noPaymentNetwork, noTitle, smallArt, portraitArt
+    }
+
+    @Test(arguments: EntryDefect.allCases)
+    func anEntryWithoutWhatAppleRequiresIsAViolation(_ defect: EntryDefect) async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let expected: String
+        switch defect {
+        case .noCardholderName:
+            handler.configure = { $0.cardholderName = nil }
+            expected = "the entry card-mc has no cardholder name"
+        case .blankCardholderName:
+            handler.configure = { $0.cardholderName = "  " }
+            expected = "the entry card-mc has no cardholder name"
+        case .noLastDigits:
+            handler.configure = { $0.primaryAccountSuffix = nil }
+            expected = "the entry card-mc has no last digits of the card (primaryAccountSuffix)"
+        case .noPaymentNetwork:
+            handler.configure = { $0.paymentNetwork = nil }
+            expected = "the entry card-mc names no payment network"
+        case .noTitle:
+            handler.title = ""
+            expected = "the entry card-mc has no title"
+        case .smallArt:
+            handler.artSize = (768, 484)
+            expected = "the entry card-mc has art of 768×484 pixels, not 1536×969"
+        case .portraitArt:
+            handler.artSize = (969, 1536)
+            expected = "the entry card-mc has art of 969×1536 pixels, not 1536×969"
+        }
+        let host = patientHost()
+        _ = await host.status(of: handler)
+        let entries = await host.entries(of: handler, for: .phone)
+        #expect(entries.violations == [expected])
+        #expect(entries.value?.map(\.identifier) == ["card-mc"], "the entries come back as answered")
+    }
+
+    @Test func anEntryCarriesItsPaymentNetwork() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let entry = try #require(try await offered(by: handler, host: patientHost()).first)
+        #expect(entry.paymentNetwork == "MasterCard")
+    }
+
+    @Test func anEntryForACardAlreadyOnThatDeviceIsAViolation() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.remotePassEntriesAvailable = true
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host).first)
+        let pass = try #require(await host.add(entry, handler: handler).call.value)
+        // By its account when the entry names one, by its last digits when not.
+        for account in [pass.primaryAccountIdentifier, nil] {
+            handler.offeredAccount = account
+            #expect(await host.entries(of: handler, for: .phone).violations == ["the entry card-mc offers a card already on the iPhone"], "account \(String(describing: account))")
+        }
+        // The iPhone's pass does not make the card present on the Watch.
+        #expect(await host.entries(of: handler, for: .watch).violations.isEmpty)
+        // Nor does a deactivated pass count.
+        wallet.setActivationState(.deactivated, deviceAccountIdentifier: pass.deviceAccountIdentifier)
+        #expect(await host.entries(of: handler, for: .phone).violations.isEmpty)
     }
 
     // MARK: Wallet's order

@@ -136,6 +136,7 @@ struct IssuerExtensionEndToEndTests {
                 #expect(card1.encryptionScheme == "ECC_V2")
                 #expect(card1.cardholderName == "Jane Appleseed")
                 #expect(card1.primaryAccountSuffix == "1111")
+                #expect(card1.paymentNetwork == "Visa")
                 #expect(card1.localizedDescription == "Everyday Debit")
 
                 // The cardholder adds card-1 to the iPhone: signed-cards, Apple, the token service.

@@ -97,6 +97,8 @@ public struct SimulatedExtensionHost: Sendable {
         public var cardholderName: String?
         /// The card's last digits the configuration shows.
         public var primaryAccountSuffix: String?
+        /// The payment network the configuration names (`PKPaymentNetwork`'s raw value).
+        public var paymentNetwork: String?
         /// The card account the entry targets, if the issuer set it.
         public var primaryAccountIdentifier: String?
         /// The description the configuration shows.
@@ -118,6 +120,12 @@ public struct SimulatedExtensionHost: Sendable {
 
     /// Calls `passEntries` (iPhone) or `remotePassEntries` (Watch) with the 20 s budget.
     ///
+    /// Each entry must carry what Apple requires — a title, card art of 1536 × 969 pixels, and
+    /// a payment configuration with the cardholder name, the card's last digits and the
+    /// payment network — and must not offer a card already on that device (a live pass of its
+    /// `primaryAccountIdentifier`, or without one, of its last digits). Every entry that
+    /// falls short is a violation of the call; the entries are returned as answered.
+    ///
     /// Wallet asks only after a `status` that allows it (see the type's description); asked
     /// out of that order, the handler is not called and the call comes back with no value and
     /// the violation.
@@ -132,7 +140,39 @@ public struct SimulatedExtensionHost: Sendable {
             if device == .phone { handler.passEntries(completion: completion) } else { handler.remotePassEntries(completion: completion) }
         }
         flows.recordOffer(entries.value ?? [], of: handler, device: device)
-        return entries
+        guard let offered = entries.value else { return entries }
+        var checked = entries
+        checked.violations += offered.flatMap { shortcomings(of: $0) }
+        return checked
+    }
+
+    /// Apple's size for card art, in pixels.
+    static let artSize = (width: 1536, height: 969)
+
+    /// What `entry` lacks or gets wrong by Apple's rules for a pass entry.
+    private func shortcomings(of entry: Entry) -> [String] {
+        let name = "the entry \(entry.identifier)"
+        var found: [String] = []
+        func missing(_ value: String?) -> Bool { value?.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty != false }
+        if missing(entry.title) { found.append("\(name) has no title") }
+        if (entry.artWidth, entry.artHeight) != Self.artSize {
+            found.append("\(name) has art of \(entry.artWidth)×\(entry.artHeight) pixels, not \(Self.artSize.width)×\(Self.artSize.height)")
+        }
+        guard entry.isPaymentPassEntry else { return found + ["\(name) is not a payment pass entry"] }
+        if missing(entry.cardholderName) { found.append("\(name) has no cardholder name") }
+        if missing(entry.primaryAccountSuffix) { found.append("\(name) has no last digits of the card (primaryAccountSuffix)") }
+        if missing(entry.paymentNetwork) { found.append("\(name) names no payment network") }
+        let live = wallet.passes(on: entry.device).filter { $0.activationState != .deactivated }
+        let onDevice: Bool
+        if let account = entry.primaryAccountIdentifier, !account.isEmpty {
+            onDevice = live.contains { $0.primaryAccountIdentifier == account }
+        } else if let suffix = entry.primaryAccountSuffix, !missing(suffix) {
+            onDevice = live.contains { $0.primaryAccountNumberSuffix == suffix }
+        } else {
+            onDevice = false
+        }
+        if onDevice { found.append("\(name) offers a card already on the \(entry.device == .watch ? "Apple Watch" : "iPhone")") }
+        return found
     }
 
     /// Runs the UI extension's authentication: hands the view controller Wallet's completion
@@ -245,7 +285,7 @@ public struct SimulatedExtensionHost: Sendable {
         return Entry(
             identifier: entry.identifier, device: device, title: entry.title, artWidth: entry.art.width, artHeight: entry.art.height, artData: entry.art.passKitShimData,
             isPaymentPassEntry: configuration != nil, encryptionScheme: configuration?.encryptionScheme.rawValue,
-            cardholderName: configuration?.cardholderName, primaryAccountSuffix: configuration?.primaryAccountSuffix,
+            cardholderName: configuration?.cardholderName, primaryAccountSuffix: configuration?.primaryAccountSuffix, paymentNetwork: configuration?.paymentNetwork?.rawValue,
             primaryAccountIdentifier: configuration?.primaryAccountIdentifier, localizedDescription: configuration?.localizedDescription
         )
     }
