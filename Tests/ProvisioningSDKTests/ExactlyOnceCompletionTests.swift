@@ -238,6 +238,16 @@ struct ExactlyOnceCompletionTests {
         #expect(await session.finish(.failed(WalletAddError(.userCancelled))).outcome == .cancelled)
     }
 
+    @Test func aRequestArrivingAfterTheFlowEndedSealsNothing() async {
+        // Wallet asked, and the cardholder cancelled before the app's answer had started.
+        let transport = Fixtures.server(cards: [], tokens: [])
+        let session = session(transport: transport, clock: ManualClock())
+        #expect(await session.finish(.failed(WalletAddError(.userCancelled))).outcome == .cancelled)
+        #expect(await session.generateRequest(certificates: [Data([1])], nonce: Data([2]), nonceSignature: Data([3])) == .empty)
+        #expect(transport.requests(for: .signCard).isEmpty, "the card was sealed for a flow that had ended")
+        #expect(await session.finish(.added(nil)).outcome == .cancelled)
+    }
+
     @Test func finishingAbandonsARequestStillRunning() async throws {
         let gate = AsyncGate()
         let transport = ScriptedTransport { _, _ in

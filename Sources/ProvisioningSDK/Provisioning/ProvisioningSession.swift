@@ -32,16 +32,21 @@ public final class ProvisioningSession: Sendable {
     /// whatever happens, with ``AddPassRequest/empty`` on any failure.
     ///
     /// Wallet may ask again in the same flow (a retry with a fresh nonce): the new call
-    /// supersedes the old one, which answers ``AddPassRequest/empty`` at once.
+    /// supersedes the old one, which answers ``AddPassRequest/empty`` at once. Once the flow
+    /// has ended (``finish(_:)``: the cardholder cancelled while the request was on its way
+    /// to the app), a request not yet started answers ``AddPassRequest/empty`` at once and
+    /// seals nothing.
     public func generateRequest(certificates: [Data], nonce: Data, nonceSignature: Data) async -> AddPassRequest {
         let request = configuration.signedCardRequest(certificates: certificates, nonce: nonce, nonceSignature: nonceSignature)
         let generator = generator
-        let task = state.withLock { state in
+        let started = state.withLock { state -> Task<AddPassRequestGenerator.Generation, Never>? in
+            guard state.outcome == nil else { return nil }
             state.current?.cancel()
             let task = Task { await generator.generate(request) }
             state.current = task
             return task
         }
+        guard let task = started else { return .empty }
         let generation = await withTaskCancellationHandler {
             await task.value
         } onCancel: {
