@@ -46,12 +46,19 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         /// Answers, then calls the handler again once the sheet has finished (a late answer
         /// behind a deadline).
         case answerAgainLater
+        /// Answers only once the sheet has finished (the cardholder cancelled meanwhile);
+        /// once, or twice.
+        case answerAfterTheFinish
+        case answerTwiceAfterTheFinish
         case neverAnswer
     }
 
     let behaviour: Behaviour
     let leaf: P256.KeyAgreement.PublicKey
     private(set) var finished: [(pass: PKPaymentPass?, error: NSError?)] = []
+    /// For each finish, whether the handler Wallet last gave was still uncalled then.
+    private(set) var handlerPendingAtFinish: [Bool] = []
+    private var pendingHandler = false
     /// The handler and request ``Behaviour/answerAgainLater`` calls again after the finish.
     private var again: (handler: (PKAddPaymentPassRequest) -> Void, request: PKAddPaymentPassRequest)?
 
@@ -61,7 +68,12 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         self.leaf = leaf
     }
 
-    func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, generateRequestWithCertificateChain certificates: [Data], nonce: Data, nonceSignature: Data, completionHandler handler: @escaping (PKAddPaymentPassRequest) -> Void) {
+    func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, generateRequestWithCertificateChain certificates: [Data], nonce: Data, nonceSignature: Data, completionHandler wallets: @escaping (PKAddPaymentPassRequest) -> Void) {
+        pendingHandler = true
+        let handler = { [self] (request: PKAddPaymentPassRequest) in
+            pendingHandler = false
+            wallets(request)
+        }
         let request = PKAddPaymentPassRequest()
         switch behaviour {
         case .neverAnswer:
@@ -69,7 +81,7 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
         case .answerEmpty:
             handler(request)
             return
-        case .seal, .sealWithOtherNonce, .answerTwice, .answerAgainLater:
+        case .seal, .sealWithOtherNonce, .answerTwice, .answerAgainLater, .answerAfterTheFinish, .answerTwiceAfterTheFinish:
             let payload = try! PassDataPayload(
                 primaryAccountNumber: PrimaryAccountNumber("4111111111111111"), expiration: CardExpiration("12/30"), name: "Alice Appleseed",
                 nonce: behaviour == .sealWithOtherNonce ? Data("another nonce".utf8) : nonce, nonceSignature: nonceSignature
@@ -78,6 +90,10 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
             request.encryptedPassData = sealed.encryptedData
             request.ephemeralPublicKey = sealed.ephemeralPublicKey
             request.activationData = Data("activation".utf8)
+            if behaviour == .answerAfterTheFinish || behaviour == .answerTwiceAfterTheFinish {
+                again = (handler, request)
+                return
+            }
             handler(request)
             if behaviour == .answerTwice { handler(request) }
             if behaviour == .answerAgainLater { again = (handler, request) }
@@ -86,10 +102,15 @@ final class SealingDelegate: NSObject, @preconcurrency PKAddPaymentPassViewContr
 
     func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, didFinishAdding pass: PKPaymentPass?, error: (any Error)?) {
         finished.append((pass, error.map { $0 as NSError }))
+        handlerPendingAtFinish.append(pendingHandler)
         // After the finish whatever the machine's load (a fixed delay once came before it).
         if let again {
             self.again = nil
-            Task { @MainActor in again.handler(again.request) }
+            let twice = behaviour == .answerTwiceAfterTheFinish
+            Task { @MainActor in
+                again.handler(again.request)
+                if twice { again.handler(again.request) }
+            }
         }
     }
 }
@@ -229,6 +250,43 @@ struct AddPaymentPassSheetTests {
         let cancelled = try await present(SealingDelegate(leaf: leaf), wallet: wallet, network: ScriptedNetwork(.declined(reason: "unused")), user: .cancel)
         #expect(cancelled.outcome == .failed(code: .userCancelled, reason: "the user cancelled"))
         #expect(wallet.allPasses.isEmpty)
+    }
+
+    @Test func cancellingWhileTheIssuerPreparesTheCardIgnoresItsLaterAnswer() async throws {
+        let wallet = SimulatedWallet()
+        let network = ScriptedNetwork(.approved(tokenUniqueReference: "T6", tokenLast4: "1234"))
+        let delegate = SealingDelegate(.answerAfterTheFinish, leaf: leaf)
+        let result = try await present(delegate, wallet: wallet, network: network, user: .cancelWhileGenerating)
+        #expect(result.outcome == .failed(code: .userCancelled, reason: "the user cancelled while the issuer prepared the card data"))
+        #expect(result.generateRequestCalls == 1)
+        // Wallet finished with the handler still pending, once, as cancelled.
+        #expect(delegate.handlerPendingAtFinish == [true])
+        #expect(delegate.finished.count == 1)
+        #expect(delegate.finished.first?.pass == nil)
+        #expect(delegate.finished.first?.error?.domain == PKPassKitErrorDomain)
+        #expect(delegate.finished.first?.error?.code == PKAddPaymentPassError.userCancelled.rawValue)
+        // The answer that came afterwards was ignored, which is no fault.
+        #expect(result.ignoredAnswers == ["the generateRequest completion handler was called after the cardholder cancelled; Wallet ignored it"])
+        #expect(result.violations.isEmpty)
+        #expect(wallet.laterViolations.isEmpty)
+        #expect(network.requests.isEmpty)
+        #expect(wallet.allPasses.isEmpty)
+    }
+
+    @Test func aPendingHandlerCalledTwiceAfterTheCancelIsAViolation() async throws {
+        let wallet = SimulatedWallet()
+        let result = try await present(SealingDelegate(.answerTwiceAfterTheFinish, leaf: leaf), wallet: wallet, network: ScriptedNetwork(.declined(reason: "unused")), user: .cancelWhileGenerating)
+        #expect(result.outcome == .failed(code: .userCancelled, reason: "the user cancelled while the issuer prepared the card data"))
+        #expect(result.violations + wallet.laterViolations == ["the generateRequest completion handler was called 2 times"])
+        #expect(wallet.allPasses.isEmpty)
+    }
+
+    @Test func aPendingHandlerNeverCalledAfterTheCancelIsNoFault() async throws {
+        let wallet = SimulatedWallet()
+        let result = try await present(SealingDelegate(.neverAnswer, leaf: leaf), wallet: wallet, network: ScriptedNetwork(.declined(reason: "unused")), user: .cancelWhileGenerating, budget: .milliseconds(50))
+        #expect(result.outcome == .failed(code: .userCancelled, reason: "the user cancelled while the issuer prepared the card data"))
+        #expect(result.violations.isEmpty)
+        #expect(result.ignoredAnswers.isEmpty)
     }
 
     @Test func aTokenTheNetworkChangesWhileItsPassIsBeingAddedArrivesInItsNewState() async throws {

@@ -62,6 +62,12 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         case add(preferring: DeviceType)
         /// Taps Cancel before anything is generated.
         case cancel
+        /// Goes on (to the iPhone when the sheet offers it, else the only device it offers),
+        /// then taps Cancel once Wallet has asked the delegate for the card data, before the
+        /// answer is used: Wallet reports `didFinishAdding(nil, userCancelled)` with the
+        /// delegate's completion handler still pending. Its answer is then ignored (one
+        /// call is no fault: ``Result/ignoredAnswers``; a second is a violation).
+        case cancelWhileGenerating
     }
 
     /// How a presentation ended.
@@ -88,6 +94,9 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         public var violations: [String]
         /// The activation deep link the network sent the issuer app (yellow path).
         public var activationLink: URL?
+        /// Answers Wallet ignored without fault: the delegate's completion handler called
+        /// after the cardholder had cancelled (``UserAction/cancelWhileGenerating``).
+        public var ignoredAnswers: [String] = []
 
         /// The added pass, if any.
         public var pass: SimulatedPass? {
@@ -97,10 +106,13 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
     }
 
     /// Runs the flow for `controller` (made by the issuer app with its delegate) and returns
-    /// once `didFinishAdding` has been delivered.
+    /// once `didFinishAdding` has been delivered. After ``UserAction/cancelWhileGenerating``
+    /// it returns once the pending completion handler has been called, or Wallet's budget
+    /// for it has run out.
     @MainActor
     public func present(_ controller: PKAddPaymentPassViewController, user: UserAction = .add(preferring: .phone)) async -> Result {
-        var result = await run(controller, user: user)
+        let (ran, pending) = await run(controller, user: user)
+        var result = ran
         let pass = result.pass?.passKitPass()
         let error: NSError? = switch result.outcome {
         case .added: nil
@@ -111,15 +123,30 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
             return result
         }
         delegate.addPaymentPassViewController(controller, didFinishAdding: pass, error: error)
+        if let pending {
+            // Wallet has let go of the handler; a call now is ignored. Waited for here only so
+            // the result can tell what the issuer did with it.
+            _ = await pending.wait()
+            await Task.yield()
+            let calls = pending.calls
+            if calls > 0 {
+                result.ignoredAnswers.append("the generateRequest completion handler was called after the cardholder cancelled; Wallet ignored it")
+            }
+            if calls > 1 { result.violations.append("the generateRequest completion handler was called \(calls) times") }
+            let sink = wallet
+            pending.reportLaterCalls(after: calls) { calls in sink.recordLaterViolation("the generateRequest completion handler was called \(calls) times") }
+        }
         return result
     }
 
+    /// The flow up to `didFinishAdding`, and the delegate's completion handler when the
+    /// cardholder cancelled with it still pending.
     @MainActor
-    private func run(_ controller: PKAddPaymentPassViewController, user: UserAction) async -> Result {
+    private func run(_ controller: PKAddPaymentPassViewController, user: UserAction) async -> (Result, pending: CompletionWatch<IssuerRequest>?) {
         var result = Result(outcome: .failed(code: .systemCancelled, reason: ""), violations: [])
-        func fail(_ code: PKAddPaymentPassError, _ reason: String) -> Result {
+        func fail(_ code: PKAddPaymentPassError, _ reason: String) -> (Result, pending: CompletionWatch<IssuerRequest>?) {
             result.outcome = .failed(code: code, reason: reason)
-            return result
+            return (result, nil)
         }
         let configuration = controller.passKitShimRequestConfiguration
         guard configuration.encryptionScheme == .ECC_V2 else {
@@ -130,7 +157,12 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
         }
         // The devices the sheet offers: those without a live pass of the configured account.
         let offered = DeviceType.allCases.filter { wallet.canAdd(primaryAccountIdentifier: configuration.primaryAccountIdentifier, to: $0) }
-        guard case .add(let preferred) = user else { return fail(.userCancelled, "the user cancelled") }
+        let preferred: DeviceType
+        switch user {
+        case .add(let device): preferred = device
+        case .cancelWhileGenerating: preferred = .phone
+        case .cancel: return fail(.userCancelled, "the user cancelled")
+        }
         guard !offered.isEmpty else {
             return fail(.unsupported, "this card is already in Wallet on every device")
         }
@@ -150,6 +182,11 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
                 controller, generateRequestWithCertificateChain: pki.walletCertificates, nonce: nonce, nonceSignature: nonceSignature,
                 completionHandler: { answer(IssuerRequest($0)) }
             )
+            if user == .cancelWhileGenerating {
+                result.generateRequestCalls = attempt
+                result.outcome = .failed(code: .userCancelled, reason: "the user cancelled while the issuer prepared the card data")
+                return (result, watch)
+            }
             let answered = await watch.wait()
             result.generateRequestTime = watch.elapsed
             result.generateRequestCalls = attempt
@@ -173,13 +210,13 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
             case .added(let pass, let link):
                 result.outcome = .added(pass)
                 result.activationLink = link
-                return result
+                return (result, nil)
             case .failed(let reason):
                 // Asked again, with a fresh nonce, while attempts are left.
                 result.outcome = .failed(code: .unsupported, reason: reason)
             }
         }
-        return result
+        return (result, nil)
     }
 }
 #endif
