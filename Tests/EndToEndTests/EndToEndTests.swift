@@ -308,6 +308,27 @@ struct EndToEndTests {
         }
     }
 
+    @Test func whereCanAddPaymentPassIsTrueButWalletCannotAddTheAddEndsUnsupportedAndSealsNothing() async throws {
+        // Some iPads: a pass library, canAddPaymentPass true, the sheet made, nothing added.
+        // PassKit gives the app no way to tell beforehand, so the status still offers the
+        // add; the flow ends with Wallet's unsupported, which the app can show as such.
+        try await World().run { world in
+            world.wallet.setConfiguration(.init(hasPairedWatch: false, canAddPaymentPassAnswersTrueThoughNothingCanBeAdded: true))
+            let before = try #require(try await world.alice.refreshStatus()[DemoData.visaCard])
+            #expect(before.phone.action == .addToWallet)
+            let (outcome, sheet) = try await world.add()
+            #expect(sheet.outcome == .failed(code: .unsupported, reason: "this device cannot add payment cards to Wallet"))
+            #expect(sheet.generateRequestCalls == 0)
+            #expect(outcome == .failed(.wallet(WalletAddError(.unsupported))))
+            guard case .failed(let failure)? = outcome else { return }
+            #expect(failure.code == "wallet_unsupported")
+            #expect(failure.description == "Wallet cannot add this card on this device")
+            #expect(world.wallet.allPasses.isEmpty)
+            #expect(try await world.tokens().isEmpty)
+            #expect(!(try await world.audit()).contains("card.seal"), "the card was sealed for a device that cannot add it")
+        }
+    }
+
     @Test func walletAskingAgainInOneFlowGetsAFreshlySealedCardAndOneToken() async throws {
         // Apple may call generateRequest a second time in one flow: here after the network
         // turned the first card data away. The SDK seals again for the new nonce, answers each

@@ -196,6 +196,18 @@ struct ExtensionHostTests {
         #expect(wallet.allPasses.isEmpty)
     }
 
+    @Test func onADeviceThatCannotAddPaymentCardsNothingIsAdded() async throws {
+        wallet.setConfiguration(.init(hasPairedWatch: false, canAddPaymentPassAnswersTrueThoughNothingCanBeAdded: true))
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host).first)
+        let added = await host.add(entry, handler: handler)
+        #expect(added.failure == "this device cannot add payment cards to Wallet")
+        #expect(added.call.violations.isEmpty)
+        #expect(handler.generateCalls == 0)
+        #expect(wallet.allPasses.isEmpty)
+    }
+
     // MARK: What an entry must carry
 
     enum EntryDefect: String, CaseIterable, Sendable {

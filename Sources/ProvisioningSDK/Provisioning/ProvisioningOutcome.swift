@@ -7,7 +7,9 @@ public enum ProvisioningFailure: Error, Sendable, Hashable, CustomStringConverti
     case notEligible(String)
     /// This device has no Wallet pass library. (A device that cannot add payment passes, or an
     /// app without the `com.apple.developer.payment-pass-provisioning` entitlement, is told by
-    /// the add-pass coordinator's `start`, which then returns false.)
+    /// the add-pass coordinator's `start`, which then returns false. Some iPads say they can
+    /// add — `canAddPaymentPass` is true — and cannot: there Wallet ends the flow and the
+    /// outcome is ``wallet(_:)`` with ``WalletAddError/Reason/unsupported``.)
     case unavailable(String)
     /// `signed-cards` failed; the server's code and message are in the error.
     case server(TMPClientError)

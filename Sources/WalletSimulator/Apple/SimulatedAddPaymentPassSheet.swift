@@ -148,6 +148,7 @@ public struct SimulatedAddPaymentPassSheet: Sendable {
             result.outcome = .failed(code: code, reason: reason)
             return (result, nil)
         }
+        if let reason = wallet.cannotAddPaymentPasses { return fail(.unsupported, reason) }
         let configuration = controller.passKitShimRequestConfiguration
         guard configuration.encryptionScheme == .ECC_V2 else {
             return fail(.unsupported, "encryption scheme \(configuration.encryptionScheme.rawValue) is not ECC_V2")

@@ -208,6 +208,7 @@ public struct SimulatedExtensionHost: Sendable {
             let violation = "Wallet does not ask generateAddPaymentPassRequest: \(refusal)"
             return failed(violation, violations: [violation])
         }
+        if let reason = wallet.cannotAddPaymentPasses { return failed(reason) }
         guard entry.isPaymentPassEntry, entry.encryptionScheme == "ECC_V2" else {
             return failed("the entry's configuration is not ECC_V2")
         }

@@ -105,14 +105,20 @@ public final class SimulatedWallet: Sendable {
         /// says false once the iPhone holds the card, though a paired Watch still lacks it
         /// (reference/apple-requirements.md). Off by default; an app must cope with it when on.
         public var canAddAnswersFalseWhileTheWatchLacksTheCard: Bool
+        /// A device like the iPads that cannot add payment cards: it has a pass library,
+        /// `PKAddPaymentPassViewController.canAddPaymentPass()` is true and the sheet can be
+        /// made, but every add ends `unsupported` before the issuer is asked for card data
+        /// (the add sheet's and the extension host's alike). Off by default.
+        public var canAddPaymentPassAnswersTrueThoughNothingCanBeAdded: Bool
 
         /// An iPhone, by default with a paired Watch, a pass library and the entitlement, and
-        /// PassKit answering `canAddSecureElementPass` truthfully.
-        public init(hasPairedWatch: Bool = true, passLibraryAvailable: Bool = true, hasProvisioningEntitlement: Bool = true, canAddAnswersFalseWhileTheWatchLacksTheCard: Bool = false) {
+        /// PassKit answering `canAddSecureElementPass` and `canAddPaymentPass` truthfully.
+        public init(hasPairedWatch: Bool = true, passLibraryAvailable: Bool = true, hasProvisioningEntitlement: Bool = true, canAddAnswersFalseWhileTheWatchLacksTheCard: Bool = false, canAddPaymentPassAnswersTrueThoughNothingCanBeAdded: Bool = false) {
             self.hasPairedWatch = hasPairedWatch
             self.passLibraryAvailable = passLibraryAvailable
             self.hasProvisioningEntitlement = hasProvisioningEntitlement
             self.canAddAnswersFalseWhileTheWatchLacksTheCard = canAddAnswersFalseWhileTheWatchLacksTheCard
+            self.canAddPaymentPassAnswersTrueThoughNothingCanBeAdded = canAddPaymentPassAnswersTrueThoughNothingCanBeAdded
         }
     }
 
@@ -258,6 +264,11 @@ public final class SimulatedWallet: Sendable {
         }
     }
 
+    /// Why nothing can be added on this device; nil when payment cards can be.
+    var cannotAddPaymentPasses: String? {
+        configuration.canAddPaymentPassAnswersTrueThoughNothingCanBeAdded ? "this device cannot add payment cards to Wallet" : nil
+    }
+
     /// Records that the system opened `url` for the issuer's app (an activation deep link).
     func open(_ url: URL) {
         state.withLock { $0.openedLinks.append(url) }
@@ -309,6 +320,7 @@ extension SimulatedWallet: PassKitShimBackend {
 
     package func isSecureElementPassActivationAvailable() -> Bool { configuration.passLibraryAvailable }
 
+    // True on a device that cannot add (canAddPaymentPassAnswersTrueThoughNothingCanBeAdded), as PassKit is.
     package func canAddPaymentPass() -> Bool { configuration.passLibraryAvailable }
 
     package func allowsAddPaymentPassViewController(configuration: PKAddPaymentPassRequestConfiguration) -> Bool {
