@@ -1,5 +1,6 @@
-// iOS-family PassKit (with UIKit), or the Linux shim; macOS's PassKit lacks the add sheet and the Watch's passes.
-#if canImport(UIKit) || !canImport(PassKit)
+// iOS PassKit (Mac Catalyst included), or the Linux shim: macOS's PassKit lacks the add sheet and the Watch's
+// passes, and watchOS and tvOS have no issuer provisioning API (and no shim is linked there).
+#if os(iOS) || os(Linux)
 #if canImport(PassKit)
 import PassKit
 #else
@@ -121,6 +122,33 @@ open class IssuerProvisioningExtensionHandler: PKIssuerProvisioningExtensionHand
             completion.value(request?.passKitRequest())
         }
     }
+
+    #if !canImport(PassKit)
+    // On iOS a subclass overriding an `async` form does not compile: it would be a second
+    // override of the selector these completion forms override. The shim's two forms are
+    // separate methods, so without these a subclass's `async` override would compile here and
+    // never be called; final, it fails to compile on Linux as it does on iOS.
+
+    /// Wallet's `status`, answered by the completion form (final: override that one).
+    public final override func status() async -> PKIssuerProvisioningExtensionStatus { await super.status() }
+
+    /// Wallet's `passEntries`, answered by the completion form (final: override that one).
+    public final override func passEntries() async -> [PKIssuerProvisioningExtensionPassEntry] { await super.passEntries() }
+
+    /// Wallet's `remotePassEntries`, answered by the completion form (final: override that one).
+    public final override func remotePassEntries() async -> [PKIssuerProvisioningExtensionPassEntry] { await super.remotePassEntries() }
+
+    /// Wallet's request for card data, answered by the completion form (final: override that one).
+    public final override func generateAddPaymentPassRequestForPassEntryWithIdentifier(
+        _ identifier: String,
+        configuration: PKAddPaymentPassRequestConfiguration,
+        certificateChain certificates: [Data],
+        nonce: Data,
+        nonceSignature: Data
+    ) async -> PKAddPaymentPassRequest? {
+        await super.generateAddPaymentPassRequestForPassEntryWithIdentifier(identifier, configuration: configuration, certificateChain: certificates, nonce: nonce, nonceSignature: nonceSignature)
+    }
+    #endif
 
     private func entries(for device: DeviceType, completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
         let walletExtension = walletExtension

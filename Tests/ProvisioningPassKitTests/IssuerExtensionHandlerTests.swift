@@ -98,6 +98,13 @@ struct IssuerExtensionHandlerTests {
             #expect(sent.deviceType == .watch)
             let answer = await status(handler)
             #expect(!answer.requiresAuthentication && answer.passEntriesAvailable && answer.remotePassEntriesAvailable)
+
+            // The `async` forms (final on Linux, as overriding them cannot compile on iOS)
+            // answer through the completion forms, the SDK's.
+            let asyncStatus = await handler.status()
+            #expect(!asyncStatus.requiresAuthentication && asyncStatus.passEntriesAvailable && asyncStatus.remotePassEntriesAvailable)
+            #expect(await handler.passEntries().map(\.identifier) == ["card-2"])
+            #expect(await handler.remotePassEntries().map(\.identifier) == ["card-2:WATCH"])
         }
     }
 

@@ -1,3 +1,6 @@
+// Used only by the simulated Wallet, which exists where PassKit does not; `Mutex` also needs
+// macOS 15, above the package's macOS 14.
+#if !canImport(PassKit)
 import Foundation
 import Synchronization
 
@@ -107,3 +110,4 @@ final class CompletionWatch<Value: Sendable>: Sendable {
     /// How many calls came after the budget.
     var lateCalls: Int { state.withLock { $0.lateCalls } }
 }
+#endif
