@@ -173,6 +173,42 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, and customer service resumes the token while the suspension sent again is on
+    /// its way, reaching the token service first: the token service would end holding the token
+    /// suspended while TMP records it active, with nothing at odds to correct it. The resume is
+    /// sent again after the suspension, so the token service's last word matches TMP's record.
+    @Test func aCustomerServiceResumeOvertakingTheSuspensionSentAgainIsSentAgainAfterIt() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+                #expect(echo.status == .ok)
+                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+                #expect(suspended.status == .ok)
+            } }
+            // Suspensions from here: customer service's, then the one sent again.
+            let suspensions = Locked(0)
+            platform.connector.before.withValue { $0 = { command, _ in
+                guard command == "suspend", suspensions.withValue({ $0 += 1; return $0 }) == 2 else { return }
+                let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+                #expect(resumed.status == .ok, "\(resumed.text)")
+            } }
+            let unblocked = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.before.withValue { $0 = nil }
+            #expect(unblocked.status == .ok, "\(unblocked.text)")
+            #expect(suspensions.current == 2)
+            #expect(try await platform.store.token(reference: "T1")?.status == .active)
+            let sent = platform.connector.commands.current.filter { $0.hasSuffix(" T1") }
+            #expect(sent.suffix(3) == ["resume T1", "suspend T1", "resume T1"], "\(sent)")
+        }
+    }
+
     /// As above, but the token service does not confirm suspending the token again: it may
     /// still let the token pay although TMP records customer service's suspension, and nothing
     /// in that state is at odds with the active card. The suspension is recorded as pending,

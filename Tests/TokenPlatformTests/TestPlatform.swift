@@ -22,9 +22,13 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
     /// Runs while a command is with the token service, before it returns to TMP (to change
     /// things meanwhile, or to deliver the token service's echo first).
     let meanwhile = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
+    /// Runs when a command reaches the token service, before it is carried out (recorded in
+    /// ``commands``): what it runs reaches the token service first.
+    let before = Locked<(@Sendable (String, TokenRecord) async throws -> Void)?>(nil)
 
     private func record(_ command: String, _ token: TokenRecord) async throws {
         if failing.current { throw URLError(.cannotConnectToHost) }
+        try await before.current?(command, token)
         commands.withValue { $0.append("\(command) \(token.tokenUniqueReference)") }
         try await meanwhile.current?(command, token)
     }

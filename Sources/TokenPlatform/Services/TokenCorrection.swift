@@ -87,6 +87,9 @@ struct TokenCorrection {
     /// what TMP records. TMP's record is not changed.
     ///
     /// Not confirmed, the suspension is recorded as pending, so the realignment sends it again.
+    /// Confirmed after customer service resumed the token meanwhile (its resume may have reached
+    /// the token service first), the resume is sent again, so the token service ends holding
+    /// the token active, as TMP records it.
     func reassertSuspension(_ reference: String, actor: String) async -> Settlement {
         guard let (token, card) = await current(reference), token.status == .suspended else { return .nothingToUndo }
         let settlement = await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
@@ -96,7 +99,20 @@ struct TokenCorrection {
             // TMP's record does not change, but a command was sent: the trail says so. A
             // suspension still pending from an earlier attempt is settled by it.
             let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.suspended", subject: "token:\(reference)", detail: "suspension sent again: \(why)")
-            return await settlePending(.suspend, of: token, audit: audit).map(Settlement.undone) ?? settlement
+            let settled = await settlePending(.suspend, of: token, audit: audit).map(Settlement.undone) ?? settlement
+            // Resumed meanwhile (customer service), possibly reaching the token service before
+            // this suspension: resumed there again, so it holds what TMP records.
+            guard let now = try? await environment.store.token(reference: reference), now.status == .active else { return settled }
+            do {
+                try await environment.tokenService.resume(now)
+                return .undone(now)
+            } catch {
+                environment.logger.error(
+                    "token service did not confirm resuming a token again after its suspension was sent again while customer service resumed it; it may hold the token suspended",
+                    metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]
+                )
+                return .notConfirmed(now)
+            }
         case .notConfirmed:
             let audit = AuditEntry(
                 at: environment.now(), actor: actor, action: "token.pending_command", subject: "token:\(reference)",
