@@ -69,6 +69,25 @@ struct SQLiteFileCheckTests {
         }
     }
 
+    /// A first `serve` in a new data directory with a database that will be refused (others can
+    /// read it; a directory) makes no data directory, keys or secrets (which it would print
+    /// once) before refusing.
+    @Test func serveRefusesABadDatabaseBeforeMakingItsDataDirectory() async throws {
+        let database = try await Database()
+        defer { database.remove() }
+        try database.chmod(database.path, 0o640)
+        let folder = database.directory + "/folder.sqlite"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        for (path, refusal) in [(database.path, "has mode 640"), (folder, folder)] {
+            let dataDirectory = database.directory + "/fresh-\(UUID().uuidString)"
+            let result = try await CLI.run(["serve", "--port", "0", "--data-dir", dataDirectory, "--database", path], timeout: .seconds(30))
+            #expect(result.status != 0)
+            #expect(result.stderr.contains(refusal), "\(result.stderr)")
+            #expect(!result.stdout.contains("API key"), "\(result.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: dataDirectory), "\(path)")
+        }
+    }
+
     /// A database this user may not reach, open or create is refused in one line that names
     /// the path and what is in the way, by every command: SQLite says only "unable to open
     /// database file", Foundation gives no path, and a directory that cannot be entered made

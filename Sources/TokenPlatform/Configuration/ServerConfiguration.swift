@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ProvisioningCrypto
 import X509
 
@@ -22,6 +23,8 @@ public struct ServerConfiguration: Sendable {
     public var keys: LocalKeys
     /// Where those keys live.
     public var keyFilePath: String
+    /// Whether this start generated the key file, none being there (an embedded run's first).
+    public var keyFileGenerated = false
     /// The issuer back office's API key.
     public var issuerAPIKey: String
     /// The token service provider's API key.
@@ -225,6 +228,15 @@ public struct ServerSettings: Sendable {
         if stat(dataDirectory, &existing) == 0, existing.st_mode & S_IFMT != S_IFDIR {
             throw ConfigurationError("data directory \(dataDirectory) is not a directory")
         }
+        // A SQLite database that will be refused (a directory, a file others can read, one
+        // this user may not use) is refused before keys and secrets are generated for it.
+        if case .sqlite(let path) = database.location {
+            if let problem = DatabaseConfiguration.sqliteAccessProblem(at: path, creating: migrate) { throw ConfigurationError(problem) }
+            if FileManager.default.fileExists(atPath: path) {
+                // Its warnings are logged when the store opens it; here only its refusals count.
+                try DatabaseConfiguration.checkSQLiteFiles(at: path, logger: Logger(label: "pushprov.config") { _ in SwiftLogNoOpLogHandler() })
+            }
+        }
         do {
             try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
@@ -233,9 +245,11 @@ public struct ServerSettings: Sendable {
         try Self.checkDataDirectory(dataDirectory, notices: &notices)
         let keyFile = env("PUSHPROV_KEY_FILE") ?? (dataDirectory as NSString).appendingPathComponent("keys.json")
         let keys: LocalKeys
+        let keyFileGenerated: Bool
         do {
             let loaded = try LocalKeyFile.loadOrCreate(at: keyFile)
             keys = loaded.keys
+            keyFileGenerated = loaded.created
             if loaded.created { notices.append("generated PAN vault and activation-data keys in \(keyFile) (mode 0600)") }
         } catch {
             throw ConfigurationError("\(error)")
@@ -276,7 +290,7 @@ public struct ServerSettings: Sendable {
         }
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
-            keys: keys, keyFilePath: keyFile, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
+            keys: keys, keyFilePath: keyFile, keyFileGenerated: keyFileGenerated, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
             developmentTokenKey: devKey, cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
         )
     }
