@@ -103,9 +103,28 @@ struct ServeCommand: AsyncParsableCommand {
             try await app.runService(alongside: services)
         } catch {
             await environment.store.close()
-            throw error
+            throw Self.describe(error, host: configuration.host, port: configuration.port)
         }
         // Requests have drained: now the database connections can go.
         await environment.store.close()
+    }
+
+    /// A failure to listen said in one line naming the address, rather than NIO's text
+    /// (`bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)`); anything else as
+    /// it came.
+    static func describe(_ error: any Error, host: String, port: Int) -> any Error {
+        let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case EADDRINUSE: return CLIError("cannot listen on \(address): the address is in use (another server on that port?); choose another with --port")
+            case EACCES: return CLIError("cannot listen on \(address): permission denied (ports below 1024 need privileges); choose another with --port")
+            case EADDRNOTAVAIL: return CLIError("cannot listen on \(address): this machine has no such address; choose another with --host")
+            default: return CLIError("cannot listen on \(address): \(String(cString: strerror(error.errnoCode)))")
+            }
+        }
+        if error is SocketAddressError || error is SocketAddressError.UnknownHost {
+            return CLIError("cannot listen on \(address): the host cannot be resolved; give an IP address or a name this machine resolves with --host")
+        }
+        return error
     }
 }

@@ -269,6 +269,26 @@ struct ServeCommandTests {
         #expect(variable.status != 0)
         #expect(variable.stderr.contains("port must be a number from 0 to 65535 (got http)"), "\(variable.stderr)")
         #expect(variable.stderr.split(separator: "\n").count == 1)
+        // A host with a space (or none) is refused before anything is made, not when binding.
+        for (arguments, environment, shown) in [(["--host", ""], [String: String](), #""""#), ([], ["PUSHPROV_HOST": "127.0.0.1 "], #""127.0.0.1 ""#)] {
+            let directory = "/tmp/pushprov-unused-\(UUID().uuidString)"
+            let host = try await CLI.run(["serve", "--port", "0", "--data-dir", directory] + arguments, environment: environment)
+            #expect(host.status != 0)
+            #expect(host.stderr.contains("host must be an IP address or a host name without spaces (got \(shown))"), "\(host.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: directory))
+        }
+    }
+
+    /// A port another server holds is said in one line naming the address.
+    @Test func aPortInUseIsOneClearLine() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-port-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let holder = try Server(dataDirectory: directory + "/a")
+        defer { _ = holder.stop() }
+        let port = try await holder.port()
+        let second = try await CLI.run(["serve", "--port", "\(port)", "--data-dir", directory + "/b"], timeout: .seconds(30))
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("cannot listen on 127.0.0.1:\(port): the address is in use (another server on that port?); choose another with --port"), "\(second.stderr)")
     }
 
     @Test func tokenRealignmentRunsBesideTheServerUnlessTurnedOff() async throws {

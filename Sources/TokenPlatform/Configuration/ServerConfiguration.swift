@@ -139,6 +139,11 @@ public struct ServerSettings: Sendable {
     public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
         let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let host = self.host ?? env("PUSHPROV_HOST") ?? "127.0.0.1"
+        // A space or control character is never part of an address (and `--host ""`, or a
+        // value with a stray space, failed only when binding, with the resolver's message).
+        guard !host.isEmpty, !host.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw ConfigurationError("host must be an IP address or a host name without spaces (got \(host.debugDescription))")
+        }
         let portText = self.port.map(String.init) ?? env("PUSHPROV_PORT") ?? "8080"
         guard let port = Int(portText), (0...65_535).contains(port) else {
             throw ConfigurationError("port must be a number from 0 to 65535 (got \(portText))")
