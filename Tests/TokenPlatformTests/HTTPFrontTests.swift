@@ -776,7 +776,12 @@ final class RawConnection: @unchecked Sendable {
     private let socket: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, receiveTimeout: Duration = .seconds(10)) throws {
+    /// Reads at most `bytes` at a time, waiting `pause` before each read (a slow client).
+    var pacing: (bytes: Int, pause: Duration)?
+
+    /// `receiveBuffer`: the socket's receive buffer (`SO_RCVBUF`), set before connecting, so a
+    /// slow reader holds the server's bytes on the server's side.
+    init(port: Int, receiveTimeout: Duration = .seconds(10), receiveBuffer: Int? = nil) throws {
         #if canImport(Glibc)
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -784,6 +789,9 @@ final class RawConnection: @unchecked Sendable {
         #endif
         guard socket >= 0 else { throw TestFailure("socket() failed") }
         setReceiveTimeout(receiveTimeout)
+        if var size = receiveBuffer.map(Int32.init) {
+            setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -841,7 +849,8 @@ final class RawConnection: @unchecked Sendable {
 
     /// Reads more bytes; false at the end of the stream.
     private func fill() throws -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 65_536)
+        if let pacing { Thread.sleep(forTimeInterval: Double(pacing.pause.components.attoseconds) / 1e18 + Double(pacing.pause.components.seconds)) }
+        var chunk = [UInt8](repeating: 0, count: pacing?.bytes ?? 65_536)
         let count = chunk.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
         guard count >= 0 else { throw TestFailure("read() failed or timed out: \(errno)") }
         buffer += chunk[0..<count]

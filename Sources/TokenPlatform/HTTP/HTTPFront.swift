@@ -176,6 +176,9 @@ struct HTTP1Front: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
+            // Lets the response being sent finish before the connection closes, as long as the
+            // client keeps taking it (the idle timeout would otherwise cut a large answer off).
+            try pipeline.addHandler(DrainingClose(patience: TimeAmount(requestReadTimeout)))
             // Stops reading the socket while responses wait to be sent (a client that sends
             // requests and reads no answers), so what it sends stays in the kernel's buffers.
             try pipeline.addHandler(BackPressureHandler())
@@ -198,6 +201,95 @@ struct HTTP1Front: ServerChildChannel {
         // The handler answers requests as they complete; the server keeps track of the
         // connection until it closes, so graceful shutdown waits for it.
         try? await value.channel.closeFuture.get()
+    }
+}
+
+/// Holds back closing a connection while a response written to it is still being sent and the
+/// client keeps taking it.
+///
+/// Hummingbird's idle timer starts when a response's end is written, not when it has left, so
+/// a large answer (4 MB of card art) to a client reading slowly was cut off mid-body once the
+/// idle timeout passed, and logged as answered. A close asked for while bytes still wait in
+/// the channel waits, checking once a second: it goes ahead once they have left, or once
+/// `patience` has passed without the client taking any (a client that reads nothing cannot
+/// hold the connection for ever), or at once after ``Abandon``.
+final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+
+    /// An outbound user event: the next close is not to wait (the client has already had a
+    /// read timeout to take what waits for it).
+    struct Abandon: Sendable {}
+
+    private let patience: TimeAmount
+    private var waiting: [EventLoopPromise<Void>?] = []
+    private var tick: Scheduled<Void>?
+    private var abandoned = false
+
+    init(patience: TimeAmount) {
+        self.patience = patience
+    }
+
+    private static func pending(_ channel: any Channel) -> Int {
+        (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all, !abandoned, context.channel.isActive else {
+            context.close(mode: mode, promise: promise)
+            return
+        }
+        if tick != nil {
+            waiting.append(promise)
+            return
+        }
+        let pending = Self.pending(context.channel)
+        guard pending > 0 else {
+            context.close(mode: mode, promise: promise)
+            return
+        }
+        waiting = [promise]
+        wait(context: context, last: pending, since: .now())
+    }
+
+    private func wait(context: ChannelHandlerContext, last: Int, since progress: NIODeadline) {
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        tick = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .seconds(1)) {
+            let (handler, context) = bound.value
+            let now = Self.pending(context.channel)
+            let progressed = now < last
+            if now == 0 || !context.channel.isActive || handler.abandoned || (!progressed && .now() - progress >= handler.patience) {
+                handler.closeNow(context: context)
+            } else {
+                handler.wait(context: context, last: now, since: progressed ? .now() : progress)
+            }
+        }
+    }
+
+    private func closeNow(context: ChannelHandlerContext) {
+        tick = nil
+        let promises = waiting
+        waiting = []
+        let closed = context.eventLoop.makePromise(of: Void.self)
+        for promise in promises { if let promise { closed.futureResult.cascade(to: promise) } }
+        context.close(mode: .all, promise: closed)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is Abandon else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        abandoned = true
+        promise?.succeed()
+        if tick != nil {
+            tick?.cancel()
+            closeNow(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        tick?.cancel()
+        tick = nil
     }
 }
 
@@ -368,6 +460,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             if now < pending {
                 handler.armStallDeadline(context: context)
             } else {
+                // The client has had its read timeout to take what waits: no further wait.
+                channel.triggerUserOutboundEvent(DrainingClose.Abandon(), promise: nil)
                 channel.close(promise: nil)
             }
         }
