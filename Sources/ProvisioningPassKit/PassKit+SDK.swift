@@ -1,6 +1,6 @@
-// iOS PassKit (Mac Catalyst included), or the Linux shim: macOS's PassKit lacks the add sheet and the Watch's
-// passes, and watchOS and tvOS have no issuer provisioning API (and no shim is linked there).
-#if os(iOS) || os(Linux)
+// iOS and visionOS PassKit (Mac Catalyst included), or the Linux shim: macOS's PassKit lacks the add sheet and
+// the Watch's passes, and watchOS and tvOS have no issuer provisioning API (and no shim is linked there).
+#if os(iOS) || os(visionOS) || os(Linux)
 #if canImport(PassKit)
 import PassKit
 #else

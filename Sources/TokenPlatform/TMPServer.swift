@@ -25,7 +25,9 @@ public enum TMPServer {
         checkingStoredCards: Bool = true,
         logger: Logger
     ) async throws -> PlatformEnvironment {
-        let (store, applied) = try await configuration.database.openMigratedStore(migrate: configuration.migrateOnStart, logger: logger)
+        // Serving goes on over a schema a newer version migrated (warned of): during a rolling
+        // deployment the previous version's instances keep running, and restarting.
+        let (store, applied) = try await configuration.database.openMigratedStore(migrate: configuration.migrateOnStart, newerSchema: .warn, logger: logger)
         if !applied.isEmpty {
             logger.notice("applied database migrations", metadata: ["database": "\(configuration.database)", "migrations": "\(applied.joined(separator: ", "))"])
         }

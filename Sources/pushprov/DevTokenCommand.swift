@@ -36,6 +36,8 @@ struct DevTokenCommand: ParsableCommand {
         let issuer = self.issuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER") ?? DevelopmentTokenIssuer.issuer
         let audience = self.audience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
         let type = self.type.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_TYPE") ?? "JWT"
+        // A type `serve` would refuse to be configured with makes a token no server takes.
+        do { try ServerSettings.checkJWTType(type) } catch { throw CLIError(error.message) }
         print(try DevelopmentTokenIssuer(key: secrets.cardholderDevelopmentKey, issuer: issuer, audience: audience, type: type).token(userId: user, lifetime: TimeInterval(ttl), now: Date()))
     }
 }

@@ -301,6 +301,8 @@ struct ConnectorTimeoutTests {
             clock.advance(by: Self.limit)
             #expect(try await reply.issuerMobileAppAuthResponse == .failed)
             #expect(platform.environment.unfinishedTokenServiceCommands == 1)
+            let gauge = try await api.send(.get, "/metrics").text.split(separator: "\n").first { $0.hasPrefix("pushprov_lifecycle_token_service_commands_unfinished ") }
+            #expect(gauge.map { Double($0.split(separator: " ")[1]) } == 1, "\(gauge ?? "no gauge")")
             let held = try await api.send(.post, "/lifecycle/tokens/T1/deactivate", as: .issuer)
             #expect(held.status == .serviceUnavailable && held.error?.code == "token_service_unavailable", "\(held.text)")
             #expect(try await api.tokenStatus("T1") == .inactive)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import SDKTestSupport
 import TMPTestSupport
 import Testing
 @testable import TokenPlatform
@@ -256,6 +257,14 @@ struct DatabaseConfigurationTests {
             let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: migrate, logger: logger) }
             #expect(refusal?.message == "database \(file.path) has migrations this version of pushprov does not know (v100, v99): a newer version migrated it; run that version (or a later one), never an older one, on it")
         }
+        // Serving (a rolling deployment) goes on, with a warning naming them.
+        let warnings = Locked<[String]>([])
+        let recording = TestTMP.logger("test", into: warnings)
+        for migrate in [true, false] {
+            let served = try await database.openMigratedStore(migrate: migrate, newerSchema: .warn, logger: recording)
+            await served.store.close()
+        }
+        #expect(warnings.current.filter { $0.contains("has migrations this version of pushprov does not know (v100, v99): a newer version migrated it; serving it as it is") }.count == 2, "\(warnings.current)")
         let store = try SQLiteStore(path: file.path)
         #expect(try await store.unknownMigrations() == ["v100", "v99"])
         #expect(try await store.pendingMigrations().isEmpty)

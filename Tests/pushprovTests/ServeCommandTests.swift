@@ -149,6 +149,12 @@ struct ServeCommandTests {
         let flagged = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-issuer", "https://id.example", "--jwt-audience", "pushprov-tmp", "--jwt-type", "application/AT+JWT"])
         let (viaFlags, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(viaFlags == 200)
+        // A type the server could not be configured with is refused, as `serve` refuses it.
+        for bad in ["a b", String(repeating: "t", count: 129)] {
+            let refused = try await CLI.run(["dev-token", "--user", "alice", "--data-dir", server.dataDirectory, "--jwt-type", bad])
+            #expect(refused.status != 0 && refused.stdout.isEmpty)
+            #expect(refused.stderr.contains("JWT type must be a media type of 1 to 128 printable ASCII characters without spaces"), "\(refused.stderr)")
+        }
         #expect(server.stop() == 0)
     }
 

@@ -192,7 +192,21 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// `pendingAdvice` (what to do about them).
     ///
     /// - Returns: The store and the names of the migrations this call applied.
-    public func openMigratedStore(migrate: Bool, logger: Logger, pendingAdvice: String = "run `pushprov migrate --database …` first, or start without --no-migrate") async throws -> (store: any TMPStore, applied: [String]) {
+    /// What to do with a database a newer version migrated (migrations this one does not know).
+    public enum NewerSchema: Sendable {
+        /// Refuse it: for what writes to it on its own terms (migrating, pruning, re-encrypting).
+        case refuse
+        /// Log a warning and go on: for serving during a rolling deployment, where instances of
+        /// the previous version keep running, and restarting, while the new one has migrated.
+        case warn
+    }
+
+    /// The refusal (or, serving, the warning) for a database with `unknown` migrations.
+    func newerSchemaMessage(_ unknown: [String]) -> String {
+        "database \(self) has migrations this version of pushprov does not know (\(unknown.joined(separator: ", "))): a newer version migrated it"
+    }
+
+    public func openMigratedStore(migrate: Bool, newerSchema: NewerSchema = .refuse, logger: Logger, pendingAdvice: String = "run `pushprov migrate --database …` first, or start without --no-migrate") async throws -> (store: any TMPStore, applied: [String]) {
         // A SQLite database that will be refused is refused before the store opens it: opening
         // it would already write to it (switch it to WAL, give an empty file a header), and a
         // missing one would be created.
@@ -202,14 +216,22 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             if let pending = Self.pendingSQLiteMigrations(at: path), !pending.isEmpty {
                 throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); \(pendingAdvice)")
             }
+            if newerSchema == .refuse, let unknown = Self.unknownSQLiteMigrations(at: path), !unknown.isEmpty {
+                throw ConfigurationError("\(newerSchemaMessage(unknown)); run that version (or a later one), never an older one, on it")
+            }
         }
         let store = try await openStore(logger: logger)
         do {
             // A schema a newer version migrated may have tables or columns this code does not
             // read or write as they now are: neither served nor maintained by this version.
             let unknown = try await store.unknownMigrations()
-            guard unknown.isEmpty else {
-                throw ConfigurationError("database \(self) has migrations this version of pushprov does not know (\(unknown.joined(separator: ", "))): a newer version migrated it; run that version (or a later one), never an older one, on it")
+            if !unknown.isEmpty {
+                switch newerSchema {
+                case .refuse:
+                    throw ConfigurationError("\(newerSchemaMessage(unknown)); run that version (or a later one), never an older one, on it")
+                case .warn:
+                    logger.warning("\(newerSchemaMessage(unknown)); serving it as it is (a rolling deployment), but replace this instance with that version (or a later one) soon: this one may not read or write the newer schema correctly")
+                }
             }
             if migrate {
                 return (store, try await self.migrate(store))
@@ -227,6 +249,18 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
 }
 
 extension DatabaseConfiguration {
+    /// The migrations applied to the SQLite database at `path` that this version does not know,
+    /// read without writing to it; nil when there is no file or it cannot be read that way.
+    static func unknownSQLiteMigrations(at path: String) -> [String]? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let migrator = SQLiteStore.migrator
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        defer { try? queue.close() }
+        return try? queue.read { db in try migrator.appliedIdentifiers(db).subtracting(migrator.migrations).sorted() }
+    }
+
     /// The migrations the SQLite database at `path` lacks, read without writing to it: all of
     /// them when there is no file. Nil when it cannot be read that way (a read-only connection
     /// cannot open a WAL database whose `-shm` is missing, say): the store then tells.

@@ -136,6 +136,14 @@ public struct ServerSettings: Sendable {
     /// Embedded runs create the data directory, key file and secrets on first use. A
     /// production run creates nothing: every secret must be configured explicitly, or this
     /// throws a ``ConfigurationError`` naming what is missing.
+    /// Refuses a JWT `typ` the server would not take: 1 to 128 printable ASCII characters
+    /// without spaces (a media type such as `at+jwt`). `dev-token --jwt-type` checks the same.
+    public static func checkJWTType(_ type: String) throws(ConfigurationError) {
+        guard !type.isEmpty, type.utf8.count <= 128, type.unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) }) else {
+            throw ConfigurationError("JWT type must be a media type of 1 to 128 printable ASCII characters without spaces, such as at+jwt (got \(type.debugDescription))")
+        }
+    }
+
     public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConfiguration {
         let env = { (name: String) -> String? in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let host = self.host ?? env("PUSHPROV_HOST") ?? "127.0.0.1"
@@ -179,9 +187,7 @@ public struct ServerSettings: Sendable {
         let cardholderIssuer = self.cardholderIssuer.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_ISSUER")
         let cardholderAudience = self.cardholderAudience.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_AUDIENCE")
         let cardholderType = self.cardholderType.flatMap { $0.isEmpty ? nil : $0 } ?? env("PUSHPROV_JWT_TYPE")
-        if let cardholderType, cardholderType.utf8.count > 128 || !cardholderType.unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) }) {
-            throw ConfigurationError("JWT type must be a media type of 1 to 128 printable ASCII characters without spaces, such as at+jwt (got \(cardholderType.debugDescription))")
-        }
+        if let cardholderType { try Self.checkJWTType(cardholderType) }
 
         var notices: [String] = []
         if production {

@@ -13,11 +13,14 @@ public final class PlatformMetrics: Sendable {
 
     /// Client connections open now (counted by the HTTP front's connection limit).
     private let openConnections: Gauge
+    /// Tokens with a token service command given up at its time limit and still running.
+    private let unfinishedCommands: Gauge
 
     /// Creates the metrics, with the outcome series dashboards and alerts watch already
     /// listed at zero (``preCreatedProvisioningOutcomes``, ``preCreatedActivationOutcomes``).
     public init() {
         openConnections = registry.makeGauge(descriptor: Self.connections)
+        unfinishedCommands = registry.makeGauge(descriptor: Self.unfinished)
         for outcome in Self.preCreatedProvisioningOutcomes {
             _ = outcomeCounter(Self.provisioning, route: "provisioning", outcome: outcome)
         }
@@ -54,6 +57,7 @@ public final class PlatformMetrics: Sendable {
     private static var provisioning: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "provisioning", metricName: "outcomes", unitName: "total", helpText: "signed-cards outcomes: sealed, or the error code answered.") }
     private static var realignment: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "realignments", unitName: "total", helpText: "Token service commands sent again for tokens at odds with their card's status, by result.") }
     private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
+    private static var unfinished: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_unfinished", unitName: "", helpText: "Tokens with a token service command given up at its time limit that has not returned; their further commands are held back until it does.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes: APPROVED, DECLINED, FAILED, or the error code answered.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
@@ -122,6 +126,9 @@ public final class PlatformMetrics: Sendable {
 
     /// The Prometheus text exposition.
     public func render() -> String { registry.emitToString() }
+
+    /// Sets the gauge of tokens whose given-up command has not returned (read when rendered).
+    public func setUnfinishedTokenServiceCommands(_ count: Int) { unfinishedCommands.set(Double(count)) }
 }
 
 /// Measures every request by route pattern (``PlatformMetrics/unmatchedRoute`` for one no route

@@ -120,8 +120,10 @@ public struct TokenPlatformRouter: Sendable {
         on(.get, "/health/live", router) { _, _, _ in
             try JSONCoding.response(["status": "ok"])
         }
+        let unfinishedCommands: @Sendable () -> Int = { [environment] in environment.unfinishedTokenServiceCommands }
         on(.get, "/metrics", router) { _, _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
+            metrics.setUnfinishedTokenServiceCommands(unfinishedCommands())
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
         }
         on(.get, "/openapi.yaml", router) { _, _, _ in
             Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))

@@ -547,7 +547,12 @@ public struct LifecycleService: Sendable {
             if message == Self.resumedWhileSuspensionWasResent {
                 // TMP records the token active (customer service resumed it while the pending
                 // suspension was with the token service, and the token service may have run the
-                // two in either order): resumed there again, so it holds what TMP records.
+                // two in either order): resumed there again, so it holds what TMP records. Not
+                // while the card is no longer active: TMP's ACTIVE record is then at odds with it,
+                // and the suspension the card asks for comes from its change or the realignment.
+                if let card = try? await environment.store.card(externalCardId: current.externalCardId), card.status != .active || current.isOfAReplacedPAN(of: card) {
+                    return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
+                }
                 do {
                     try await environment.tokenService.resume(current)
                     return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")

@@ -101,10 +101,17 @@ struct TokenCorrection {
             let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.suspended", subject: "token:\(reference)", detail: "suspension sent again: \(why)")
             let settled = await settlePending(.suspend, of: token, audit: audit).map(Settlement.undone) ?? settlement
             // Resumed meanwhile (customer service), possibly reaching the token service before
-            // this suspension: resumed there again, so it holds what TMP records.
-            guard let now = try? await environment.store.token(reference: reference), now.status == .active else { return settled }
+            // this suspension: resumed there again, so it holds what TMP records — only while
+            // the card is active. Blocked meanwhile, TMP's ACTIVE record is at odds with the
+            // card and the block (or the realignment) suspends the token; a resume sent now
+            // could land after that suspension and leave the token paying on a blocked card.
+            guard let now = try? await environment.store.token(reference: reference), now.status == .active,
+                let card = try? await environment.store.card(externalCardId: now.externalCardId), card.status == .active, !now.isOfAReplacedPAN(of: card)
+            else { return settled }
             do {
                 try await environment.tokenService.resume(now)
+                let resent = AuditEntry(at: environment.now(), actor: actor, action: "token.active", subject: "token:\(reference)", detail: "resume sent again: customer service resumed the token while its suspension was sent again")
+                try? await environment.store.recordAudit(resent)
                 return .undone(now)
             } catch {
                 environment.logger.error(

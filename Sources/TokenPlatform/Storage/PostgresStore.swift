@@ -997,6 +997,9 @@ public struct PostgresStore: TMPStore {
         return error.code.description
     }
 
+    /// The largest `sslrootcert` file read (a bundle of a few hundred roots fits).
+    static let maximumRootCertificatesFileSize = 1 << 20
+
     /// The TLS settings `url` asks for: for `prefer`, TLS without checking the server's
     /// certificate (as libpq); for `verify-ca`, its chain; for `require` and `verify-full`,
     /// its chain and host name; against `sslrootcert`'s certificates when given, else the
@@ -1004,9 +1007,6 @@ public struct PostgresStore: TMPStore {
     ///
     /// - Throws: ``ConfigurationError`` when `sslrootcert` cannot be read or holds no PEM
     ///   certificate.
-    /// The largest `sslrootcert` file read (a bundle of a few hundred roots fits).
-    static let maximumRootCertificatesFileSize = 1 << 20
-
     static func tlsConfiguration(for url: PostgresURL) throws(ConfigurationError) -> TLSConfiguration {
         if url.tls == .verifyCA, url.rootCertificatesPath == nil {
             throw ConfigurationError(PostgresURL.verifyCANeedsRoots)

@@ -163,11 +163,11 @@ public struct SimulatedExtensionHost: Sendable {
         if missing(entry.primaryAccountSuffix) { found.append("\(name) has no last digits of the card (primaryAccountSuffix)") }
         if missing(entry.paymentNetwork) { found.append("\(name) names no payment network") }
         let live = wallet.passes(on: entry.device).filter { $0.activationState != .deactivated }
+        // Judged by the card account only: without one, a pass with the same last digits may
+        // be another card of the issuer's (two cards ending alike), which the entry rightly offers.
         let onDevice: Bool
         if let account = entry.primaryAccountIdentifier, !account.isEmpty {
             onDevice = live.contains { $0.primaryAccountIdentifier == account }
-        } else if let suffix = entry.primaryAccountSuffix, !missing(suffix) {
-            onDevice = live.contains { $0.primaryAccountNumberSuffix == suffix }
         } else {
             onDevice = false
         }
