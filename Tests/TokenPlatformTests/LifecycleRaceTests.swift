@@ -12,6 +12,31 @@ struct LifecycleRaceTests {
         try await api.send(.patch, "/lifecycle/cards/\(card)", as: .issuer, json: CardStatusChangeRequest(status: status))
     }
 
+    /// Card c1 of alice with token T1 provisioned on the yellow path (INACTIVE until activated).
+    static func cardWithAnInactiveToken(_ api: APIClient) async throws {
+        try await api.putCard("c1", user: "alice")
+        _ = try await api.provision("c1", user: "alice", token: "T1")
+        #expect(try await api.tokenStatus("T1") == .inactive)
+    }
+
+    /// Card c1 of alice with an active token T1, blocked; for the unblock to come, a hook that,
+    /// while the unblock's resume of T1 is with the token service, delivers the token service's
+    /// RESUMED echo, has customer service suspend T1, then runs `meanwhile`.
+    static func blockThenSuspendDuringTheUnblocksResume(_ api: APIClient, _ platform: TestPlatform, meanwhile: @escaping @Sendable () -> Void = {}) async throws {
+        let card = try await api.putCard("c1", user: "alice")
+        _ = try await api.provision("c1", user: "alice", token: "T1")
+        #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+        let once = Locked(false)
+        platform.connector.meanwhile.withValue { $0 = { command, token in
+            guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+            let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+            #expect(echo.status == .ok)
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspended.status == .ok)
+            meanwhile()
+        } }
+    }
+
     /// Customer service suspends a token while the block's suspension of it is with the token
     /// service: the suspension stays customer service's, and unblocking leaves it suspended.
     @Test func aCustomerServiceSuspensionMadeWhileABlockWasUnderwayOutlivesTheUnblock() async throws {
@@ -50,9 +75,7 @@ struct LifecycleRaceTests {
     @Test func aCorrectionConfirmedAfterTheCardFlippedBackIsRecordedAndRealigned() async throws {
         let platform = try await TestPlatform(policy: .inApp)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await api.tokenStatus("T1") == .inactive)
+            try await Self.cardWithAnInactiveToken(api)
             platform.connector.meanwhile.withValue { $0 = { command, _ in
                 let status: CardStatus = command == "activate" ? .blocked : .active
                 guard command == "activate" || command == "suspend" else { return }
@@ -147,18 +170,8 @@ struct LifecycleRaceTests {
     @Test func anUnblocksResumeDoesNotLiftACustomerServiceSuspensionMadeMeanwhile() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
-            let once = Locked(false)
-            platform.connector.meanwhile.withValue { $0 = { command, token in
-                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
-                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
-                #expect(echo.status == .ok)
-                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
-                #expect(suspended.status == .ok)
-            } }
             let unblocked = try await Self.patch(api, "c1", .active)
             platform.connector.meanwhile.withValue { $0 = nil }
             #expect(unblocked.status == .ok && unblocked.text.contains("\"UNCHANGED\""), "\(unblocked.text)")
@@ -180,17 +193,7 @@ struct LifecycleRaceTests {
     @Test func aCustomerServiceResumeOvertakingTheSuspensionSentAgainIsSentAgainAfterIt() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
-            let once = Locked(false)
-            platform.connector.meanwhile.withValue { $0 = { command, token in
-                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
-                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
-                #expect(echo.status == .ok)
-                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
-                #expect(suspended.status == .ok)
-            } }
+            try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
             // Suspensions from here: customer service's, then the one sent again.
             let suspensions = Locked(0)
             platform.connector.before.withValue { $0 = { command, _ in
@@ -216,18 +219,7 @@ struct LifecycleRaceTests {
     @Test func aSuspensionTheTokenServiceDidNotConfirmSendingAgainIsPendingUntilTheRealignmentSendsIt() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
-            let once = Locked(false)
-            platform.connector.meanwhile.withValue { $0 = { command, token in
-                guard command == "resume", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
-                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
-                #expect(echo.status == .ok)
-                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
-                #expect(suspended.status == .ok)
-                platform.connector.failing.withValue { $0 = true }
-            } }
+            try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform) { platform.connector.failing.withValue { $0 = true } }
             let unblocked = try await Self.patch(api, "c1", .active)
             platform.connector.meanwhile.withValue { $0 = nil }
             platform.connector.failing.withValue { $0 = false }
@@ -506,9 +498,7 @@ struct LifecycleRaceTests {
     @Test func anActivationOverlappingAHandOverOfTheCardIsDeclinedAndTheTokenEnded() async throws {
         let platform = try await TestPlatform(policy: .inApp)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            #expect(try await api.tokenStatus("T1") == .inactive)
+            try await Self.cardWithAnInactiveToken(api)
             platform.connector.meanwhile.withValue { $0 = { command, _ in
                 guard command == "activate" else { return }
                 _ = try await api.putCard("c1", user: "bob")

@@ -296,16 +296,23 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// Card c1 of alice with an active token `token` (the policy must be immediate), changed
+    /// to `status` while the token service does not answer: the token's command is FAILED. The
+    /// token service answers again afterwards.
+    static func statusChangeTheTokenServiceMisses(_ api: APIClient, _ platform: TestPlatform, token: String, to status: CardStatus) async throws {
+        try await api.putCard("c1", user: "alice")
+        try await api.provision("c1", user: "alice", token: token)
+        platform.connector.failing.withValue { $0 = true }
+        let change = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: status)).decode(LifecycleService.StatusChange.self)
+        #expect(change.tokens.map(\.result) == ["FAILED"])
+        platform.connector.failing.withValue { $0 = false }
+    }
+
     @Test func aBlockTheTokenServiceMissesReportsFailedAndCanBeRetried() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "PHONE-1")
-            platform.connector.failing.withValue { $0 = true }
-            let first = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
-            #expect(first.tokens.map(\.result) == ["FAILED"])
+            try await Self.statusChangeTheTokenServiceMisses(api, platform, token: "PHONE-1", to: .blocked)
             #expect(try await api.tokenStatus("PHONE-1") == .active)
-            platform.connector.failing.withValue { $0 = false }
             let retry = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
             #expect(retry.tokens.map(\.result) == ["SUSPENDED"])
         }
@@ -424,12 +431,7 @@ struct LifecycleRouteTests {
     @Test func aClosedCardsTokenAwaitingDeactivationIsNotSuspended() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            try await api.putCard("c1", user: "alice")
-            try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.failing.withValue { $0 = true }
-            let close = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .closed)).decode(LifecycleService.StatusChange.self)
-            #expect(close.tokens.map(\.result) == ["FAILED"])
-            platform.connector.failing.withValue { $0 = false }
+            try await Self.statusChangeTheTokenServiceMisses(api, platform, token: "T1", to: .closed)
             let auditBefore = try await platform.store.auditEntries(subject: "token:T1").count
             let commandsBefore = platform.connector.commands.current
             let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
