@@ -212,6 +212,39 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, but the card is blocked (the token service missing the block's suspension, so
+    /// TMP keeps the token ACTIVE, at odds) before the suspension sent again returns: the resume
+    /// is not sent again, since it could land after the block's suspension and leave the token
+    /// paying on a blocked card; the realignment suspends it instead.
+    @Test func noResumeIsSentAgainOnceTheCardIsBlocked() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
+            let suspensions = Locked(0)
+            platform.connector.before.withValue { $0 = { command, _ in
+                guard command == "suspend", suspensions.withValue({ $0 += 1; return $0 }) == 2 else { return }
+                let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+                #expect(resumed.status == .ok, "\(resumed.text)")
+                platform.connector.failing.withValue { $0 = true }
+                let blocked = try await Self.patch(api, "c1", .blocked)
+                #expect(blocked.status == .ok && blocked.text.contains("\"FAILED\""), "\(blocked.text)")
+                platform.connector.failing.withValue { $0 = false }
+            } }
+            _ = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.before.withValue { $0 = nil }
+            #expect(try await platform.store.card(externalCardId: "c1")?.status == .blocked)
+            #expect(try await platform.store.token(reference: "T1")?.status == .active)
+            let sent = platform.connector.commands.current.filter { $0.hasSuffix(" T1") }
+            #expect(sent.last == "suspend T1", "\(sent)")
+            // At odds with the blocked card: the realignment suspends it.
+            platform.advance(61)
+            let realigned = await TokenRealigner(environment: platform.environment, interval: .seconds(30), grace: .seconds(60)).realignOnce()
+            #expect(realigned.map(\.result) == ["SUSPENDED"])
+            #expect(try await platform.store.token(reference: "T1")?.status == .suspended)
+        }
+    }
+
     /// As above, but the token service does not confirm suspending the token again: it may
     /// still let the token pay although TMP records customer service's suspension, and nothing
     /// in that state is at odds with the active card. The suspension is recorded as pending,
