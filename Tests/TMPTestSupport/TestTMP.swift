@@ -48,7 +48,8 @@ public enum TestTMP {
             clock: any Clock<Duration> = ContinuousClock(),
             now: @escaping @Sendable () -> Date,
             makeIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.replacingOccurrences(of: "-", with: "") },
-            logger: Logger
+            logger: Logger,
+            serializingTokenCommands: Bool = true
         ) -> PlatformEnvironment {
             PlatformEnvironment(
                 store: store,
@@ -61,7 +62,8 @@ public enum TestTMP {
                 clock: clock,
                 now: now,
                 makeIdentifier: makeIdentifier,
-                logger: logger
+                logger: logger,
+                serializingTokenCommands: serializingTokenCommands
             )
         }
 

@@ -40,7 +40,8 @@ struct LifecycleRaceTests {
     /// Customer service suspends a token while the block's suspension of it is with the token
     /// service: the suspension stays customer service's, and unblocking leaves it suspended.
     @Test func aCustomerServiceSuspensionMadeWhileABlockWasUnderwayOutlivesTheUnblock() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")
@@ -168,7 +169,8 @@ struct LifecycleRaceTests {
     /// resume is recorded. That resume must not lift customer service's suspension: the token
     /// stays suspended by customer service, in TMP and at the token service.
     @Test func anUnblocksResumeDoesNotLiftACustomerServiceSuspensionMadeMeanwhile() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
@@ -191,7 +193,8 @@ struct LifecycleRaceTests {
     /// suspended while TMP records it active, with nothing at odds to correct it. The resume is
     /// sent again after the suspension, so the token service's last word matches TMP's record.
     @Test func aCustomerServiceResumeOvertakingTheSuspensionSentAgainIsSentAgainAfterIt() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
             // Suspensions from here: customer service's, then the one sent again.
@@ -217,7 +220,8 @@ struct LifecycleRaceTests {
     /// is not sent again, since it could land after the block's suspension and leave the token
     /// paying on a blocked card; the realignment suspends it instead.
     @Test func noResumeIsSentAgainOnceTheCardIsBlocked() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform)
             let suspensions = Locked(0)
@@ -250,7 +254,8 @@ struct LifecycleRaceTests {
     /// in that state is at odds with the active card. The suspension is recorded as pending,
     /// shown to the issuer, and the realignment sends it until the token service confirms.
     @Test func aSuspensionTheTokenServiceDidNotConfirmSendingAgainIsPendingUntilTheRealignmentSendsIt() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform) { platform.connector.failing.withValue { $0 = true } }
             let unblocked = try await Self.patch(api, "c1", .active)
@@ -287,7 +292,8 @@ struct LifecycleRaceTests {
     /// again, and the resume is recorded first: the token service may have run the two in
     /// either order, so the token is resumed there again and stays ACTIVE as TMP records it.
     @Test func aResumeRecordedWhileAPendingSuspensionIsSentAgainIsSentAgainAfterIt() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")
@@ -628,7 +634,8 @@ struct LifecycleRaceTests {
     /// completes, and a token is made for the new PAN, while the second is deactivating the old
     /// PAN's tokens. The second keeps the new PAN's reference and spares the new token.
     @Test func aRepeatedReplacementKeepsTheNewPANsReferenceAndItsToken() async throws {
-        let platform = try await TestPlatform(policy: .immediate)
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")

@@ -28,9 +28,11 @@ final class RecordingConnector: TokenServiceConnector, @unchecked Sendable {
 
     private func record(_ command: String, _ token: TokenRecord) async throws {
         if failing.current { throw URLError(.cannotConnectToHost) }
-        try await before.current?(command, token)
+        // The hooks run as tasks of their own, as requests from outside would (a request they
+        // send does not share the command's place in TMP's line).
+        if let hook = before.current { try await Task.detached { try await hook(command, token) }.value }
         commands.withValue { $0.append("\(command) \(token.tokenUniqueReference)") }
-        try await meanwhile.current?(command, token)
+        if let hook = meanwhile.current { try await Task.detached { try await hook(command, token) }.value }
     }
 
     func activate(_ token: TokenRecord) async throws { try await record("activate", token) }
@@ -62,6 +64,9 @@ struct TestPlatform {
     /// An instance on a fresh SQLite database (in memory unless `databasePath` is given).
     ///
     /// `tokenService` replaces ``connector`` as the token service (which then sees nothing);
+    /// `serializingTokenCommands` false lets one token's commands overlap, as two instances
+    /// sharing a database would send them (the races TMP's corrections are for; a hook of
+    /// ``connector`` sending a command for the token it holds then does not wait for it);
     /// `connectorTimeout` and `connectorClock` time its commands. The clock stands still unless
     /// a test passes one: a command a test holds at a gate, on a loaded machine, must not run
     /// into the 10 s limit (ConnectorTimeoutTests move their own clock past it).
@@ -70,11 +75,15 @@ struct TestPlatform {
         databasePath: String? = nil,
         tokenService: (any TokenServiceConnector)? = nil,
         connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
-        connectorClock: any Clock<Duration> = ManualClock()
+        connectorClock: any Clock<Duration> = ManualClock(),
+        serializingTokenCommands: Bool = true
     ) async throws {
         let store = try databasePath.map { try SQLiteStore(path: $0) } ?? SQLiteStore.inMemory()
         try await store.migrate()
-        try self.init(policy: policy, store: store, secrets: Secrets(), tokenService: tokenService, connectorTimeout: connectorTimeout, connectorClock: connectorClock)
+        try self.init(
+            policy: policy, store: store, secrets: Secrets(), tokenService: tokenService, connectorTimeout: connectorTimeout, connectorClock: connectorClock,
+            serializingTokenCommands: serializingTokenCommands
+        )
     }
 
     /// An instance on `store` (migrated by the caller) with `secrets`; `instance` prefixes the
@@ -86,7 +95,8 @@ struct TestPlatform {
         instance: String = "",
         tokenService: (any TokenServiceConnector)? = nil,
         connectorTimeout: Duration = TimeLimitedTokenServiceConnector.defaultLimit,
-        connectorClock: any Clock<Duration> = ManualClock()
+        connectorClock: any Clock<Duration> = ManualClock(),
+        serializingTokenCommands: Bool = true
     ) throws {
         self.store = store
         self.secrets = secrets
@@ -100,7 +110,8 @@ struct TestPlatform {
             clock: connectorClock,
             now: { clock.current },
             makeIdentifier: { instance + counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
-            logger: TestTMP.logger("test", into: logs)
+            logger: TestTMP.logger("test", into: logs),
+            serializingTokenCommands: serializingTokenCommands
         )
     }
 

@@ -90,18 +90,25 @@ public struct LifecycleService: Sendable {
                 $0.status != .deactivated && $0.panUniqueReference == existing.panUniqueReference
             }
             let (store, tokenService) = (environment.store, environment.tokenService)
+            let order = environment.tokenCommandOrder
             let results = await live.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { token -> Result<Bool, any Error> in
                 do {
-                    try await tokenService.deactivate(token)
-                } catch {
-                    return .success(false)
-                }
-                let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
-                do {
-                    _ = try await store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
-                        current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
+                    return try await order.run(token.tokenUniqueReference) { () async throws -> Result<Bool, any Error> in
+                        do {
+                            try await tokenService.deactivate(token)
+                        } catch {
+                            return .success(false)
+                        }
+                        let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
+                        do {
+                            _ = try await store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
+                                current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
+                            }
+                            return .success(true)
+                        } catch {
+                            return .failure(error)
+                        }
                     }
-                    return .success(true)
                 } catch {
                     return .failure(error)
                 }
@@ -167,8 +174,10 @@ public struct LifecycleService: Sendable {
             // with the card from its commit: deactivated now, or by the realignment if the
             // token service does not confirm.
             let stragglers = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: stored) }
-            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self, stored] command in
-                await apply(command, actor: "issuer", reason: command.token.isOfAReplacedPAN(of: stored) ? "card PAN replaced" : Self.why(command, card: stored) ?? "card \(stored.status.rawValue)")
+            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
+                await applyInLine(command, actor: "issuer") { command, card in
+                    command.token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : Self.why(command, card: card) ?? "card \(card.status.rawValue)"
+                }
             }
         }
         return (stored.resource, previous == nil)
@@ -210,7 +219,7 @@ public struct LifecycleService: Sendable {
         // What the tokens need follows from the status this change committed.
         let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-            await apply(command, actor: "issuer", reason: Self.why(command, card: card) ?? "card \(card.status.rawValue)")
+            await applyInLine(command, actor: "issuer") { command, card in Self.why(command, card: card) ?? "card \(card.status.rawValue)" }
         }
         return StatusChange(card: card.resource, tokens: outcomes)
     }
@@ -247,8 +256,10 @@ public struct LifecycleService: Sendable {
                 guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
                     return nil
                 }
-                let why = Self.why(command, card: card) ?? (token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
-                let outcome = await apply(command, actor: "tmp", reason: "\(why); sent again, the token had been at odds with its card")
+                let outcome = await applyInLine(command, actor: "tmp") { command, card in
+                    let why = Self.why(command, card: card) ?? (command.token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
+                    return "\(why); sent again, the token had been at odds with its card"
+                }
                 if outcome.result == "FAILED" {
                     try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
                 }
@@ -310,11 +321,25 @@ public struct LifecycleService: Sendable {
     }
 
     /// `POST tokens/{ref}/{action}`: a customer-service command for one token.
+    ///
+    /// The command is decided and sent in the token's place in line (``TokenCommandOrder``):
+    /// once the token's earlier commands are recorded, on the token as they left it.
     public func perform(_ action: TokenAction, tokenUniqueReference: String) async throws -> TokenResource {
         try InputRules.identifier(tokenUniqueReference, field: "tokenUniqueReference")
-        guard let token = try await environment.store.token(reference: tokenUniqueReference) else {
+        guard let found = try await environment.store.token(reference: tokenUniqueReference) else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
         }
+        return try await environment.tokenCommandOrder.run(found.tokenUniqueReference) {
+            guard let token = try await environment.store.token(reference: found.tokenUniqueReference) else {
+                throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
+            }
+            return try await performInLine(action, on: token)
+        }
+    }
+
+    /// ``perform(_:tokenUniqueReference:)`` in the token's place in line.
+    private func performInLine(_ action: TokenAction, on token: TokenRecord) async throws -> TokenResource {
+        let tokenUniqueReference = token.tokenUniqueReference
         let target: TokenStatus
         let call: @Sendable (TokenRecord) async throws -> Void
         switch action {
@@ -480,6 +505,37 @@ public struct LifecycleService: Sendable {
     /// is thrown (after it is logged), so a caller answering for this one token says what
     /// failed: the database, not the token service.
     private func applyRecording(_ command: TokenCommand, actor: String, reason: String) async throws -> StatusChange.TokenOutcome {
+        try await environment.tokenCommandOrder.run(command.token.tokenUniqueReference) {
+            try await sendAndRecord(command, actor: actor, reason: reason)
+        }
+    }
+
+    /// The command its card's status asks of `command`'s token, decided again in the token's
+    /// place in line (``TokenCommandOrder``) on the token and card as they are then, and
+    /// applied: an earlier command for the token (customer service's, another status change's)
+    /// may have made it unnecessary, or another one, while this one waited. `reason` gives
+    /// the audit reason of the command decided.
+    private func applyInLine(_ command: TokenCommand, actor: String, reason: @escaping @Sendable (TokenCommand, CardRecord) -> String) async -> StatusChange.TokenOutcome {
+        let reference = command.token.tokenUniqueReference
+        do {
+            return try await environment.tokenCommandOrder.run(reference) {
+                guard let token = try await environment.store.token(reference: reference),
+                    let card = try await environment.store.card(externalCardId: token.externalCardId)
+                else {
+                    return .init(tokenUniqueReference: reference, status: command.token.status, result: "FAILED")
+                }
+                guard let decided = self.command(for: token, card: card) else {
+                    return .init(tokenUniqueReference: reference, status: token.status, result: "UNCHANGED")
+                }
+                return await apply(decided, actor: actor, reason: reason(decided, card))
+            }
+        } catch {
+            return .init(tokenUniqueReference: reference, status: command.token.status, result: "FAILED")
+        }
+    }
+
+    /// ``applyRecording(_:actor:reason:)`` in the token's place in line.
+    private func sendAndRecord(_ command: TokenCommand, actor: String, reason: String) async throws -> StatusChange.TokenOutcome {
         let (token, target, source, result, call) = (command.token, command.target, command.source, command.result, command.call)
         do {
             try await call(token)

@@ -48,10 +48,15 @@ public struct PlatformEnvironment: Sendable {
     /// Tokens with a token service command given up at its limit and still running, shared by
     /// every copy of this environment: ``tokenService`` holds back their further commands.
     let abandonedCommands = AbandonedCommands()
+    /// Holds each token's token service commands in line, from decision to record, shared by
+    /// every copy of this environment.
+    let tokenCommandOrder: TokenCommandOrder
 
     /// Creates an environment.
     ///
-    /// `connectorTimeout` must be positive.
+    /// `connectorTimeout` must be positive. `serializingTokenCommands` false lets one token's
+    /// commands run at the same time, as two instances sharing a database run them (tests of
+    /// those races); a server keeps the default.
     public init(
         store: any TMPStore,
         vault: PANVault,
@@ -63,7 +68,8 @@ public struct PlatformEnvironment: Sendable {
         clock: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Date = { Date() },
         makeIdentifier: @escaping @Sendable () -> String = { UUID().uuidString.replacingOccurrences(of: "-", with: "") },
-        logger: Logger = Logger(label: "pushprov.tmp")
+        logger: Logger = Logger(label: "pushprov.tmp"),
+        serializingTokenCommands: Bool = true
     ) {
         precondition(!activationKeys.isEmpty, "at least one activation signing key is required")
         precondition(connectorTimeout > .zero, "the connector timeout must be positive")
@@ -78,6 +84,7 @@ public struct PlatformEnvironment: Sendable {
         self.now = now
         self.makeIdentifier = makeIdentifier
         self.logger = logger
+        self.tokenCommandOrder = TokenCommandOrder(enabled: serializingTokenCommands)
     }
 
     /// ``connector`` with ``connectorTimeout`` on every command: what services call. Every
@@ -90,6 +97,10 @@ public struct PlatformEnvironment: Sendable {
     /// How many tokens have a token service command given up at its limit that has not
     /// returned yet; their further commands are held back until it does.
     public var unfinishedTokenServiceCommands: Int { abandonedCommands.count }
+
+    /// How many token service commands are waiting for an earlier command for the same token
+    /// to be sent and recorded (one token's commands run one at a time in this process).
+    public var tokenServiceCommandsWaiting: Int { tokenCommandOrder.waiting }
 
     /// Issues activation data with the newest key.
     var activationIssuer: ActivationDataIssuer { ActivationDataIssuer(signingKey: activationKeys[0]) }

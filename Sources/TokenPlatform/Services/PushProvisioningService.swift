@@ -109,8 +109,21 @@ public struct PushProvisioningService: Sendable {
     }
 
     /// `tokens/activations`: activates the caller's inactive token through the token service.
+    ///
+    /// The activation is decided and sent in the token's place in line (``TokenCommandOrder``):
+    /// once the token's earlier commands are recorded, on the token as they left it.
     public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
         try InputRules.identifier(request.tokenUniqueReference, field: "tokenUniqueReference")
+        guard let found = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first else {
+            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
+        }
+        return try await environment.tokenCommandOrder.run(found.tokenUniqueReference) {
+            try await activateInLine(userId: userId, request: request)
+        }
+    }
+
+    /// ``activateToken(userId:request:)`` in the token's place in line: the token is read again.
+    private func activateInLine(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
         // The owner is in the query, so another user's token takes the path of a missing one
         // (it was fetched and decoded first, answering measurably later).
         guard let token = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first,

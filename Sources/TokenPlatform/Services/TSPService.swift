@@ -201,10 +201,19 @@ public struct TSPService: Sendable {
             // A token the card forbids (created or activated for a card closed or blocked since
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
-            switch await TokenCorrection(environment: environment).enforce(afterEvent: token.tokenUniqueReference) {
+            //
+            // Only when no TMP command for the token is in progress or waiting: the event may be
+            // the echo of that very command, whose outcome TMP records next (and the token
+            // service may be waiting for this answer before it returns the command: waiting for
+            // the command here could hold both until its time limit). The command in progress
+            // leaves the token as its card asks, or the realignment sends what it still owes.
+            let correction = TokenCorrection(environment: environment)
+            let reference = token.tokenUniqueReference
+            let settled = try? await environment.tokenCommandOrder.runIfFree(reference) { await correction.enforce(afterEvent: reference) }
+            switch settled {
             case .undone(let corrected), .notConfirmed(let corrected):
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)
-            case .nothingToUndo:
+            case .nothingToUndo, nil:
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
             }
         case .stale(let token):
