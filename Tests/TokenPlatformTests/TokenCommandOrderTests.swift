@@ -115,6 +115,7 @@ struct TokenCommandOrderTests {
             try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")
             let flips = Locked<Task<[APIClient.Reply], any Error>?>(nil)
+            let gauge = Locked<String?>(nil)
             let once = Locked(false)
             platform.connector.meanwhile.withValue { $0 = { command, token in
                 guard command == "suspend", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
@@ -125,6 +126,8 @@ struct TokenCommandOrderTests {
                 // The block's command for T1 waits for this one (with the order off, both
                 // changes would finish first).
                 try await Self.eventually { platform.environment.tokenServiceCommandsWaiting > 0 }
+                let metrics = try await api.send(.get, "/metrics").text
+                gauge.withValue { $0 = metrics.split(separator: "\n").first { $0.hasPrefix("pushprov_lifecycle_token_service_commands_waiting ") }.map(String.init) }
             } }
             let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
             #expect(suspended.status == .ok, "\(suspended.text)")
@@ -138,6 +141,7 @@ struct TokenCommandOrderTests {
             // The block found the token suspended by customer service: nothing to send.
             #expect(replies[0].text.contains("\"UNCHANGED\""), "\(replies[0].text)")
             #expect(platform.environment.tokenServiceCommandsWaiting == 0)
+            #expect(gauge.current == "pushprov_lifecycle_token_service_commands_waiting 1.0")
         }
     }
 

@@ -15,12 +15,15 @@ public final class PlatformMetrics: Sendable {
     private let openConnections: Gauge
     /// Tokens with a token service command given up at its time limit and still running.
     private let unfinishedCommands: Gauge
+    /// Token service commands waiting for an earlier command for the same token.
+    private let waitingCommands: Gauge
 
     /// Creates the metrics, with the outcome series dashboards and alerts watch already
     /// listed at zero (``preCreatedProvisioningOutcomes``, ``preCreatedActivationOutcomes``).
     public init() {
         openConnections = registry.makeGauge(descriptor: Self.connections)
         unfinishedCommands = registry.makeGauge(descriptor: Self.unfinished)
+        waitingCommands = registry.makeGauge(descriptor: Self.waiting)
         for outcome in Self.preCreatedProvisioningOutcomes {
             _ = outcomeCounter(Self.provisioning, route: "provisioning", outcome: outcome)
         }
@@ -58,6 +61,7 @@ public final class PlatformMetrics: Sendable {
     private static var realignment: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "realignments", unitName: "total", helpText: "Token service commands sent again for tokens at odds with their card's status, by result.") }
     private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
     private static var unfinished: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_unfinished", unitName: "", helpText: "Tokens with a token service command given up at its time limit that has not returned; their further commands are held back until it does.") }
+    private static var waiting: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_waiting", unitName: "", helpText: "Token service commands waiting for an earlier command for the same token to be sent and recorded.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes: APPROVED, DECLINED, FAILED, or the error code answered.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
@@ -129,6 +133,9 @@ public final class PlatformMetrics: Sendable {
 
     /// Sets the gauge of tokens whose given-up command has not returned (read when rendered).
     public func setUnfinishedTokenServiceCommands(_ count: Int) { unfinishedCommands.set(Double(count)) }
+
+    /// Sets the gauge of commands waiting for an earlier one for the same token (read when rendered).
+    public func setWaitingTokenServiceCommands(_ count: Int) { waitingCommands.set(Double(count)) }
 }
 
 /// Measures every request by route pattern (``PlatformMetrics/unmatchedRoute`` for one no route

@@ -121,8 +121,10 @@ public struct TokenPlatformRouter: Sendable {
             try JSONCoding.response(["status": "ok"])
         }
         let unfinishedCommands: @Sendable () -> Int = { [environment] in environment.unfinishedTokenServiceCommands }
+        let waitingCommands: @Sendable () -> Int = { [environment] in environment.tokenServiceCommandsWaiting }
         on(.get, "/metrics", router) { _, _, _ in
             metrics.setUnfinishedTokenServiceCommands(unfinishedCommands())
+            metrics.setWaitingTokenServiceCommands(waitingCommands())
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
         }
         on(.get, "/openapi.yaml", router) { _, _, _ in
