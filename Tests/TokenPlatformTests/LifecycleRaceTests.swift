@@ -146,6 +146,9 @@ struct LifecycleRaceTests {
             platform.connector.failing.withValue { $0 = false }
             #expect(resumed.status == .conflict && resumed.error?.code == "card_not_active", "\(resumed.text)")
             #expect(resumed.error?.message.contains("unblock the card to resume its tokens") == true)
+            // The resume the token service carried out is in the trail, though not recorded.
+            let unrecorded = try await platform.store.auditEntries(subject: "token:T1").filter { $0.action == "token.command_not_recorded" }.map { "\($0.actor): \($0.detail)" }
+            #expect(unrecorded == ["issuer: resume confirmed by the token service; TMP's record not changed: card is BLOCKED"])
             let token = try #require(try await platform.store.token(reference: "T1"))
             if correctionConfirmed {
                 // Suspended again at the token service, now by the block: unblocking resumes it,
@@ -161,6 +164,32 @@ struct LifecycleRaceTests {
                 let after = try await platform.store.token(reference: "T1")
                 #expect(after?.status == .suspended && after?.suspendedBy == .cardBlocked)
             }
+        }
+    }
+
+    /// A late RESUMED echo for a blocked card's token is corrected (suspended again at the token
+    /// service); customer service suspends the token while that correction is with the token
+    /// service. The correction is not recorded (the suspension is customer service's now), but
+    /// the suspension the token service carried out for it is in the trail.
+    @Test func aCorrectionTheTokenServiceCarriedOutButTMPDidNotRecordIsInTheTrail() async throws {
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "suspend", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+                #expect(suspended.status == .ok)
+            } }
+            let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+            #expect(echo.status == .ok, "\(echo.text)")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .customerService)
+            let unrecorded = try await platform.store.auditEntries(subject: "token:T1").filter { $0.action == "token.command_not_recorded" }.map { "\($0.actor): \($0.detail)" }
+            #expect(unrecorded == ["tmp: suspend confirmed by the token service; TMP's record not changed: card is BLOCKED; customer service suspended the token"], "\(unrecorded)")
         }
     }
 

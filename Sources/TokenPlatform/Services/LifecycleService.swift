@@ -591,6 +591,11 @@ public struct LifecycleService: Sendable {
             )
             throw error
         }
+        let verb = switch target {
+        case .suspended: "suspend"
+        case .deactivated: "deactivate"
+        case .active, .inactive: "resume"
+        }
         switch outcome {
         case .updated(_, let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: result)
         case .unchanged(let current):
@@ -598,8 +603,12 @@ public struct LifecycleService: Sendable {
             // echo, or a concurrent twin, got there first): the command did what it says.
             // Otherwise (customer service's suspension kept) it changed nothing.
             let done = current.status == target && (source == nil || current.suspendedBy == source)
+            if !done {
+                await environment.auditUnrecorded(verb, token: token.tokenUniqueReference, actor: actor, why: "the token is \(current.status.rawValue)\(current.suspendedBy.map { " (suspended by \($0.rawValue))" } ?? "")")
+            }
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: done ? result : "UNCHANGED")
         case .rejected(let current, let message):
+            await environment.auditUnrecorded(verb, token: token.tokenUniqueReference, actor: actor, why: message)
             if message == Self.resumedWhileSuspensionWasResent {
                 // TMP records the token active (customer service resumed it while the pending
                 // suspension was with the token service, and the token service may have run the

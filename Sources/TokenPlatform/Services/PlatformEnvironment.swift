@@ -113,3 +113,28 @@ public struct PlatformEnvironment: Sendable {
     /// The published verification keys.
     public var activationKeySet: JSONWebKeySet { JSONWebKeySet(keys: activationKeys.map(\.publicJWK)) }
 }
+
+extension PlatformEnvironment {
+    /// The audit action of a command the token service carried out that left TMP's record as
+    /// it was (``auditUnrecorded(_:token:actor:why:)``).
+    static let commandNotRecorded = "token.command_not_recorded"
+
+    /// Records in the audit trail that the token service carried out `command` (`activate`,
+    /// `suspend`, `resume`, `deactivate`) for a token while TMP's record of it did not change,
+    /// and why: every command the token service carried out leaves an entry, also one TMP
+    /// then refused to record (the card changed meanwhile) or found recorded already.
+    func auditUnrecorded(_ command: String, token reference: String, actor: String, why: String) async {
+        let entry = AuditEntry(
+            at: now(), actor: actor, action: Self.commandNotRecorded, subject: "token:\(reference)",
+            detail: "\(command) confirmed by the token service; TMP's record not changed: \(why)"
+        )
+        do {
+            try await store.recordAudit(entry)
+        } catch {
+            logger.error(
+                "could not record a token service command in the audit trail",
+                metadata: ["token": "\(Redaction.prefix(reference))", "command": "\(command)", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+        }
+    }
+}

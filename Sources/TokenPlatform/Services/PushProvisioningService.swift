@@ -183,6 +183,7 @@ public struct PushProvisioningService: Sendable {
         switch result {
         case .updated, .unchanged: return answer(.approved, "the token is active")
         case .rejected(_, let message):
+            await environment.auditUnrecorded("activate", token: token.tokenUniqueReference, actor: "user:\(userId)", why: message)
             // The token service has activated the token; if the card was blocked meanwhile, the
             // activation is undone there so a blocked card has no token that pays; one the card's
             // new owner did not activate is ended there.

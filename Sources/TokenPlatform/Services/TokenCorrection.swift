@@ -272,6 +272,18 @@ struct TokenCorrection {
         case .unchanged(let current), .rejected(let current, _): current
         case .notFound, nil: token
         }
+        if done {
+            let verb = switch target {
+            case .suspended: "suspend"
+            case .deactivated: "deactivate"
+            case .active, .inactive: "resume"
+            }
+            switch result {
+            case .unchanged: await environment.auditUnrecorded(verb, token: reference, actor: actor, why: "\(why); recorded so already")
+            case .rejected(_, let message): await environment.auditUnrecorded(verb, token: reference, actor: actor, why: "\(why); \(message)")
+            case .updated, .notFound, nil: break
+            }
+        }
         return done ? .undone(recorded) : .notConfirmed(recorded)
     }
 }
