@@ -14,6 +14,8 @@ struct FaultyStore: TMPStore {
     /// Awaited, while set, before each read of a card by its id: lets a test hold concurrent
     /// requests at that read so they interleave as it wants.
     let beforeCardRead = Locked<(@Sendable () async -> Void)?>(nil)
+    /// What a read of one token by its reference throws while set (other calls go through).
+    let tokenReadFailure = Locked<(any Error)?>(nil)
 
     private func check() throws {
         if let error = failure.current { throw error }
@@ -43,7 +45,11 @@ struct FaultyStore: TMPStore {
         return try await base.setCardStatus(externalCardId: externalCardId, status: status, at: at, audit: audit)
     }
 
-    func token(reference: String) async throws -> TokenRecord? { try check(); return try await base.token(reference: reference) }
+    func token(reference: String) async throws -> TokenRecord? {
+        try check()
+        if let error = tokenReadFailure.current { throw error }
+        return try await base.token(reference: reference)
+    }
     func tokens(externalCardId: String) async throws -> [TokenRecord] { try check(); return try await base.tokens(externalCardId: externalCardId) }
     func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] { try check(); return try await base.tokens(references: references, ownedBy: userId) }
     func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {

@@ -1,16 +1,23 @@
 import Foundation
 import ProvisioningModels
 import SDKTestSupport
+import TMPTestSupport
 import Testing
 @testable import TokenPlatform
 
 /// One token's token service commands run one at a time in a process, from decision to record.
-@Suite("Token command order")
+@Suite("Token command order", .timeLimit(.minutes(1)))
 struct TokenCommandOrderTests {
-    /// Waits (up to 5 s) until `condition` holds.
-    static func eventually(_ condition: @Sendable () -> Bool) async throws {
+    /// Waits (up to 5 s) until `condition` holds; an issue if it never does.
+    static func eventually(_ what: String, _ condition: @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let deadline = ContinuousClock.now + .seconds(5)
-        while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     /// What the token service holds for `reference` after the commands it carried out.
@@ -27,80 +34,155 @@ struct TokenCommandOrderTests {
         }
     }
 
+    /// A long patience on a clock that never moves unless a test moves it.
+    static let clock = ManualClock()
+    static let patience: Duration = .seconds(30)
+
+    /// Runs `body` in `reference`'s place with the long patience.
+    static func run<T>(_ order: TokenCommandOrder, _ reference: String, clock: ManualClock = Self.clock, _ body: () async throws -> T) async throws -> T {
+        try await order.run(reference, patience: patience, clock: clock, body)
+    }
+
+    /// Holds `reference`'s place until `gate` opens (in a task of its own); returns once the
+    /// place is taken.
+    static func hold(_ order: TokenCommandOrder, _ reference: String, until gate: AsyncGate) async throws -> Task<Void, any Error> {
+        let taken = AsyncGate()
+        let holder = Task {
+            try await Self.run(order, reference) {
+                taken.open()
+                await gate.wait()
+            }
+        }
+        await taken.wait()
+        return holder
+    }
+
     @Test func commandsForOneTokenRunOneAtATimeInTheOrderTheyCame() async throws {
         let order = TokenCommandOrder()
         let log = Locked<[String]>([])
-        let gate = Locked(false)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await order.run("T1") {
-                    log.withValue { $0.append("first starts") }
-                    try await Self.eventually { gate.current }
-                    log.withValue { $0.append("first ends") }
-                }
-            }
-            try await Self.eventually { log.current.count == 1 }
-            group.addTask { try await order.run("T1") { log.withValue { $0.append("second") } } }
-            try await Self.eventually { order.waiting == 1 }
-            group.addTask { try await order.run("T1") { log.withValue { $0.append("third") } } }
-            try await Self.eventually { order.waiting == 2 }
-            // Another token does not wait.
-            try await order.run("T2") { log.withValue { $0.append("other token") } }
-            #expect(log.current == ["first starts", "other token"])
-            gate.withValue { $0 = true }
-            try await group.waitForAll()
-        }
-        #expect(log.current == ["first starts", "other token", "first ends", "second", "third"])
+        let gate = AsyncGate()
+        let first = try await Self.hold(order, "T1", until: gate)
+        let second = Task { try await Self.run(order, "T1") { log.withValue { $0.append("second") } } }
+        try await Self.eventually("the second command waits") { order.waiting == 1 }
+        let third = Task { try await Self.run(order, "T1") { log.withValue { $0.append("third") } } }
+        try await Self.eventually("the third command waits") { order.waiting == 2 }
+        // Another token does not wait.
+        try await Self.run(order, "T2") { log.withValue { $0.append("other token") } }
+        #expect(log.current == ["other token"])
+        gate.open()
+        try await first.value
+        try await second.value
+        try await third.value
+        #expect(log.current == ["other token", "second", "third"])
         #expect(order.waiting == 0)
     }
 
     @Test func aCommandRunWhileItsTokensPlaceIsHeldGoesAheadInThatPlace() async throws {
         let order = TokenCommandOrder()
-        let ran = try await order.run("T1") {
+        let ran = try await Self.run(order, "T1") {
             // A correction the first command's outcome calls for, in the same task.
-            try await order.run("T1") { "nested" }
+            try await Self.run(order, "T1") { "nested" }
         }
         #expect(ran == "nested")
         // Its place was given back: the next command does not wait.
-        #expect(try await order.run("T1") { 1 } == 1)
+        #expect(try await order.runIfFree("T1") { 1 } == 1)
+    }
+
+    @Test func aPlaceHeldInOneOrderIsNotHeldInAnother() async throws {
+        let (one, other) = (TokenCommandOrder(), TokenCommandOrder())
+        let gate = AsyncGate()
+        let holder = try await Self.hold(other, "T1", until: gate)
+        // Holding T1 in `one` does not let this task past `other`'s T1.
+        let passed = try await Self.run(one, "T1") { try await other.runIfFree("T1") { true } }
+        #expect(passed == nil)
+        gate.open()
+        try await holder.value
+    }
+
+    @Test func workStartedOutsideAnyPlaceWaitsLikeAnyOtherCommand() async throws {
+        let order = TokenCommandOrder()
+        let nested = try await Self.run(order, "T1") {
+            await TokenCommandOrder.outsideAnyPlace { try? await order.runIfFree("T1") { "ran" } }
+        }
+        #expect(nested == nil)
     }
 
     @Test func runIfFreeRunsNothingWhileTheTokenHasACommandInProgress() async throws {
         let order = TokenCommandOrder()
-        let gate = Locked(false)
-        let started = Locked(false)
-        async let first: Void = order.run("T1") {
-            started.withValue { $0 = true }
-            try await Self.eventually { gate.current }
-        }
-        try await Self.eventually { started.current }
-        let busy = try await order.runIfFree("T1") { "ran" }
-        #expect(busy == nil)
+        let gate = AsyncGate()
+        let holder = try await Self.hold(order, "T1", until: gate)
+        #expect(try await order.runIfFree("T1") { "ran" } == nil)
         #expect(try await order.runIfFree("T2") { "ran" } == "ran")
-        gate.withValue { $0 = true }
-        try await first
+        gate.open()
+        try await holder.value
         #expect(try await order.runIfFree("T1") { "ran" } == "ran")
     }
 
     @Test func referencesAreTheSameTokenOnlyByteForByte() async throws {
         let order = TokenCommandOrder()
-        let gate = Locked(false)
-        let started = Locked(false)
-        async let first: Void = order.run("T\u{E9}") {
-            started.withValue { $0 = true }
-            try await Self.eventually { gate.current }
-        }
-        try await Self.eventually { started.current }
-        // "é" composed and decomposed are equal Swift strings, but two tokens to the store.
+        let gate = AsyncGate()
+        let holder = try await Self.hold(order, "T\u{E9}", until: gate)
+        // The same bytes wait; "é" decomposed, an equal Swift string, is another token to the store.
+        #expect(try await order.runIfFree("T\u{E9}") { "ran" } == nil)
         #expect(try await order.runIfFree("Te\u{301}") { "ran" } == "ran")
-        gate.withValue { $0 = true }
-        try await first
+        gate.open()
+        try await holder.value
     }
 
-    @Test func anErrorGivesThePlaceBack() async throws {
+    @Test func anErrorGivesThePlaceToTheNextCommand() async throws {
         let order = TokenCommandOrder()
-        await #expect(throws: URLError.self) { try await order.run("T1") { throw URLError(.timedOut) } }
+        let (gate, taken) = (AsyncGate(), AsyncGate())
+        let failing = Task {
+            try await Self.run(order, "T1") {
+                taken.open()
+                await gate.wait()
+                throw URLError(.timedOut)
+            }
+        }
+        await taken.wait()
+        let next = Task { try await Self.run(order, "T1") { "next" } }
+        try await Self.eventually("the next command waits") { order.waiting == 1 }
+        gate.open()
+        await #expect(throws: URLError.self) { try await failing.value }
+        #expect(try await next.value == "next")
         #expect(try await order.runIfFree("T1") { true } == true)
+    }
+
+    @Test func aCommandWaitsAtMostItsPatienceAndSendsNothingThen() async throws {
+        let order = TokenCommandOrder()
+        let clock = ManualClock()
+        let gate = AsyncGate()
+        let holder = try await Self.hold(order, "T1", until: gate)
+        let ran = Locked(false)
+        let late = Task { try await Self.run(order, "T1", clock: clock) { ran.withValue { $0 = true } } }
+        await clock.waitForSleepers(1)
+        #expect(order.waiting == 1)
+        clock.advance(by: Self.patience)
+        await #expect(throws: TokenCommandOrder.TurnNotReached.self) { try await late.value }
+        #expect(order.waiting == 0)
+        gate.open()
+        try await holder.value
+        #expect(!ran.current)
+        // The place is free again (the patience's end left nothing behind in the line).
+        #expect(try await order.runIfFree("T1") { true } == true)
+    }
+
+    @Test func aCancelledCommandLeavesTheLineAtOnce() async throws {
+        let order = TokenCommandOrder()
+        let gate = AsyncGate()
+        let holder = try await Self.hold(order, "T1", until: gate)
+        let ran = Locked(false)
+        let cancelled = Task { try await Self.run(order, "T1") { ran.withValue { $0 = true } } }
+        try await Self.eventually("the command waits") { order.waiting == 1 }
+        let after = Task { try await Self.run(order, "T1") { "after" } }
+        try await Self.eventually("the next command waits") { order.waiting == 2 }
+        cancelled.cancel()
+        await #expect(throws: TokenCommandOrder.TurnNotReached.self) { try await cancelled.value }
+        #expect(order.waiting == 1)
+        gate.open()
+        try await holder.value
+        #expect(try await after.value == "after")
+        #expect(!ran.current)
     }
 
     /// Customer service suspends a token, and while the suspension is with the token service
@@ -109,7 +191,7 @@ struct TokenCommandOrderTests {
     /// service's suspension, so neither sends anything that resumes it. Before, the block
     /// suspended and the unblock resumed it at the token service, and customer service's
     /// suspension was recorded last: TMP recorded SUSPENDED while the token paid.
-    @Test(.timeLimit(.minutes(1))) func aCustomerServiceSuspensionOvertakenByABlockAndAnUnblockEndsSuspendedAtBothEnds() async throws {
+    @Test func aCustomerServiceSuspensionOvertakenByABlockAndAnUnblockEndsSuspendedAtBothEnds() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             try await api.putCard("c1", user: "alice")
@@ -125,7 +207,7 @@ struct TokenCommandOrderTests {
                 flips.withValue { $0 = task }
                 // The block's command for T1 waits for this one (with the order off, both
                 // changes would finish first).
-                try await Self.eventually { platform.environment.tokenServiceCommandsWaiting > 0 }
+                try await Self.eventually("the block's command waits") { platform.environment.tokenServiceCommandsWaiting > 0 }
                 let metrics = try await api.send(.get, "/metrics").text
                 gauge.withValue { $0 = metrics.split(separator: "\n").first { $0.hasPrefix("pushprov_lifecycle_token_service_commands_waiting ") }.map(String.init) }
             } }
@@ -145,11 +227,34 @@ struct TokenCommandOrderTests {
         }
     }
 
+    /// A card status change's command whose token cannot be read again in its turn (the
+    /// database failing for that read) is sent as it was decided, not dropped: the block's
+    /// suspension reaches the token service and is recorded, and the failed read is logged.
+    @Test func aCardsCommandIsSentAsDecidedWhenItsTokenCannotBeReadAgain() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            store.tokenReadFailure.withValue { $0 = URLError(.cannotConnectToHost) }
+            let blocked = try await LifecycleRaceTests.patch(api, "c1", .blocked)
+            store.tokenReadFailure.withValue { $0 = nil }
+            #expect(blocked.status == .ok)
+            #expect(blocked.text.contains("\"SUSPENDED\""), "\(blocked.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
+            #expect(platform.logs.current.contains { $0.contains("could not read a token again before its command") })
+        }
+    }
+
     /// The token service's event for a token whose command is in progress is recorded and
-    /// answered at once: its correction is left to the command (which may be waiting for the
-    /// answer). Here a late RESUMED echo arrives while the block's suspension is with the
-    /// token service; the suspension, recorded next, leaves the token suspended at both ends.
-    @Test(.timeLimit(.minutes(1))) func anEventArrivingWhileItsTokensCommandIsInProgressIsAnsweredWithoutWaitingForIt() async throws {
+    /// answered without waiting for that command (the token service may be waiting for the
+    /// answer), and its correction runs at once: the event can say something newer than the
+    /// command's outcome. Here the token service resumes the token on its own while the block's
+    /// suspension is in progress, and reports it: the token is suspended again there, and not
+    /// left paying once the block's suspension is recorded.
+    @Test func anEventArrivingWhileItsTokensCommandIsInProgressIsCorrectedWithoutWaitingForIt() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
             let card = try await api.putCard("c1", user: "alice")
@@ -166,7 +271,8 @@ struct TokenCommandOrderTests {
             #expect(echo.current?.status == .ok, "\(echo.current?.text ?? "no reply")")
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == .suspended && token?.suspendedBy == .cardBlocked)
-            #expect(Self.held("T1", after: platform.connector.commands.current) == .suspended)
+            // The block's suspension, then the correction of the token service's own resume.
+            #expect(platform.connector.commands.current.filter { $0.hasSuffix(" T1") }.suffix(2) == ["suspend T1", "suspend T1"], "\(platform.connector.commands.current)")
         }
     }
 }

@@ -36,7 +36,11 @@ public struct LifecycleService: Sendable {
             /// command again once the grace has passed).
             /// A command the card's status overtook is undone at the token service
             /// (``TokenCorrection``): `UNCHANGED`, or `FAILED` with the token as the token
-            /// service holds it when the undo was not confirmed.
+            /// service holds it when the undo was not confirmed. The command is decided in
+            /// the token's turn (``TokenCommandOrder``), for the card as it is then: a change
+            /// overtaken by another may report what was done for the later status, and
+            /// `UNCHANGED` when nothing was owed by then. `FAILED` also when the command did
+            /// not get its turn in time.
             public var result: String
         }
 
@@ -90,10 +94,9 @@ public struct LifecycleService: Sendable {
                 $0.status != .deactivated && $0.panUniqueReference == existing.panUniqueReference
             }
             let (store, tokenService) = (environment.store, environment.tokenService)
-            let order = environment.tokenCommandOrder
             let results = await live.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { token -> Result<Bool, any Error> in
                 do {
-                    return try await order.run(token.tokenUniqueReference) { () async throws -> Result<Bool, any Error> in
+                    return try await environment.inTokenOrder(token.tokenUniqueReference) { () async throws -> Result<Bool, any Error> in
                         do {
                             try await tokenService.deactivate(token)
                         } catch {
@@ -174,8 +177,8 @@ public struct LifecycleService: Sendable {
             // with the card from its commit: deactivated now, or by the realignment if the
             // token service does not confirm.
             let stragglers = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: stored) }
-            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-                await applyInLine(command, actor: "issuer") { command, card in
+            _ = await stragglers.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self, stored] command in
+                await applyInLine(command, card: stored, actor: "issuer") { command, card in
                     command.token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : Self.why(command, card: card) ?? "card \(card.status.rawValue)"
                 }
             }
@@ -219,7 +222,10 @@ public struct LifecycleService: Sendable {
         // What the tokens need follows from the status this change committed.
         let commands = try await environment.store.tokens(externalCardId: externalCardId).compactMap { command(for: $0, card: card) }
         let outcomes = await commands.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { [self] command in
-            await applyInLine(command, actor: "issuer") { command, card in Self.why(command, card: card) ?? "card \(card.status.rawValue)" }
+            if let outcome = await applyInLine(command, card: card, actor: "issuer", reason: { command, card in Self.why(command, card: card) ?? "card \(card.status.rawValue)" }) {
+                return outcome
+            }
+            return await nothingOwed(command.token)
         }
         return StatusChange(card: card.resource, tokens: outcomes)
     }
@@ -256,10 +262,11 @@ public struct LifecycleService: Sendable {
                 guard let card = try? await store.card(externalCardId: token.externalCardId), let command = command(for: token, card: card) else {
                     return nil
                 }
-                let outcome = await applyInLine(command, actor: "tmp") { command, card in
+                // Owing nothing by its turn (an earlier command settled it): not realigned.
+                guard let outcome = await applyInLine(command, card: card, actor: "tmp", reason: { command, card in
                     let why = Self.why(command, card: card) ?? (command.token.isOfAReplacedPAN(of: card) ? "card PAN replaced" : "card \(card.status.rawValue)")
                     return "\(why); sent again, the token had been at odds with its card"
-                }
+                }) else { return nil }
                 if outcome.result == "FAILED" {
                     try? await store.restartAtOddsClock(reference: token.tokenUniqueReference, at: environment.now())
                 }
@@ -267,6 +274,13 @@ public struct LifecycleService: Sendable {
             }.compactMap { $0 }
         }
         return outcomes
+    }
+
+    /// The outcome of a token that owed its card nothing by its command's turn: `UNCHANGED`, as
+    /// the store holds it (as the change read it, if it cannot be read).
+    private func nothingOwed(_ token: TokenRecord) async -> StatusChange.TokenOutcome {
+        let now = (try? await environment.store.token(reference: token.tokenUniqueReference)) ?? token
+        return .init(tokenUniqueReference: token.tokenUniqueReference, status: now.status, result: "UNCHANGED")
     }
 
     /// The audit reason of a command that sends a pending one again; nil for any other.
@@ -329,7 +343,7 @@ public struct LifecycleService: Sendable {
         guard let found = try await environment.store.token(reference: tokenUniqueReference) else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
         }
-        return try await environment.tokenCommandOrder.run(found.tokenUniqueReference) {
+        return try await environment.inTokenOrder(found.tokenUniqueReference) {
             guard let token = try await environment.store.token(reference: found.tokenUniqueReference) else {
                 throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(tokenUniqueReference))")
             }
@@ -505,7 +519,7 @@ public struct LifecycleService: Sendable {
     /// is thrown (after it is logged), so a caller answering for this one token says what
     /// failed: the database, not the token service.
     private func applyRecording(_ command: TokenCommand, actor: String, reason: String) async throws -> StatusChange.TokenOutcome {
-        try await environment.tokenCommandOrder.run(command.token.tokenUniqueReference) {
+        try await environment.inTokenOrder(command.token.tokenUniqueReference) {
             try await sendAndRecord(command, actor: actor, reason: reason)
         }
     }
@@ -514,22 +528,36 @@ public struct LifecycleService: Sendable {
     /// place in line (``TokenCommandOrder``) on the token and card as they are then, and
     /// applied: an earlier command for the token (customer service's, another status change's)
     /// may have made it unnecessary, or another one, while this one waited. `reason` gives
-    /// the audit reason of the command decided.
-    private func applyInLine(_ command: TokenCommand, actor: String, reason: @escaping @Sendable (TokenCommand, CardRecord) -> String) async -> StatusChange.TokenOutcome {
+    /// the audit reason of the command decided, with the card it was decided on (`card`, when
+    /// the token and card cannot be read again).
+    ///
+    /// - Returns: The outcome, or nil when the token owes its card nothing any more.
+    private func applyInLine(_ command: TokenCommand, card: CardRecord, actor: String, reason: @escaping @Sendable (TokenCommand, CardRecord) -> String) async -> StatusChange.TokenOutcome? {
         let reference = command.token.tokenUniqueReference
         do {
-            return try await environment.tokenCommandOrder.run(reference) {
-                guard let token = try await environment.store.token(reference: reference),
-                    let card = try await environment.store.card(externalCardId: token.externalCardId)
-                else {
-                    return .init(tokenUniqueReference: reference, status: command.token.status, result: "FAILED")
+            return try await environment.inTokenOrder(reference) { () async -> StatusChange.TokenOutcome? in
+                let current: (TokenRecord, CardRecord)?
+                do {
+                    if let token = try await environment.store.token(reference: reference), let card = try await environment.store.card(externalCardId: token.externalCardId) {
+                        current = (token, card)
+                    } else {
+                        current = nil
+                    }
+                } catch {
+                    // Sent as decided before: the record checks the card's status again, and a
+                    // command not sent now would wait for a realignment that needs the database too.
+                    environment.logger.warning(
+                        "could not read a token again before its command; sending the command decided before",
+                        metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+                    )
+                    return await apply(command, actor: actor, reason: reason(command, card))
                 }
-                guard let decided = self.command(for: token, card: card) else {
-                    return .init(tokenUniqueReference: reference, status: token.status, result: "UNCHANGED")
-                }
+                // Tokens and cards are never deleted; should one be gone, so is the command.
+                guard let (token, card) = current, let decided = self.command(for: token, card: card) else { return nil }
                 return await apply(decided, actor: actor, reason: reason(decided, card))
             }
         } catch {
+            environment.logger.warning("token service command not sent", metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return .init(tokenUniqueReference: reference, status: command.token.status, result: "FAILED")
         }
     }

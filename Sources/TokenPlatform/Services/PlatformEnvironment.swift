@@ -98,6 +98,19 @@ public struct PlatformEnvironment: Sendable {
     /// returned yet; their further commands are held back until it does.
     public var unfinishedTokenServiceCommands: Int { abandonedCommands.count }
 
+    /// Runs `body` in `reference`'s place in line (``TokenCommandOrder``): once the token's
+    /// earlier commands in this process are recorded. The wait is at most three connector time
+    /// limits (a command, and the corrections its outcome may call for); a command that waited
+    /// longer, or whose caller was cancelled meanwhile, sends nothing and is
+    /// `503 token_service_unavailable`.
+    func inTokenOrder<T>(_ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await tokenCommandOrder.run(reference, patience: connectorTimeout * 3, clock: clock, isolation: isolation, body)
+        } catch let refused as TokenCommandOrder.TurnNotReached {
+            throw TMPError(.unavailable, "token_service_unavailable", "token \(Redaction.identifier(reference)): \(refused); nothing was sent, try again")
+        }
+    }
+
     /// How many token service commands are waiting for an earlier command for the same token
     /// to be sent and recorded (one token's commands run one at a time in this process).
     public var tokenServiceCommandsWaiting: Int { tokenCommandOrder.waiting }

@@ -117,7 +117,7 @@ public struct PushProvisioningService: Sendable {
         guard let found = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
         }
-        return try await environment.tokenCommandOrder.run(found.tokenUniqueReference) {
+        return try await environment.inTokenOrder(found.tokenUniqueReference) {
             try await activateInLine(userId: userId, request: request)
         }
     }

@@ -202,18 +202,20 @@ public struct TSPService: Sendable {
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
             //
-            // Only when no TMP command for the token is in progress or waiting: the event may be
-            // the echo of that very command, whose outcome TMP records next (and the token
-            // service may be waiting for this answer before it returns the command: waiting for
-            // the command here could hold both until its time limit). The command in progress
-            // leaves the token as its card asks, or the realignment sends what it still owes.
+            // In the token's place in line when it is free. When a command for the token is in
+            // progress or waiting, the correction does not wait for it: the token service may be
+            // waiting for this answer before it returns that command (both would hang until the
+            // time limit), and the event may say something newer than the command's outcome
+            // (the token resumed after the command's suspension), which recording the command
+            // would hide. So it runs at once, alongside, as it did before commands were ordered.
             let correction = TokenCorrection(environment: environment)
             let reference = token.tokenUniqueReference
-            let settled = try? await environment.tokenCommandOrder.runIfFree(reference) { await correction.enforce(afterEvent: reference) }
+            let inLine = try? await environment.tokenCommandOrder.runIfFree(reference) { await correction.enforce(afterEvent: reference) }
+            let settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
             switch settled {
             case .undone(let corrected), .notConfirmed(let corrected):
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)
-            case .nothingToUndo, nil:
+            case .nothingToUndo:
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
             }
         case .stale(let token):

@@ -94,7 +94,8 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
                     command: Task {
                         guard !Task.isCancelled else { return race.commandEnded() }
                         do {
-                            try await call(token)
+                            // Outside the caller's place in TMP's line: this task may outlive it.
+                            try await TokenCommandOrder.outsideAnyPlace { try await call(token) }
                             race.commandEnded()
                             race.finish(.success(()))
                         } catch {

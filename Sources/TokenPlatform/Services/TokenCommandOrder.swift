@@ -10,27 +10,59 @@ import Foundation
 /// token pays), and nothing was at odds for the realignment to find. Holding each token's
 /// commands in line makes the order they are sent the order they are recorded.
 ///
-/// Different tokens never wait for each other, so a card's status change still sends its
-/// tokens' commands concurrently. A command given up at its time limit releases its place when
-/// the caller is answered; ``TimeLimitedTokenServiceConnector`` holds back the token's next
-/// commands until the abandoned one returns.
+/// Different tokens' commands do not wait for each other's place (a card's status change
+/// still sends its tokens' commands concurrently, though one waiting its turn holds one of the
+/// change's concurrent slots). A command waits at most its `patience` for its turn, and a
+/// cancelled one leaves the line at once: either way it is refused with ``TurnNotReached``,
+/// sending nothing. A command given up at its time limit releases its place when the caller is
+/// answered; ``TimeLimitedTokenServiceConnector`` holds back the token's next commands until
+/// the abandoned one returns.
 ///
 /// The order is per process: instances sharing a PostgreSQL database do not see each other's
 /// place in line, and for their races TMP keeps its corrections (``TokenCorrection``) and the
 /// realignment.
 final class TokenCommandOrder: @unchecked Sendable {
+    /// A command that did not get its turn: the ones before it took longer than its patience,
+    /// or its caller was cancelled while it waited. Nothing was sent.
+    struct TurnNotReached: Error, CustomStringConvertible {
+        /// Whether the caller was cancelled (otherwise the patience ran out).
+        var cancelled: Bool
+        var description: String {
+            cancelled ? "cancelled while waiting for an earlier command for the same token" : "an earlier command for the same token took longer than this one could wait"
+        }
+    }
+
+    /// One token's place, as the current task holds it (keyed by this order too: two
+    /// environments in one process keep two orders).
+    private struct Place: Hashable {
+        var order: ObjectIdentifier
+        var token: [UInt8]
+    }
+
+    /// One command waiting its turn.
+    private final class Waiter: @unchecked Sendable {
+        // @unchecked: both are only touched while holding the order's lock.
+        /// Set once the command is in the line; taken when it is told whether it has its turn.
+        var continuation: CheckedContinuation<Bool, Never>?
+        /// The command gave up (patience, cancellation) before it was in the line.
+        var gaveUp = false
+        /// Ends the wait when the patience runs out.
+        var timer: Task<Void, Never>?
+        init() {}
+    }
+
     // @unchecked: `lines` is only touched while holding `lock`.
     private let lock = NSLock()
     /// Tokens with a command in progress, each with the commands waiting behind it, first
     /// come first. Keyed by the reference's bytes: references are the same only byte for byte.
-    private var lines: [[UInt8]: [CheckedContinuation<Void, Never>]] = [:]
+    private var lines: [[UInt8]: [Waiter]] = [:]
     /// Whether commands are held in line at all (off only in tests that stand for two
     /// instances sharing one database, whose commands no process orders).
     let enabled: Bool
 
-    /// The tokens whose place in line the current task holds: a command run while one is held
-    /// (a correction a command's outcome calls for) goes ahead in the same place.
-    @TaskLocal private static var held: Set<[UInt8]> = []
+    /// The places the current task holds: a command run while its token's place is held (a
+    /// correction a command's outcome calls for) goes ahead in the same place.
+    @TaskLocal private static var held: Set<Place> = []
 
     init(enabled: Bool = true) {
         self.enabled = enabled
@@ -39,51 +71,110 @@ final class TokenCommandOrder: @unchecked Sendable {
     /// How many commands are waiting behind another command for the same token.
     var waiting: Int { lock.withLock { lines.values.reduce(0) { $0 + $1.count } } }
 
-    /// Runs `body` once every command for `reference` that came before it has been recorded.
-    func run<T>(_ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
-        let key = Array(reference.utf8)
-        guard enabled, !Self.held.contains(key) else { return try await body() }
-        await withCheckedContinuation(isolation: isolation) { (place: CheckedContinuation<Void, Never>) in
-            let first: Bool = lock.withLock {
-                guard lines[key] != nil else {
-                    lines[key] = []
-                    return true
-                }
-                lines[key]!.append(place)
-                return false
-            }
-            if first { place.resume() }
-        }
-        defer { release(key) }
-        return try await Self.$held.withValue(Self.held.union([key]), operation: body)
+    /// Runs `body` outside any place the current task holds: work started from a command that
+    /// may outlive it (the token service call, which runs as a task of its own) must not pass
+    /// for it.
+    static func outsideAnyPlace<T>(isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async rethrows -> T {
+        try await $held.withValue([], operation: body)
+    }
+
+    /// Runs `body` once every command for `reference` that came before it has been recorded,
+    /// waiting at most `patience` (measured on `clock`) for that.
+    ///
+    /// - Throws: ``TurnNotReached`` when the patience ran out or the caller was cancelled
+    ///   first (`body` did not run); whatever `body` throws.
+    func run<T>(
+        _ reference: String, patience: Duration, clock: any Clock<Duration>,
+        isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async throws -> T {
+        let place = Place(order: ObjectIdentifier(self), token: Array(reference.utf8))
+        guard enabled, !Self.held.contains(place) else { return try await body() }
+        try await takeTurn(place.token, patience: patience, clock: clock)
+        defer { release(place.token) }
+        return try await Self.$held.withValue(Self.held.union([place]), operation: body)
     }
 
     /// Runs `body` in `reference`'s place if no command for it is in progress or waiting;
     /// nil, without running it, if one is.
     func runIfFree<T>(_ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T? {
-        let key = Array(reference.utf8)
-        guard enabled, !Self.held.contains(key) else { return try await body() }
+        let place = Place(order: ObjectIdentifier(self), token: Array(reference.utf8))
+        guard enabled, !Self.held.contains(place) else { return try await body() }
         let free: Bool = lock.withLock {
-            guard lines[key] == nil else { return false }
-            lines[key] = []
+            guard lines[place.token] == nil else { return false }
+            lines[place.token] = []
             return true
         }
         guard free else { return nil }
-        defer { release(key) }
-        return try await Self.$held.withValue(Self.held.union([key]), operation: body)
+        defer { release(place.token) }
+        return try await Self.$held.withValue(Self.held.union([place]), operation: body)
+    }
+
+    /// Takes the token's place, at once if it is free, or else once the commands before this
+    /// one have released it; leaves the line when the patience runs out or the caller is
+    /// cancelled.
+    private func takeTurn(_ key: [UInt8], patience: Duration, clock: any Clock<Duration>) async throws {
+        try Task.checkCancellation()
+        let waiter = Waiter()
+        defer { lock.withLock { waiter.timer }?.cancel() }
+        let turn = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                // Joining the line and storing the continuation happen under one lock, so a
+                // release never finds a waiter it cannot hand the place to.
+                let now: Bool? = lock.withLock {
+                    if waiter.gaveUp { return false }
+                    guard lines[key] != nil else {
+                        lines[key] = []
+                        return true
+                    }
+                    waiter.continuation = continuation
+                    lines[key]!.append(waiter)
+                    return nil
+                }
+                if let now {
+                    continuation.resume(returning: now)
+                    return
+                }
+                let timer = Task {
+                    // Cancelled once the turn came: nothing to do then.
+                    guard (try? await clock.sleep(for: patience)) != nil else { return }
+                    self.leave(key, waiter)
+                }
+                lock.withLock { waiter.timer = timer }
+            }
+        } onCancel: {
+            self.leave(key, waiter)
+        }
+        if !turn { throw TurnNotReached(cancelled: Task.isCancelled) }
+    }
+
+    /// Takes `waiter` out of the line and tells it it has no turn, if it is still waiting;
+    /// one not in the line yet will not join it.
+    private func leave(_ key: [UInt8], _ waiter: Waiter) {
+        let continuation: CheckedContinuation<Bool, Never>? = lock.withLock {
+            waiter.gaveUp = true
+            guard let index = lines[key]?.firstIndex(where: { $0 === waiter }) else { return nil }
+            lines[key]!.remove(at: index)
+            let continuation = waiter.continuation
+            waiter.continuation = nil
+            return continuation
+        }
+        continuation?.resume(returning: false)
     }
 
     /// Hands the place to the next command waiting, or frees it.
     private func release(_ key: [UInt8]) {
-        let next: CheckedContinuation<Void, Never>? = lock.withLock {
+        let next: CheckedContinuation<Bool, Never>? = lock.withLock {
             guard var line = lines[key], !line.isEmpty else {
                 lines[key] = nil
                 return nil
             }
-            let next = line.removeFirst()
+            // Every waiter in the line has its continuation (stored as it joined).
+            let waiter = line.removeFirst()
             lines[key] = line
-            return next
+            let continuation = waiter.continuation
+            waiter.continuation = nil
+            return continuation
         }
-        next?.resume()
+        next?.resume(returning: true)
     }
 }
