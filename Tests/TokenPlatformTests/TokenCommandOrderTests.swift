@@ -227,6 +227,53 @@ struct TokenCommandOrderTests {
         }
     }
 
+    /// The single-process counterpart of the races between instances in `LifecycleRouteTests`
+    /// (aCustomerServiceCommandOvertakenByTheCardIsAConflict): the card's status changes while
+    /// a customer-service command is with the token service.
+    /// - A close: its deactivation of the token waits for customer service's suspension to be
+    ///   recorded (200), then deactivates the token.
+    /// - A block: the token is still suspended by customer service when the block reads it, so
+    ///   the block owes it nothing and does not wait; customer service's resume, recorded after
+    ///   the block, is undone at the token service and is `409 card_not_active`, the token
+    ///   suspended by the block.
+    @Test(arguments: [
+        (LifecycleService.TokenAction.suspend, CardStatus.closed, 200, TokenStatus.deactivated, nil as SuspensionSource?, ["suspend T1", "deactivate T1"]),
+        (.resume, .blocked, 409, .suspended, .cardBlocked, ["suspend T1", "resume T1", "suspend T1"]),
+    ])
+    func aCustomerServiceCommandRacingTheCardsStatusEndsAsTheCardAsks(
+        action: LifecycleService.TokenAction, cardBecomes: CardStatus, answered: Int, ends: TokenStatus, suspendedBy: SuspensionSource?, commands: [String]
+    ) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            if action == .resume {
+                #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            }
+            let change = Locked<Task<APIClient.Reply, any Error>?>(nil)
+            let changed = Locked(false)
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == action.rawValue, !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                change.withValue { $0 = Task {
+                    defer { changed.withValue { $0 = true } }
+                    return try await LifecycleRaceTests.patch(api, "c1", cardBecomes)
+                } }
+                // The change is either waiting for this command or done.
+                try await Self.eventually("the card's change waits or is done") { platform.environment.tokenServiceCommandsWaiting > 0 || changed.current }
+                #expect(changed.current == (cardBecomes == .blocked))
+            } }
+            let reply = try await api.send(.post, "/lifecycle/tokens/T1/\(action.rawValue)", as: .issuer)
+            #expect(reply.status.code == answered, "\(reply.text)")
+            let changeReply = try #require(try await change.current?.value)
+            #expect(changeReply.status == .ok, "\(changeReply.text)")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == ends && token?.suspendedBy == suspendedBy)
+            #expect(platform.connector.commands.current == commands)
+            #expect(Self.held("T1", after: commands) == ends)
+        }
+    }
+
     /// A card status change's command whose token cannot be read again in its turn (the
     /// database failing for that read) is sent as it was decided, not dropped: the block's
     /// suspension reaches the token service and is recorded, and the failed read is logged.
