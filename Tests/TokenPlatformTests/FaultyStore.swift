@@ -45,6 +45,14 @@ struct FaultyStore: TMPStore {
         return try await base.setCardStatus(externalCardId: externalCardId, status: status, at: at, audit: audit)
     }
 
+    func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool {
+        try check()
+        return try await base.takeTokenCommandLease(reference: reference, holder: holder, for: duration)
+    }
+    func releaseTokenCommandLease(reference: String, holder: String) async throws {
+        try check()
+        try await base.releaseTokenCommandLease(reference: reference, holder: holder)
+    }
     func token(reference: String) async throws -> TokenRecord? {
         try check()
         if let error = tokenReadFailure.current { throw error }

@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdTesting
 import ProvisioningModels
+import SDKTestSupport
 import TMPTestSupport
 import Testing
 import TokenPlatform
@@ -57,6 +58,8 @@ struct PostgresTwoInstanceTests {
         var status = start.status
         var illegal: [String] = []
         for entry in entries {
+            // Entries of commands that left the token's state as it was.
+            if entry.action == "token.command_not_recorded" || entry.action == "token.pending_command" { continue }
             let target: TokenStatus? = switch entry.action {
             case "token.activate", "token.event.activated", "token.event.resumed", "token.active": .active
             case "token.event.suspended", "token.suspended": .suspended
@@ -79,6 +82,38 @@ struct PostgresTwoInstanceTests {
 
     static func event(_ api: APIClient, _ reference: String, pur: String, _ type: TokenEventType, id: String) -> @Sendable () async throws -> APIClient.Reply {
         { try await api.event(reference, pur: pur, type, id: id) }
+    }
+
+    /// Customer service suspends a token on one instance; while the suspension is with the
+    /// token service, the card is blocked and unblocked on the other. The other instance's
+    /// commands for the token wait for the first's lease in the database and are decided once
+    /// the suspension is recorded: the token is customer service's suspension, so nothing
+    /// resumes it. Before, the other instance suspended and resumed it at the token service,
+    /// and customer service's suspension was recorded last: TMP recorded SUSPENDED while the
+    /// token paid, with nothing at odds.
+    @Test func aSuspensionOnOneInstanceIsNotUndoneByABlockAndUnblockOnTheOther() async throws {
+        try await Self.withTwoInstances(policy: .immediate) { first, second in
+            try await first.putCard("c1", user: "alice")
+            _ = try await first.provision("c1", user: "alice", token: "T1")
+            let flips = Locked<Task<[APIClient.Reply], any Error>?>(nil)
+            let once = Locked(false)
+            first.platform.connector.meanwhile.withValue { $0 = { command, token in
+                guard command == "suspend", token.tokenUniqueReference == "T1", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                flips.withValue { $0 = Task {
+                    [try await LifecycleRaceTests.patch(second, "c1", .blocked), try await LifecycleRaceTests.patch(second, "c1", .active)]
+                } }
+                try await TokenCommandOrderTests.eventually("the other instance's command waits for the lease") { second.platform.environment.tokenServiceCommandsWaiting > 0 }
+            } }
+            let suspended = try await first.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspended.status == .ok, "\(suspended.text)")
+            let replies = try #require(try await flips.current?.value)
+            #expect(replies.map(\.status) == [.ok, .ok], "\(replies.map(\.text))")
+            let token = try await first.platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.suspendedBy == .customerService)
+            #expect(first.platform.connector.commands.current == ["suspend T1"])
+            // The other instance found customer service's suspension: nothing to send.
+            #expect(second.platform.connector.commands.current.isEmpty, "\(second.platform.connector.commands.current)")
+        }
     }
 
     @Test func concurrentTokenEventsForOneTokenEndAsOneInstanceWould() async throws {

@@ -518,6 +518,29 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// One holder at a time per token: another holder is refused until the lease is given
+    /// back or expires; the holder may take it again (extending it); a holder gives back only
+    /// its own lease; tokens' leases are independent.
+    @Test(arguments: StoreFactory.all)
+    func aTokenCommandLeaseHasOneHolderUntilGivenBackOrExpired(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            #expect(try await store.takeTokenCommandLease(reference: "T1", holder: "A", for: .seconds(60)))
+            #expect(try await !store.takeTokenCommandLease(reference: "T1", holder: "B", for: .seconds(60)))
+            #expect(try await store.takeTokenCommandLease(reference: "T1", holder: "A", for: .seconds(60)))
+            #expect(try await store.takeTokenCommandLease(reference: "T2", holder: "B", for: .seconds(60)))
+            // References are the same only byte for byte.
+            #expect(try await store.takeTokenCommandLease(reference: "t1", holder: "B", for: .seconds(60)))
+            try await store.releaseTokenCommandLease(reference: "T1", holder: "B")
+            #expect(try await !store.takeTokenCommandLease(reference: "T1", holder: "B", for: .seconds(60)))
+            try await store.releaseTokenCommandLease(reference: "T1", holder: "A")
+            #expect(try await store.takeTokenCommandLease(reference: "T1", holder: "B", for: .milliseconds(1)))
+            // Expired (B never gave it back): A takes it.
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(try await store.takeTokenCommandLease(reference: "T1", holder: "A", for: .seconds(60)))
+            #expect(try await !store.takeTokenCommandLease(reference: "T1", holder: "B", for: .seconds(60)))
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func aRealignmentClaimRestartsTheClocksOfTheTokensItTakes(factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -51,6 +51,8 @@ public struct PlatformEnvironment: Sendable {
     /// Holds each token's token service commands in line, from decision to record, shared by
     /// every copy of this environment.
     let tokenCommandOrder: TokenCommandOrder
+    /// This instance, as the holder of token command leases in a shared database.
+    let instanceIdentifier = UUID().uuidString
 
     /// Creates an environment.
     ///
@@ -105,10 +107,16 @@ public struct PlatformEnvironment: Sendable {
     /// `503 token_service_unavailable`.
     func inTokenOrder<T>(_ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
         do {
-            return try await tokenCommandOrder.run(reference, patience: connectorTimeout * 3, clock: clock, isolation: isolation, body)
+            return try await tokenCommandOrder.run(reference, patience: connectorTimeout * 3, clock: clock, lease: tokenCommandLease, isolation: isolation, body)
         } catch let refused as TokenCommandOrder.TurnNotReached {
             throw TMPError(.unavailable, "token_service_unavailable", "token \(Redaction.identifier(reference)): \(refused); nothing was sent, try again")
         }
+    }
+
+    /// A token's place in line in the database (for instances sharing it): it lasts longer
+    /// than a command and the corrections its outcome may call for.
+    var tokenCommandLease: TokenCommandOrder.Lease {
+        TokenCommandOrder.Lease(store: store, holder: instanceIdentifier, duration: connectorTimeout * 3 + .seconds(5))
     }
 
     /// How many token service commands are waiting for an earlier command for the same token

@@ -210,7 +210,7 @@ public struct TSPService: Sendable {
             // would hide. So it runs at once, alongside, as it did before commands were ordered.
             let correction = TokenCorrection(environment: environment)
             let reference = token.tokenUniqueReference
-            let inLine = try? await environment.tokenCommandOrder.runIfFree(reference) { await correction.enforce(afterEvent: reference) }
+            let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
             let settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
             switch settled {
             case .undone(let corrected), .notConfirmed(let corrected):

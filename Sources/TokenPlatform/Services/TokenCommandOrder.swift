@@ -18,10 +18,26 @@ import Foundation
 /// answered; ``TimeLimitedTokenServiceConnector`` holds back the token's next commands until
 /// the abandoned one returns.
 ///
-/// The order is per process: instances sharing a PostgreSQL database do not see each other's
-/// place in line, and for their races TMP keeps its corrections (``TokenCorrection``) and the
-/// realignment.
+/// Across instances sharing a database, a place is also a ``Lease`` in the database
+/// (``TMPStore/takeTokenCommandLease(reference:holder:for:)``), taken once the place in this
+/// process is: another instance's command for the token waits for it (polling) as this
+/// process's commands wait for the place. A lease its instance never gave back (the process
+/// stopped) expires after its duration. For what slips past (a command that outlived its
+/// lease), TMP keeps its corrections (``TokenCorrection``) and the realignment.
 final class TokenCommandOrder: @unchecked Sendable {
+    /// A place's counterpart in the database, for instances sharing it.
+    struct Lease: Sendable {
+        /// Where the leases are.
+        var store: any TMPStore
+        /// This instance.
+        var holder: String
+        /// How long a lease lasts unless given back: longer than a command and its corrections take.
+        var duration: Duration
+    }
+
+    /// How often a command waiting for another instance's lease asks again.
+    static let leasePoll: Duration = .milliseconds(20)
+
     /// A command that did not get its turn: the ones before it took longer than its patience,
     /// or its caller was cancelled while it waited. Nothing was sent.
     struct TurnNotReached: Error, CustomStringConvertible {
@@ -56,6 +72,8 @@ final class TokenCommandOrder: @unchecked Sendable {
     /// Tokens with a command in progress, each with the commands waiting behind it, first
     /// come first. Keyed by the reference's bytes: references are the same only byte for byte.
     private var lines: [[UInt8]: [Waiter]] = [:]
+    /// Commands waiting for another instance's lease.
+    private var leaseWaiters = 0
     /// Whether commands are held in line at all (off only in tests that stand for two
     /// instances sharing one database, whose commands no process orders).
     let enabled: Bool
@@ -69,7 +87,7 @@ final class TokenCommandOrder: @unchecked Sendable {
     }
 
     /// How many commands are waiting behind another command for the same token.
-    var waiting: Int { lock.withLock { lines.values.reduce(0) { $0 + $1.count } } }
+    var waiting: Int { lock.withLock { lines.values.reduce(leaseWaiters) { $0 + $1.count } } }
 
     /// Runs `body` outside any place the current task holds: work started from a command that
     /// may outlive it (the token service call, which runs as a task of its own) must not pass
@@ -79,24 +97,60 @@ final class TokenCommandOrder: @unchecked Sendable {
     }
 
     /// Runs `body` once every command for `reference` that came before it has been recorded,
-    /// waiting at most `patience` (measured on `clock`) for that.
+    /// waiting at most `patience` for that: for this process's earlier commands (measured on
+    /// `clock`), then for `lease` (another instance's command; measured in real time).
     ///
     /// - Throws: ``TurnNotReached`` when the patience ran out or the caller was cancelled
-    ///   first (`body` did not run); whatever `body` throws.
+    ///   first (`body` did not run); the store's error when the lease could not be asked for;
+    ///   whatever `body` throws.
     func run<T>(
-        _ reference: String, patience: Duration, clock: any Clock<Duration>,
+        _ reference: String, patience: Duration, clock: any Clock<Duration>, lease: Lease? = nil,
         isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
     ) async throws -> T {
         let place = Place(order: ObjectIdentifier(self), token: Array(reference.utf8))
         guard enabled, !Self.held.contains(place) else { return try await body() }
         try await takeTurn(place.token, patience: patience, clock: clock)
         defer { release(place.token) }
-        return try await Self.$held.withValue(Self.held.union([place]), operation: body)
+        if let lease { try await waitFor(lease, reference, patience: patience) }
+        do {
+            let result = try await Self.$held.withValue(Self.held.union([place]), operation: body)
+            if let lease { await giveBack(lease, reference) }
+            return result
+        } catch {
+            if let lease { await giveBack(lease, reference) }
+            throw error
+        }
+    }
+
+    /// Takes `lease` for `reference`, asking again every ``leasePoll`` while another instance
+    /// holds it.
+    private func waitFor(_ lease: Lease, _ reference: String, patience: Duration) async throws {
+        let deadline = ContinuousClock.now + patience
+        var counted = false
+        defer { if counted { lock.withLock { leaseWaiters -= 1 } } }
+        while try await !lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration) {
+            if !counted {
+                lock.withLock { leaseWaiters += 1 }
+                counted = true
+            }
+            guard ContinuousClock.now < deadline else { throw TurnNotReached(cancelled: false) }
+            do {
+                try await Task.sleep(for: Self.leasePoll)
+            } catch {
+                throw TurnNotReached(cancelled: true)
+            }
+        }
+    }
+
+    /// Gives `lease` back; one that cannot be (the database failing) expires.
+    private func giveBack(_ lease: Lease, _ reference: String) async {
+        try? await lease.store.releaseTokenCommandLease(reference: reference, holder: lease.holder)
     }
 
     /// Runs `body` in `reference`'s place if no command for it is in progress or waiting;
     /// nil, without running it, if one is.
-    func runIfFree<T>(_ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T? {
+    /// `lease`, if given, must be free too (another instance's command is not waited for).
+    func runIfFree<T>(_ reference: String, lease: Lease? = nil, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T? {
         let place = Place(order: ObjectIdentifier(self), token: Array(reference.utf8))
         guard enabled, !Self.held.contains(place) else { return try await body() }
         let free: Bool = lock.withLock {
@@ -106,7 +160,17 @@ final class TokenCommandOrder: @unchecked Sendable {
         }
         guard free else { return nil }
         defer { release(place.token) }
-        return try await Self.$held.withValue(Self.held.union([place]), operation: body)
+        if let lease {
+            guard try await lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration) else { return nil }
+        }
+        do {
+            let result = try await Self.$held.withValue(Self.held.union([place]), operation: body)
+            if let lease { await giveBack(lease, reference) }
+            return result
+        } catch {
+            if let lease { await giveBack(lease, reference) }
+            throw error
+        }
     }
 
     /// Takes the token's place, at once if it is free, or else once the commands before this

@@ -149,6 +149,16 @@ extension PostgresStore {
         Migration(name: "v7", statements: [
             "ALTER TABLE token ADD COLUMN pending_command TEXT CHECK (pending_command IN ('SUSPEND', 'DEACTIVATE'))",
         ]),
+        // As SQLite's v8: which instance's command for a token is in progress, until when.
+        Migration(name: "v8", statements: [
+            """
+            CREATE TABLE token_command_lease (
+                token_unique_reference TEXT COLLATE "C" PRIMARY KEY,
+                holder TEXT NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+        ]),
     ]
 
     /// The names of the schema's migrations, in order.

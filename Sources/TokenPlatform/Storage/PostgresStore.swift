@@ -461,6 +461,25 @@ public struct PostgresStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/takeTokenCommandLease(reference:holder:for:)`` (on the database
+    /// server's clock).
+    public func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return try await !rows(
+            """
+            INSERT INTO token_command_lease (token_unique_reference, holder, expires_at) VALUES (\(reference), \(holder), now() + make_interval(secs => \(seconds)))
+            ON CONFLICT (token_unique_reference) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+            WHERE token_command_lease.holder = excluded.holder OR token_command_lease.expires_at <= now()
+            RETURNING 1
+            """
+        ).isEmpty
+    }
+
+    /// Implements ``TMPStore/releaseTokenCommandLease(reference:holder:)``.
+    public func releaseTokenCommandLease(reference: String, holder: String) async throws {
+        _ = try await rows("DELETE FROM token_command_lease WHERE token_unique_reference = \(reference) AND holder = \(holder)")
+    }
+
     /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         _ = try await rows("UPDATE token SET at_odds_since = \(time) WHERE token_unique_reference = \(reference) AND at_odds_since IS NOT NULL")

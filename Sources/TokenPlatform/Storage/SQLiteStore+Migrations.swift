@@ -157,6 +157,18 @@ extension SQLiteStore {
         register("v7") { db in
             try db.execute(sql: "ALTER TABLE token ADD COLUMN pending_command TEXT CHECK (pending_command IN ('SUSPEND', 'DEACTIVATE'))")
         }
+        // Which instance's token service command for a token is in progress, until when
+        // (`TMPStore.takeTokenCommandLease`): instances sharing a database hold one token's
+        // commands in line through it. A row lives while its command runs.
+        register("v8") { db in
+            try db.execute(sql: """
+                CREATE TABLE token_command_lease (
+                    token_unique_reference TEXT PRIMARY KEY NOT NULL,
+                    holder TEXT NOT NULL,
+                    expires_at TEXT NOT NULL
+                )
+                """)
+        }
         return migrator
     }
 }

@@ -443,6 +443,31 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/takeTokenCommandLease(reference:holder:for:)`` (on this process's
+    /// clock: instances sharing a SQLite file share its machine).
+    public func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool {
+        let now = Date()
+        let expiry = now.addingTimeInterval(TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18)
+        return try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO token_command_lease (token_unique_reference, holder, expires_at) VALUES (?, ?, ?)
+                    ON CONFLICT (token_unique_reference) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                    WHERE token_command_lease.holder = excluded.holder OR token_command_lease.expires_at <= ?
+                    """,
+                arguments: [reference, holder, expiry, now]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    /// Implements ``TMPStore/releaseTokenCommandLease(reference:holder:)``.
+    public func releaseTokenCommandLease(reference: String, holder: String) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM token_command_lease WHERE token_unique_reference = ? AND holder = ?", arguments: [reference, holder])
+        }
+    }
+
     /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         try await write { db in

@@ -123,6 +123,14 @@ public protocol TMPStore: Sendable {
     /// stops being at odds; one whose command fails comes back after the grace. Concurrent
     /// calls take disjoint sets: one waits for, or (PostgreSQL) skips, tokens another holds.
     func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord]
+    /// Takes token `reference`'s command lease for `holder` (an instance) for `duration`:
+    /// granted (true) unless another holder's lease has not expired yet; a holder taking its
+    /// own lease again extends it. Expiry is judged on the database's clock where it has one
+    /// (PostgreSQL's), so instances' clocks need not agree. Instances sharing a database hold
+    /// one token's token service commands in line through it (``TokenCommandOrder``).
+    func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool
+    /// Gives back `holder`'s command lease of token `reference`, if it still holds it.
+    func releaseTokenCommandLease(reference: String, holder: String) async throws
     /// Restarts at `time` the clock of a token still at odds with its card (after a command to
     /// realign it that the token service did not confirm); does nothing to a token not at odds.
     func restartAtOddsClock(reference: String, at time: Date) async throws
