@@ -14,6 +14,8 @@ struct FaultyStore: TMPStore {
     /// Awaited, while set, before each read of a card by its id: lets a test hold concurrent
     /// requests at that read so they interleave as it wants.
     let beforeCardRead = Locked<(@Sendable () async -> Void)?>(nil)
+    /// Every command lease taken or asked for: "holder reference".
+    let leaseTakes = Locked<[String]>([])
     /// What a read of one token by its reference throws while set (other calls go through).
     let tokenReadFailure = Locked<(any Error)?>(nil)
 
@@ -47,6 +49,7 @@ struct FaultyStore: TMPStore {
 
     func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool {
         try check()
+        leaseTakes.withValue { $0.append("\(holder) \(reference)") }
         return try await base.takeTokenCommandLease(reference: reference, holder: holder, for: duration)
     }
     func releaseTokenCommandLease(reference: String, holder: String) async throws {

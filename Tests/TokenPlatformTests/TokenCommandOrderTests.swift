@@ -9,8 +9,8 @@ import Testing
 @Suite("Token command order", .timeLimit(.minutes(1)))
 struct TokenCommandOrderTests {
     /// Waits (up to 5 s) until `condition` holds; an issue if it never does.
-    static func eventually(_ what: String, _ condition: @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
+    static func eventually(_ what: String, within limit: Duration = .seconds(5), _ condition: @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let deadline = ContinuousClock.now + limit
         while !condition() {
             guard ContinuousClock.now < deadline else {
                 Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
@@ -225,6 +225,95 @@ struct TokenCommandOrderTests {
             #expect(platform.environment.tokenServiceCommandsWaiting == 0)
             #expect(gauge.current == "pushprov_lifecycle_token_service_commands_waiting 1.0")
         }
+    }
+
+    // MARK: Leases (instances sharing a database)
+
+    /// Two instances' orders on one database: each its own order and lease holder.
+    static func instances(_ store: any TMPStore, duration: Duration = .seconds(60), abandoned: @escaping @Sendable (String) -> Bool = { _ in false }) -> [(TokenCommandOrder, TokenCommandOrder.Lease)] {
+        ["A", "B"].map { (TokenCommandOrder(), TokenCommandOrder.Lease(store: store, holder: $0, duration: duration, abandoned: abandoned)) }
+    }
+
+    /// Runs `body` in `reference`'s place of `instance`, with a real-time patience.
+    static func run<T>(_ instance: (TokenCommandOrder, TokenCommandOrder.Lease), _ reference: String, patience: Duration = .seconds(30), _ body: () async throws -> T) async throws -> T {
+        try await instance.0.run(reference, patience: patience, clock: ContinuousClock(), lease: instance.1, body)
+    }
+
+    @Test func anotherInstancesCommandWaitsForTheLeaseAndRunsOnceItIsGivenBack() async throws {
+        let store = try await TestTMP.memoryStore()
+        let (a, b) = { let both = Self.instances(store); return (both[0], both[1]) }()
+        let log = Locked<[String]>([])
+        let (gate, taken) = (AsyncGate(), AsyncGate())
+        let first = Task { try await Self.run(a, "T1") { taken.open(); await gate.wait(); log.withValue { $0.append("A") } } }
+        await taken.wait()
+        let second = Task { try await Self.run(b, "T1") { log.withValue { $0.append("B") } } }
+        try await Self.eventually("B waits for A's lease") { b.0.waiting == 1 }
+        // Another token's lease is free.
+        #expect(try await b.0.runIfFree("T2", lease: b.1) { "ran" } == "ran")
+        #expect(try await b.0.runIfFree("T1", lease: b.1) { "ran" } == nil)
+        gate.open()
+        try await first.value
+        try await second.value
+        #expect(log.current == ["A", "B"])
+        #expect(b.0.waiting == 0)
+        #expect(try await store.takeTokenCommandLease(reference: "T1", holder: "C", for: .seconds(1)), "B gave it back")
+    }
+
+    @Test func aCommandWaitingForAnotherInstancesLeaseGivesUpAfterItsPatience() async throws {
+        let store = try await TestTMP.memoryStore()
+        let (a, b) = { let both = Self.instances(store); return (both[0], both[1]) }()
+        let (gate, taken) = (AsyncGate(), AsyncGate())
+        let first = Task { try await Self.run(a, "T1") { taken.open(); await gate.wait() } }
+        await taken.wait()
+        let ran = Locked(false)
+        await #expect(throws: TokenCommandOrder.TurnNotReached.self) {
+            try await Self.run(b, "T1", patience: .milliseconds(100)) { ran.withValue { $0 = true } }
+        }
+        #expect(!ran.current && b.0.waiting == 0)
+        gate.open()
+        try await first.value
+    }
+
+    @Test func theLeaseIsGivenBackWhenTheCommandFailsOrItsCallerIsCancelled() async throws {
+        let store = try await TestTMP.memoryStore()
+        let (a, b) = { let both = Self.instances(store); return (both[0], both[1]) }()
+        await #expect(throws: URLError.self) { try await Self.run(a, "T1") { throw URLError(.timedOut) } }
+        #expect(try await b.0.runIfFree("T1", lease: b.1) { true } == true)
+        let (gate, taken) = (AsyncGate(), AsyncGate())
+        let cancelled = Task { try await Self.run(a, "T1") { taken.open(); await gate.wait(); try Task.checkCancellation() } }
+        await taken.wait()
+        cancelled.cancel()
+        gate.open()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        // Given back from a cancelled task all the same (the database refuses a cancelled task's writes).
+        #expect(try await b.0.runIfFree("T1", lease: b.1) { true } == true)
+    }
+
+    @Test func aLeaseIsKeptWhileATokensCommandGivenUpAtItsTimeLimitStillRuns() async throws {
+        let store = try await TestTMP.memoryStore()
+        let abandoned = Locked(true)
+        let both = Self.instances(store, abandoned: { _ in abandoned.current })
+        try await Self.run(both[0], "T1") {}
+        // Not given back: the other instance is held off until it expires.
+        #expect(try await both[1].0.runIfFree("T1", lease: both[1].1) { true } == nil)
+    }
+
+    @Test func aLeaseIsRenewedWhileItsCommandRunsAndNoLongerOnceItIsGivenBack() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        // Renewed every 100 ms.
+        let both = Self.instances(store, duration: .milliseconds(300))
+        let takes = { @Sendable in store.leaseTakes.current.filter { $0 == "A T1" }.count }
+        try await Self.run(both[0], "T1") {
+            // Taken, then renewed twice while the command runs (however late the renewals
+            // come on a loaded machine: waited for, not timed).
+            try await Self.eventually("two renewals", within: .seconds(30)) { takes() >= 3 }
+            // Still A's: another instance is refused.
+            #expect(try await both[1].0.runIfFree("T1", lease: both[1].1) { true } == nil)
+        }
+        let after = takes()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(takes() == after, "renewed after it was given back")
+        #expect(try await both[1].0.runIfFree("T1", lease: both[1].1) { true } == true)
     }
 
     /// The single-process counterpart of the races between instances in `LifecycleRouteTests`

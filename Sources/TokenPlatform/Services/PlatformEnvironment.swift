@@ -101,7 +101,8 @@ public struct PlatformEnvironment: Sendable {
     public var unfinishedTokenServiceCommands: Int { abandonedCommands.count }
 
     /// Runs `body` in `reference`'s place in line (``TokenCommandOrder``): once the token's
-    /// earlier commands in this process are recorded. The wait is at most three connector time
+    /// earlier commands in this process are recorded, and then those of other instances
+    /// sharing the database (``tokenCommandLease``). Each wait is at most three connector time
     /// limits (a command, and the corrections its outcome may call for); a command that waited
     /// longer, or whose caller was cancelled meanwhile, sends nothing and is
     /// `503 token_service_unavailable`.
@@ -116,7 +117,11 @@ public struct PlatformEnvironment: Sendable {
     /// A token's place in line in the database (for instances sharing it): it lasts longer
     /// than a command and the corrections its outcome may call for.
     var tokenCommandLease: TokenCommandOrder.Lease {
-        TokenCommandOrder.Lease(store: store, holder: instanceIdentifier, duration: connectorTimeout * 3 + .seconds(5))
+        let abandoned = abandonedCommands
+        return TokenCommandOrder.Lease(
+            store: store, holder: instanceIdentifier, duration: connectorTimeout * 3 + .seconds(5),
+            abandoned: { abandoned.contains($0) }, logger: logger
+        )
     }
 
     /// How many token service commands are waiting for an earlier command for the same token

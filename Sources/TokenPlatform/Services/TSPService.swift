@@ -210,8 +210,14 @@ public struct TSPService: Sendable {
             // would hide. So it runs at once, alongside, as it did before commands were ordered.
             let correction = TokenCorrection(environment: environment)
             let reference = token.tokenUniqueReference
-            let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
-            let settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
+            // (Most events call for none: checked by reading first, before any place is taken.)
+            let settled: TokenCorrection.Settlement
+            if await correction.owesCorrection(afterEvent: reference) {
+                let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
+                settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
+            } else {
+                settled = .nothingToUndo
+            }
             switch settled {
             case .undone(let corrected), .notConfirmed(let corrected):
                 return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import ProvisioningModels
 
 /// Runs the token service commands of one token one at a time in this process, each from the
 /// moment it is decided to the moment TMP has recorded its outcome.
@@ -31,12 +33,23 @@ final class TokenCommandOrder: @unchecked Sendable {
         var store: any TMPStore
         /// This instance.
         var holder: String
-        /// How long a lease lasts unless given back: longer than a command and its corrections take.
+        /// How long a lease lasts unless given back or renewed; a holder renews it every third
+        /// of that while its command runs.
         var duration: Duration
+        /// Whether the token has a command given up at its time limit that has not returned
+        /// (``TimeLimitedTokenServiceConnector``): its lease is then not given back but left
+        /// to expire, so that no other instance's command overtakes the late one.
+        var abandoned: @Sendable (String) -> Bool = { _ in false }
+        /// Where a failure to ask for the lease is logged (the command then goes ahead without it).
+        var logger: Logger = Logger(label: "pushprov.tmp")
     }
 
-    /// How often a command waiting for another instance's lease asks again.
-    static let leasePoll: Duration = .milliseconds(20)
+    /// The first wait before asking again for another instance's lease; each further wait is
+    /// half as long again, up to ``longestLeasePoll``, with a random part, so that instances
+    /// waiting for one token do not ask in step.
+    static let firstLeasePoll: Duration = .milliseconds(20)
+    /// The longest wait between two asks for another instance's lease.
+    static let longestLeasePoll: Duration = .milliseconds(250)
 
     /// A command that did not get its turn: the ones before it took longer than its patience,
     /// or its caller was cancelled while it waited. Nothing was sent.
@@ -111,40 +124,76 @@ final class TokenCommandOrder: @unchecked Sendable {
         guard enabled, !Self.held.contains(place) else { return try await body() }
         try await takeTurn(place.token, patience: patience, clock: clock)
         defer { release(place.token) }
-        if let lease { try await waitFor(lease, reference, patience: patience) }
-        do {
-            let result = try await Self.$held.withValue(Self.held.union([place]), operation: body)
-            if let lease { await giveBack(lease, reference) }
-            return result
-        } catch {
-            if let lease { await giveBack(lease, reference) }
-            throw error
+        let leased = if let lease { try await waitFor(lease, reference, patience: patience) } else { false }
+        return try await holding(leased ? lease : nil, reference) {
+            try await Self.$held.withValue(Self.held.union([place]), operation: body)
         }
     }
 
-    /// Takes `lease` for `reference`, asking again every ``leasePoll`` while another instance
-    /// holds it.
-    private func waitFor(_ lease: Lease, _ reference: String, patience: Duration) async throws {
+    /// Runs `body` while renewing `lease` (if any), then gives it back.
+    private func holding<T>(_ lease: Lease?, _ reference: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
+        guard let lease else { return try await body() }
+        let renewal = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: lease.duration / 3)
+                guard !Task.isCancelled else { break }
+                _ = try? await lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration)
+            }
+        }
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        renewal.cancel()
+        // A renewal under way ends before the lease is given back (it would take it again).
+        await renewal.value
+        await giveBack(lease, reference)
+        return try result.get()
+    }
+
+    /// Takes `lease` for `reference`, asking again (``firstLeasePoll``, growing to
+    /// ``longestLeasePoll``) while another instance holds it, for at most `patience` in real
+    /// time.
+    ///
+    /// - Returns: Whether the lease was taken: false when the database could not be asked
+    ///   (logged), and the command goes ahead without it, as it would without other instances.
+    /// - Throws: ``TurnNotReached`` when the patience ran out or the caller was cancelled.
+    private func waitFor(_ lease: Lease, _ reference: String, patience: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + patience
         var counted = false
         defer { if counted { lock.withLock { leaseWaiters -= 1 } } }
-        while try await !lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration) {
+        var pause = Self.firstLeasePoll
+        while true {
+            do {
+                if try await lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration) { return true }
+            } catch is CancellationError {
+                throw TurnNotReached(cancelled: true)
+            } catch {
+                if Task.isCancelled { throw TurnNotReached(cancelled: true) }
+                lease.logger.warning(
+                    "could not ask the database for a token's command lease; the command goes ahead without it",
+                    metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+                )
+                return false
+            }
             if !counted {
                 lock.withLock { leaseWaiters += 1 }
                 counted = true
             }
             guard ContinuousClock.now < deadline else { throw TurnNotReached(cancelled: false) }
             do {
-                try await Task.sleep(for: Self.leasePoll)
+                try await Task.sleep(for: pause * Double.random(in: 0.5...1.0))
             } catch {
                 throw TurnNotReached(cancelled: true)
             }
+            pause = min(pause * 1.5, Self.longestLeasePoll)
         }
     }
 
-    /// Gives `lease` back; one that cannot be (the database failing) expires.
+    /// Gives `lease` back, also when the caller was cancelled; not while a command for the
+    /// token given up at its time limit still runs (the lease then expires). One that cannot
+    /// be given back (the database failing) expires.
     private func giveBack(_ lease: Lease, _ reference: String) async {
-        try? await lease.store.releaseTokenCommandLease(reference: reference, holder: lease.holder)
+        guard !lease.abandoned(reference) else { return }
+        await Task { try? await lease.store.releaseTokenCommandLease(reference: reference, holder: lease.holder) }.value
     }
 
     /// Runs `body` in `reference`'s place if no command for it is in progress or waiting;
@@ -163,13 +212,8 @@ final class TokenCommandOrder: @unchecked Sendable {
         if let lease {
             guard try await lease.store.takeTokenCommandLease(reference: reference, holder: lease.holder, for: lease.duration) else { return nil }
         }
-        do {
-            let result = try await Self.$held.withValue(Self.held.union([place]), operation: body)
-            if let lease { await giveBack(lease, reference) }
-            return result
-        } catch {
-            if let lease { await giveBack(lease, reference) }
-            throw error
+        return try await holding(lease, reference) {
+            try await Self.$held.withValue(Self.held.union([place]), operation: body)
         }
     }
 
@@ -177,7 +221,7 @@ final class TokenCommandOrder: @unchecked Sendable {
     /// one have released it; leaves the line when the patience runs out or the caller is
     /// cancelled.
     private func takeTurn(_ key: [UInt8], patience: Duration, clock: any Clock<Duration>) async throws {
-        try Task.checkCancellation()
+        if Task.isCancelled { throw TurnNotReached(cancelled: true) }
         let waiter = Waiter()
         defer { lock.withLock { waiter.timer }?.cancel() }
         let turn = await withTaskCancellationHandler {

@@ -199,13 +199,33 @@ struct TokenCorrection {
     /// card no longer has, and suspends a blocked card's active token at the token service.
     func enforce(afterEvent reference: String) async -> Settlement {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
-        switch (token.status, card.status) {
-        case _ where token.isOfAReplacedPAN(of: card), (_, .closed):
+        switch Self.correctionAfterEvent(token, card) {
+        case .deactivate:
             return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "tmp", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
-        case (.active, .blocked):
+        case .suspend:
             return await correct(token, card: card, with: environment.tokenService.suspend, actor: "tmp", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
-        default:
+        case nil:
             return .nothingToUndo
+        }
+    }
+
+    /// Whether ``enforce(afterEvent:)`` would send a correction for the token as it is now
+    /// (read only: most events call for none).
+    func owesCorrection(afterEvent reference: String) async -> Bool {
+        guard let (token, card) = await current(reference) else { return false }
+        return Self.correctionAfterEvent(token, card) != nil
+    }
+
+    /// What a token event's correction sends, if anything.
+    private enum EventCorrection { case deactivate, suspend }
+
+    /// Deactivate a closed card's token or one of a PAN the card no longer has; suspend a
+    /// blocked card's active token.
+    private static func correctionAfterEvent(_ token: TokenRecord, _ card: CardRecord) -> EventCorrection? {
+        switch (token.status, card.status) {
+        case _ where token.isOfAReplacedPAN(of: card), (_, .closed): .deactivate
+        case (.active, .blocked): .suspend
+        default: nil
         }
     }
 
