@@ -344,6 +344,39 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, but the card is blocked after customer service's resume, and the block's
+    /// suspension is not confirmed: TMP records the token ACTIVE, at odds with the blocked card.
+    /// The pending suspension, confirmed next, is not followed by a resume (it could land after
+    /// the block's suspension is sent again and leave the token paying on the blocked card);
+    /// the token stays at odds, for the realignment to suspend.
+    @Test func noResumeFollowsAPendingSuspensionSentAgainOnceTheCardIsBlocked() async throws {
+        // Two instances' commands: one's hook sends a command for the token the other's holds.
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            _ = try await platform.store.updateToken(reference: "T1", audit: AuditEntry(at: Date(), actor: "test", action: "test", subject: "token:T1", detail: "")) { _, _ in .setPending(.suspend) }
+            let once = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend", !once.withValue({ let was = $0; $0 = true; return was }) else { return }
+                let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+                #expect(resumed.status == .ok, "\(resumed.text)")
+                platform.connector.failing.withValue { $0 = true }
+                let blocked = try await Self.patch(api, "c1", .blocked)
+                platform.connector.failing.withValue { $0 = false }
+                #expect(blocked.status == .ok && blocked.text.contains("\"FAILED\""), "\(blocked.text)")
+            } }
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(realigned.map(\.result) == ["UNCHANGED"])
+            #expect(platform.connector.commands.current.suffix(2) == ["suspend T1", "resume T1"], "\(platform.connector.commands.current)")
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .active)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
+        }
+    }
+
     /// A token whose deactivation is pending is never resumed by customer service.
     @Test func customerServiceCannotResumeATokenWhoseDeactivationIsPending() async throws {
         let platform = try await TestPlatform(policy: .immediate)
