@@ -14,17 +14,19 @@ import ProvisioningModels
 ///
 /// Different tokens' commands do not wait for each other's place (a card's status change
 /// still sends its tokens' commands concurrently, though one waiting its turn holds one of the
-/// change's concurrent slots). A command waits at most its `patience` for its turn, and a
-/// cancelled one leaves the line at once: either way it is refused with ``TurnNotReached``,
-/// sending nothing. A command given up at its time limit releases its place when the caller is
+/// change's concurrent slots). A command waits at most its `patience` for its turn in this
+/// process, and as long again for another instance's lease; a cancelled one leaves the line at
+/// once: either way it is refused with ``TurnNotReached``, sending nothing. A command given up at its time limit releases its place when the caller is
 /// answered; ``TimeLimitedTokenServiceConnector`` holds back the token's next commands until
 /// the abandoned one returns.
 ///
 /// Across instances sharing a database, a place is also a ``Lease`` in the database
 /// (``TMPStore/takeTokenCommandLease(reference:holder:for:)``), taken once the place in this
 /// process is: another instance's command for the token waits for it (polling) as this
-/// process's commands wait for the place. A lease its instance never gave back (the process
-/// stopped) expires after its duration. For what slips past (a command that outlived its
+/// process's commands wait for the place. The holder renews its lease while its command runs
+/// and gives it back when the command is recorded; a lease its instance never gave back (the
+/// process stopped, or a command given up at its time limit still runs) expires after its
+/// duration. For what slips past (a command that outlived its
 /// lease), TMP keeps its corrections (``TokenCorrection``) and the realignment.
 final class TokenCommandOrder: @unchecked Sendable {
     /// A place's counterpart in the database, for instances sharing it.
