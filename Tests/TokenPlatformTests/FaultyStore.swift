@@ -77,6 +77,7 @@ struct FaultyStore: TMPStore {
         return try await base.claimTokensAtOddsWithTheirCard(since: cutoff, limit: limit, at: now)
     }
     func restartAtOddsClock(reference: String, at time: Date) async throws { try check(); try await base.restartAtOddsClock(reference: reference, at: time) }
+    func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws { try check(); try await base.noteBlockSuspensionSent(reference: reference, at: time) }
 
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws { try check(); try await base.recordProvisioningAttempt(attempt) }
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? { try check(); return try await base.provisioningAttempt(activationDataId: activationDataId) }

@@ -434,6 +434,147 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// The block's suspension is carried out at the token service but not confirmed (a
+    /// time-out), and the card is unblocked before the echo arrives: unblocking finds the token
+    /// ACTIVE and sends nothing. The echo is still the block's, so the realignment resumes the
+    /// token, instead of it staying suspended as the token service's own suspension.
+    @Test func aBlocksSuspensionEchoedOnlyAfterTheUnblockIsTheBlocksAndIsResumed() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                throw URLError(.timedOut)
+            } }
+            let blocked = try await Self.patch(api, "c1", .blocked)
+            #expect(blocked.text.contains("\"FAILED\""), "\(blocked.text)")
+            platform.connector.meanwhile.withValue { $0 = nil }
+            let noted = try #require(try await platform.store.token(reference: "T1"))
+            #expect(noted.status == .active && noted.blockSuspensionSentAt == EventTime(platform.clock.current))
+
+            let unblocked = try await Self.patch(api, "c1", .active)
+            #expect(unblocked.status == .ok && unblocked.text.contains("\"tokens\":[]"), "\(unblocked.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1", "\(platform.connector.commands.current)")
+            platform.advance(30)
+            let echo = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            #expect(echo.status == .ok, "\(echo.text)")
+            let suspended = try #require(try await platform.store.token(reference: "T1"))
+            #expect(suspended.status == .suspended && suspended.suspendedBy == .cardBlocked && suspended.blockSuspensionSentAt == nil)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
+
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
+            #expect(realigned.map(\.result) == ["RESUMED"])
+            #expect(platform.connector.commands.current.suffix(2) == ["suspend T1", "resume T1"], "\(platform.connector.commands.current)")
+            #expect(try await api.tokenStatus("T1") == .active)
+        }
+    }
+
+    /// The same for a correction: the token service reports a blocked card's token activated,
+    /// TMP's suspension of it is carried out but not confirmed, and the card is unblocked before
+    /// the echo. The echo is the block's, and the realignment resumes the token.
+    @Test func aCorrectionsSuspensionEchoedOnlyAfterTheUnblockIsTheBlocksAndIsResumed() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.tokenStatus("T1") == .inactive)
+            #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                throw URLError(.timedOut)
+            } }
+            let activated = try await api.event("T1", pur: card.panUniqueReference, .activated)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(activated.status == .ok && activated.text.contains("\"ACTIVE\""), "\(activated.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1", "\(platform.connector.commands.current)")
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionSentAt != nil)
+
+            _ = try await Self.patch(api, "c1", .active)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
+            #expect(realigned.map(\.result) == ["RESUMED"])
+            #expect(try await api.tokenStatus("T1") == .active)
+        }
+    }
+
+    /// And for the undo of an activation the card's block overtook: its suspension is not
+    /// confirmed, so TMP records the token ACTIVE, as the token service held it, and still
+    /// takes the echo after an unblocking as the block's.
+    @Test func anUndoneActivationsSuspensionEchoedOnlyAfterTheUnblockIsTheBlocks() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await Self.cardWithAnInactiveToken(api)
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                if command == "activate" { #expect(try await Self.patch(api, "c1", .blocked).status == .ok) }
+                if command == "suspend" { throw URLError(.timedOut) }
+            } }
+            let activation = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(activation.status == .ok, "\(activation.text)")
+            #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "suspend T1"], "\(platform.connector.commands.current)")
+            let noted = try #require(try await platform.store.token(reference: "T1"))
+            #expect(noted.status == .active && noted.blockSuspensionSentAt != nil)
+
+            _ = try await Self.patch(api, "c1", .active)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
+        }
+    }
+
+    /// Only a suspension reported around the time the block's unconfirmed suspension was sent
+    /// is taken as its echo: by its `occurredAt` when it has one (however late it is
+    /// delivered), by when it arrives otherwise. One from before, or from well after, is the
+    /// token service's own, and stays.
+    @Test(arguments: [
+        // (seconds after the block the event arrives, its occurredAt relative to the block, the block's?)
+        (30.0, nil, true),
+        (599.0, nil, true),
+        (601.0, nil, false),
+        (3_600.0, 20.0, true),
+        (3_600.0, 601.0, false),
+        (30.0, -59.0, true),
+        (30.0, -61.0, false),
+    ] as [(Double, Double?, Bool)])
+    func aSuspensionIsTheBlocksEchoOnlyAroundTheTimeItWasSent(arrivesAfter: Double, occurredAfter: Double?, isTheBlocks: Bool) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            let blockedAt = platform.clock.current
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            platform.connector.failing.withValue { $0 = false }
+            _ = try await Self.patch(api, "c1", .active)
+            platform.advance(arrivesAfter)
+            let occurredAt = occurredAfter.map { EventTime(blockedAt.addingTimeInterval($0)) }
+            let echo = try await api.event("T1", pur: card.panUniqueReference, .suspended, occurredAt: occurredAt)
+            #expect(echo.status == .ok, "\(echo.text)")
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == (isTheBlocks ? .cardBlocked : .tokenService))
+            #expect(token.blockSuspensionSentAt == nil)
+        }
+    }
+
+    /// A suspension for the block the token service confirms leaves no note behind: a later
+    /// suspension it reports for the unblocked card's token is its own.
+    @Test func aConfirmedBlockSuspensionLeavesNoNote() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"SUSPENDED\""))
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionSentAt == nil)
+            #expect(try await Self.patch(api, "c1", .active).text.contains("\"RESUMED\""))
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
+        }
+    }
+
     /// A suspension the token service reports for a token of an active card stays its own.
     @Test func aSuspensionReportedWhileTheCardIsActiveStaysTheTokenServices() async throws {
         let platform = try await TestPlatform(policy: .immediate)

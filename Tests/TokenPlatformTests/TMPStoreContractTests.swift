@@ -360,6 +360,44 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// The note of a suspension sent for a card's block: written only on an ACTIVE token, read
+    /// back as written, kept by a pending command and by an event that leaves the status, and
+    /// cleared by a recorded status and by an event that changes it.
+    @Test(arguments: StoreFactory.all)
+    func aBlockSuspensionNoteIsKeptUntilAnOutcomeIsRecorded(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let sent = EventTime(millisecondsSince1970: 1_790_000_010_123)
+            let noted = { (reference: String) in try await store.token(reference: reference)?.blockSuspensionSentAt }
+            let event = { (reference: String, type: TokenEventType, status: TokenStatus) in
+                _ = try await store.applyTokenEvent(eventId: UUID().uuidString, event: type, tokenReference: reference, audit: Self.audit("token:\(reference)")) { current, _ in
+                    .update(status: status, suspendedBy: status == .suspended ? .tokenService : nil, tokenLast4: current?.tokenLast4)
+                }
+            }
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(store, Self.token("A", status: .active))
+            try await Self.insert(store, Self.token("B", status: .active))
+            try await Self.insert(store, Self.token("S", status: .suspended, suspendedBy: .customerService))
+            try await Self.insert(store, Self.token("I", status: .inactive))
+            for reference in ["A", "B", "S", "I", "missing"] { try await store.noteBlockSuspensionSent(reference: reference, at: sent) }
+            let (a, b, suspended, inactive) = (try await noted("A"), try await noted("B"), try await noted("S"), try await noted("I"))
+            #expect(a == sent && b == sent)
+            #expect(suspended == nil && inactive == nil)
+            #expect(try await store.tokens(externalCardId: "c1").first { $0.tokenUniqueReference == "A" }?.blockSuspensionSentAt == sent)
+
+            // A pending command and an event that leaves the status keep it.
+            _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setPending(.deactivate) }
+            try await event("A", .activated, .active)
+            #expect(try await noted("A") == sent)
+            // A recorded status clears it, also the same status again.
+            _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .set(.active, suspendedBy: nil) }
+            #expect(try await noted("A") == nil)
+            // So does an event that changes the status.
+            try await event("B", .suspended, .suspended)
+            let reported = try await store.token(reference: "B")
+            #expect(reported?.status == .suspended && reported?.blockSuspensionSentAt == nil)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func everyStatusWriteKeepsSinceWhenATokenHasBeenAtOddsWithItsCard(factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -73,9 +73,15 @@ public struct TokenRecord: Sendable, Hashable {
     public var lastEventAt: EventTime?
     /// A command the token service has not confirmed, sent again until it does.
     public var pendingCommand: PendingTokenCommand?
+    /// When TMP last sent the token service a suspension for the card's block whose outcome
+    /// it has not recorded (TMP's clock): set just before the command is sent, cleared when a
+    /// command's outcome or an event that changes the token's status is recorded. While set,
+    /// a suspension the token service reports around that time is taken as the block's
+    /// (``TokenEventRules/blockSuspensionEcho(sentAt:)``), also once the card is unblocked.
+    public var blockSuspensionSentAt: EventTime?
 
     /// Creates a record.
-    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil, pendingCommand: PendingTokenCommand? = nil) {
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil, pendingCommand: PendingTokenCommand? = nil, blockSuspensionSentAt: EventTime? = nil) {
         self.tokenUniqueReference = tokenUniqueReference
         self.externalCardId = externalCardId
         self.panUniqueReference = panUniqueReference
@@ -89,6 +95,7 @@ public struct TokenRecord: Sendable, Hashable {
         self.updatedAt = updatedAt
         self.lastEventAt = lastEventAt
         self.pendingCommand = pendingCommand
+        self.blockSuspensionSentAt = blockSuspensionSentAt
     }
 
     /// The Lifecycle API's view.

@@ -564,7 +564,11 @@ public struct LifecycleService: Sendable {
 
     /// ``applyRecording(_:actor:reason:)`` in the token's place in line.
     private func sendAndRecord(_ command: TokenCommand, actor: String, reason: String) async throws -> StatusChange.TokenOutcome {
-        let (token, target, source, result, call) = (command.token, command.target, command.source, command.result, command.call)
+        let (target, source, result, call) = (command.target, command.source, command.result, command.call)
+        // A suspension for the card's block is noted first: should its outcome be lost (a
+        // time-out, a crash) and the card be unblocked before the token service's echo, the
+        // echo is still taken as the block's, and the realignment resumes the token.
+        let token = source == .cardBlocked && target == .suspended ? await environment.noteBlockSuspensionSent(command.token) : command.token
         do {
             try await call(token)
         } catch {

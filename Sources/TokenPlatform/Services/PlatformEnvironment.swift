@@ -163,4 +163,31 @@ extension PlatformEnvironment {
             )
         }
     }
+
+    /// Notes, just before a suspension for its card's block is sent for `token`, that the token
+    /// service may hold it suspended by that command from now on
+    /// (``TMPStore/noteBlockSuspensionSent(reference:at:)``), so that the command's echo is
+    /// taken as the block's even if its outcome is never recorded and the card is unblocked
+    /// first. Only an ACTIVE token is noted. The token as it then is: with
+    /// ``TokenRecord/blockSuspensionSentAt`` set when it was noted.
+    ///
+    /// A database error is logged and the command goes ahead all the same: its echo after an
+    /// unblocking is then taken as the token service's own suspension, which keeps the token
+    /// suspended until customer service resumes it (fails closed).
+    func noteBlockSuspensionSent(_ token: TokenRecord) async -> TokenRecord {
+        guard token.status == .active else { return token }
+        let sentAt = EventTime(now())
+        do {
+            try await store.noteBlockSuspensionSent(reference: token.tokenUniqueReference, at: sentAt)
+        } catch {
+            logger.error(
+                "could not note a suspension for a card's block before sending it; should its outcome be lost and the card unblocked before its echo, the token stays suspended",
+                metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+            return token
+        }
+        var noted = token
+        noted.blockSuspensionSentAt = sentAt
+        return noted
+    }
 }

@@ -194,7 +194,7 @@ public struct TSPService: Sendable {
         let unknownCard = cardUnknown
         let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
             if unknownCard, current == nil { return .reject(Self.noCardForEvent) }
-            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate)
+            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
         }
         switch result {
         case .applied(let token):

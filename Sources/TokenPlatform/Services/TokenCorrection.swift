@@ -23,7 +23,9 @@ import ProvisioningModels
 /// blocked, or a late echo resuming a blocked card's token — TMP corrects it there: a closed
 /// card's token is deactivated, a blocked card's active token suspended (by the block, so
 /// unblocking resumes it). Only in that direction: a suspension the token service reports for
-/// an active card is its own decision and stays.
+/// an active card is its own decision and stays — unless it echoes a suspension sent for the
+/// card's block (``TokenRecord/blockSuspensionSentAt``), which the event rules record as the
+/// block's, for the realignment to resume.
 ///
 /// Nothing is undone when the card was closed while a command ran (closing deactivates every
 /// token itself), when the token was deactivated, or when customer service suspended it
@@ -251,6 +253,9 @@ struct TokenCorrection {
         overridesCustomerService: Bool = false
     ) async -> Settlement {
         let reference = token.tokenUniqueReference
+        // A suspension for the card's block is noted first (``PlatformEnvironment/noteBlockSuspensionSent(_:)``).
+        let forTheBlock = confirmed == .set(.suspended, suspendedBy: .cardBlocked)
+        let token = forTheBlock ? await environment.noteBlockSuspensionSent(token) : token
         let done: Bool
         do {
             try await command(token)
@@ -287,10 +292,16 @@ struct TokenCorrection {
             if current.status == target, current.suspendedBy == source { return .unchanged }
             return change
         }
-        let recorded: TokenRecord = switch result {
+        var recorded: TokenRecord = switch result {
         case .updated(_, let after): after
         case .unchanged(let current), .rejected(let current, _): current
         case .notFound, nil: token
+        }
+        // Not confirmed, the suspension may still have been carried out: recording the token
+        // ACTIVE, as the token service held it before, cleared the note made before it was
+        // sent (or the token was not ACTIVE then), so it is noted now.
+        if forTheBlock, !done, case .updated = result, recorded.status == .active {
+            recorded = await environment.noteBlockSuspensionSent(recorded)
         }
         if done {
             let verb = switch target {

@@ -159,6 +159,11 @@ extension PostgresStore {
             )
             """,
         ]),
+        // As SQLite's v9: when a suspension for the card's block was last sent without its
+        // outcome being recorded.
+        Migration(name: "v9", statements: [
+            "ALTER TABLE token ADD COLUMN block_suspension_sent_ms BIGINT",
+        ]),
     ]
 
     /// The names of the schema's migrations, in order.

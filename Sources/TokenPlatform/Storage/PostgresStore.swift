@@ -313,7 +313,7 @@ public struct PostgresStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try await connection.run(
-                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue) WHERE token_unique_reference = \(reference)",
+                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue), block_suspension_sent_ms = \(after.blockSuspensionSentAt?.millisecondsSince1970) WHERE token_unique_reference = \(reference)",
                     logger: logger
                 )
                 try await recomputeAtOdds(connection, tokenReference: reference, at: audit.at)
@@ -362,7 +362,7 @@ public struct PostgresStore: TMPStore {
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
                     VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
                         \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt),
-                        \(token.lastEventAt?.millisecondsSince1970), \(token.pendingCommand?.rawValue))
+                        \(token.lastEventAt?.millisecondsSince1970), \(token.pendingCommand?.rawValue), \(token.blockSuspensionSentAt?.millisecondsSince1970))
                     """,
                     logger: logger
                 )
@@ -375,7 +375,8 @@ public struct PostgresStore: TMPStore {
                 try await connection.run(
                     """
                     UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt),
-                        last_event_ms = \(token.lastEventAt?.millisecondsSince1970), pending_command = \(token.pendingCommand?.rawValue)
+                        last_event_ms = \(token.lastEventAt?.millisecondsSince1970), pending_command = \(token.pendingCommand?.rawValue),
+                        block_suspension_sent_ms = \(token.blockSuspensionSentAt?.millisecondsSince1970)
                     WHERE token_unique_reference = \(tokenReference)
                     """,
                     logger: logger
@@ -483,6 +484,11 @@ public struct PostgresStore: TMPStore {
     /// Implements ``TMPStore/restartAtOddsClock(reference:at:)``.
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         _ = try await rows("UPDATE token SET at_odds_since = \(time) WHERE token_unique_reference = \(reference) AND at_odds_since IS NOT NULL")
+    }
+
+    /// Implements ``TMPStore/noteBlockSuspensionSent(reference:at:)``.
+    public func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws {
+        _ = try await rows("UPDATE token SET block_suspension_sent_ms = \(time.millisecondsSince1970) WHERE token_unique_reference = \(reference) AND status = 'ACTIVE'")
     }
 
     // MARK: Provisioning attempts and decisions

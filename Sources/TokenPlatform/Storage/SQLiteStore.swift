@@ -329,8 +329,8 @@ public struct SQLiteStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ?, pending_command = ? WHERE token_unique_reference = ?",
-                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, after.pendingCommand?.rawValue, reference]
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ?, pending_command = ?, block_suspension_sent_ms = ? WHERE token_unique_reference = ?",
+                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, after.pendingCommand?.rawValue, after.blockSuspensionSentAt?.millisecondsSince1970, reference]
                 )
                 try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, reference])
                 try insertAudit(db, audit)
@@ -372,10 +372,10 @@ public struct SQLiteStore: TMPStore {
                 result = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:)) ?? token
             case .update(let token):
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ?, pending_command = ? WHERE token_unique_reference = ?",
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ?, pending_command = ?, block_suspension_sent_ms = ? WHERE token_unique_reference = ?",
                     arguments: [
                         token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, token.lastEventAt?.millisecondsSince1970,
-                        token.pendingCommand?.rawValue, tokenReference,
+                        token.pendingCommand?.rawValue, token.blockSuspensionSentAt?.millisecondsSince1970, tokenReference,
                     ]
                 )
                 result = token
@@ -472,6 +472,13 @@ public struct SQLiteStore: TMPStore {
     public func restartAtOddsClock(reference: String, at time: Date) async throws {
         try await write { db in
             try db.execute(sql: "UPDATE token SET at_odds_since = ? WHERE token_unique_reference = ? AND at_odds_since IS NOT NULL", arguments: [time, reference])
+        }
+    }
+
+    /// Implements ``TMPStore/noteBlockSuspensionSent(reference:at:)``.
+    public func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws {
+        try await write { db in
+            try db.execute(sql: "UPDATE token SET block_suspension_sent_ms = ? WHERE token_unique_reference = ? AND status = 'ACTIVE'", arguments: [time.millisecondsSince1970, reference])
         }
     }
 
@@ -725,7 +732,7 @@ extension TokenRecord {
     /// The selected columns, in the order ``init(row:)`` reads them by position.
     static let columns = """
         token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, \
-        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command
+        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_sent_ms
         """
 
     init(row: Row) {
@@ -736,7 +743,8 @@ extension TokenRecord {
             suspendedBy: (row[7] as String?).flatMap(SuspensionSource.init(rawValue:)), tokenLast4: row[8],
             createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date,
             lastEventAt: (row[11] as Int64?).map(EventTime.init(millisecondsSince1970:)),
-            pendingCommand: (row[12] as String?).flatMap(PendingTokenCommand.init(rawValue:))
+            pendingCommand: (row[12] as String?).flatMap(PendingTokenCommand.init(rawValue:)),
+            blockSuspensionSentAt: (row[13] as Int64?).map(EventTime.init(millisecondsSince1970:))
         )
     }
 }

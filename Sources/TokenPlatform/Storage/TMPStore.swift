@@ -134,6 +134,12 @@ public protocol TMPStore: Sendable {
     /// Restarts at `time` the clock of a token still at odds with its card (after a command to
     /// realign it that the token service did not confirm); does nothing to a token not at odds.
     func restartAtOddsClock(reference: String, at time: Date) async throws
+    /// Records, just before a suspension for its card's block is sent, that the token service
+    /// may hold the token suspended by it (``TokenRecord/blockSuspensionSentAt`` = `time`):
+    /// only while the token is ACTIVE, since for any other state TMP's record already tells
+    /// the command's echo apart. Nothing else changes, and nothing is audited (the command's
+    /// outcome is).
+    func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws
 
     /// Records a successful `signed-cards` call.
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
@@ -349,6 +355,9 @@ extension TokenChange {
             after.status = status
             after.suspendedBy = suspendedBy
             after.pendingCommand = before.pendingCommand?.remaining(afterStatusBecomes: status)
+            // The token service's state is known again: no suspension sent for a block is
+            // still without its outcome.
+            after.blockSuspensionSentAt = nil
             after.updatedAt = date
             return (after, .updated(before: before, after: after))
         case .setPending(let command):
@@ -401,6 +410,9 @@ extension TokenEventEffect {
             guard var token = current else { return .reject("unknown token") }
             // The token service's own word on a change of the token settles a pending suspension.
             token.pendingCommand = token.pendingCommand?.remaining(afterEventFrom: token.status, to: status)
+            // A change of status the token service reports is the outcome of any suspension
+            // sent for a block (its echo, or something newer).
+            if token.status != status { token.blockSuspensionSentAt = nil }
             token.status = status
             token.suspendedBy = suspendedBy
             token.tokenLast4 = tokenLast4 ?? token.tokenLast4
