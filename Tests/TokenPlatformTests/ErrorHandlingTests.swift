@@ -199,17 +199,17 @@ struct ErrorHandlingTests {
             let wrong = try await api.send(.delete, "/lifecycle/cards/c1", as: .issuer)
             #expect(wrong.status == .methodNotAllowed)
             #expect(wrong.error?.code == "method_not_allowed")
-            #expect(wrong.headers[.allow] == "PUT, PATCH, GET")
+            #expect(wrong.headers[.allow] == "PUT, PATCH, GET, HEAD")
             let getOnPost = try await api.send(.get, "/issuer/push-provisioning/signed-cards")
             #expect(getOnPost.status == .methodNotAllowed)
             // A trailing slash reaches the same route (the router skips empty segments), so a
             // wrong method there is 405 too, not 404.
             let trailing = try await api.send(.delete, "/lifecycle/cards/c1/", as: .issuer)
-            #expect(trailing.status == .methodNotAllowed && trailing.headers[.allow] == "PUT, PATCH, GET")
+            #expect(trailing.status == .methodNotAllowed && trailing.headers[.allow] == "PUT, PATCH, GET, HEAD")
             #expect(try await api.send(.post, "/health/").status == .methodNotAllowed)
             // The path is not echoed, so no spelling of a card number in it comes back.
             #expect(missing.error?.message == "no route for GET on this path")
-            #expect(wrong.error?.message == "DELETE is not allowed on this path; use PUT, PATCH, GET")
+            #expect(wrong.error?.message == "DELETE is not allowed on this path; use PUT, PATCH, GET, HEAD")
             for path in ["/x/4111%201111%201111%201111", "/x/4111+1111+1111+1111", "/x/4111/1111/1111/1111", "/x/41111111%2011111111", "/x/4111%C2%A01111%C2%A01111%C2%A01111", "/x/%EF%BC%94111111111111111", "/lifecycle/cards/4111111111111111/x"] {
                 let echoed = try await api.send(.get, path, as: .issuer)
                 #expect(echoed.status == .notFound)

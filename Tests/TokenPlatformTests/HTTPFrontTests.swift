@@ -210,9 +210,11 @@ struct HTTPFrontTests {
     @Test func aBodyOverEveryRoutesLimitIsRefusedWith413AndNothingIsStored() async throws {
         try await Self.serve { platform, port in
             // Chunked, so no Content-Length lets a route refuse it before reading: the front
-            // keeps only the first maximumBodySize + 1 bytes and the route refuses those.
-            let (refused, next) = try await blocking {
-                let connection = try RawConnection(port: port)
+            // keeps only the first maximumBodySize + 1 bytes and the route refuses those, as
+            // soon as they are in: the client learns it while still sending (the body's end is
+            // never sent here), and the connection closes after the answer.
+            let (refused, rest) = try await blocking {
+                let connection = try RawConnection(port: port, receiveTimeout: .seconds(10))
                 let chunk = [UInt8](repeating: 0x41, count: 256 * 1024)
                 try connection.send("PUT /lifecycle/card-art/big HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n")
                 for _ in 0..<(TMPHTTPServer.maximumBodySize / chunk.count + 2) {
@@ -220,16 +222,89 @@ struct HTTPFrontTests {
                     try connection.send(bytes: chunk)
                     try connection.send("\r\n")
                 }
-                try connection.send("0\r\n\r\n")
                 let refused = try connection.readResponse()
-                // The connection is still usable for the next request.
+                // What the client sends after the answer is discarded, not answered.
+                try connection.send("1\r\nA\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                connection.closeSending()
+                return (refused, try connection.readToEnd())
+            }
+            #expect(refused.status == 413)
+            #expect(refused.headers["connection"] == "close")
+            #expect(String(decoding: refused.body, as: UTF8.self).contains(#""code":"payload_too_large""#))
+            #expect(rest.isEmpty, "\(String(decoding: rest, as: UTF8.self))")
+            #expect(try await platform.store.cardArt(id: "big") == nil)
+        }
+    }
+
+    /// A body of a size the route may take, or under the limit of what is read through, keeps
+    /// its connection: the next request on it is answered.
+    @Test func aSmallBodyWithoutACredentialIsReadThroughAndTheConnectionKept() async throws {
+        try await Self.serveAsTheServerDoes { _, port in
+            let (refused, next) = try await blocking {
+                let connection = try RawConnection(port: port)
+                let body = String(repeating: "x", count: JSONCoding.maximumBodySize)
+                try connection.send("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                try connection.send(String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n")
+                let refused = try connection.readResponse()
                 try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 return (refused, try connection.readResponse())
             }
-            #expect(refused.status == 413)
-            #expect(String(decoding: refused.body, as: UTF8.self).contains(#""code":"payload_too_large""#))
+            #expect(refused.status == 401 && refused.headers["connection"] == nil)
             #expect(next.status == 200)
-            #expect(try await platform.store.cardArt(id: "big") == nil)
+        }
+    }
+
+    /// A length announced over the limit, without `Expect: 100-continue`, is refused from the
+    /// head too: before the body is sent.
+    @Test func aLengthAnnouncedOverTheLimitIsRefusedBeforeTheBodyIsSent() async throws {
+        try await Self.serveAsTheServerDoes { _, port in
+            let statuses = try await blocking {
+                try [TestPlatform.issuerKey, nil].map { key in
+                    let connection = try RawConnection(port: port, receiveTimeout: .seconds(10))
+                    let authorization = key.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+                    try connection.send("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\n\(authorization)Content-Type: application/json\r\nContent-Length: \(100 * 1024 * 1024)\r\n\r\n{")
+                    let reply = try connection.readResponse()
+                    connection.closeSending()
+                    #expect(try connection.readToEnd().isEmpty)
+                    return reply.status
+                }
+            }
+            #expect(statuses == [413, 401])
+        }
+    }
+
+    /// HEAD is answered as GET without the body: the same status and headers, `Content-Length`
+    /// the body's, and the connection goes on to the next request. A path without GET refuses
+    /// it (405), and every 405 lists HEAD beside GET.
+    @Test func headIsAnsweredAsGetWithoutTheBody() async throws {
+        try await Self.serveAsTheServerDoes { platform, port in
+            _ = try await APIClient(port: port, platform: platform).putCard("c1", user: "alice")
+            let jwt = platform.jwt("alice")
+            let replies = try await blocking {
+                let connection = try RawConnection(port: port)
+                var replies: [(RawConnection.Response, toHEAD: Bool)] = []
+                for (method, path, authorization) in [
+                    ("HEAD", "/health", ""), ("GET", "/health", ""),
+                    ("HEAD", "/issuer/push-provisioning/cards", "Authorization: Bearer \(jwt)\r\n"),
+                    ("GET", "/issuer/push-provisioning/cards", "Authorization: Bearer \(jwt)\r\n"),
+                    ("HEAD", "/issuer/push-provisioning/cards", ""),
+                    ("HEAD", "/issuer/push-provisioning/signed-cards", "Authorization: Bearer \(jwt)\r\n"),
+                    ("POST", "/lifecycle/cards/c1", "Authorization: Bearer \(TestPlatform.issuerKey)\r\n"),
+                    ("GET", "/health", ""),
+                ] {
+                    try connection.send("\(method) \(path) HTTP/1.1\r\nHost: localhost\r\n\(authorization)\r\n")
+                    replies.append((try connection.readResponse(toHEAD: method == "HEAD"), method == "HEAD"))
+                }
+                return replies
+            }
+            #expect(replies.map(\.0.status) == [200, 200, 200, 200, 401, 405, 405, 200])
+            let (head, get) = (replies[0].0, replies[1].0)
+            #expect(head.body.isEmpty && head.headers["content-length"] == String(get.body.count) && head.headers["content-type"] == get.headers["content-type"])
+            let (cardsHead, cards) = (replies[2].0, replies[3].0)
+            #expect(cardsHead.body.isEmpty && cardsHead.headers["content-length"] == String(cards.body.count) && !cards.body.isEmpty)
+            #expect(replies[4].0.headers["content-length"].flatMap(Int.init).map { $0 > 0 } == true)
+            #expect(replies[5].0.headers["allow"] == "POST")
+            #expect(replies[6].0.headers["allow"] == "PUT, PATCH, GET, HEAD")
         }
     }
 
@@ -400,19 +475,22 @@ struct HTTPFrontTests {
     @Test func aLargeUploadIsReadOnlyForTheIssuer() async throws {
         try await Self.serveAsTheServerDoes { platform, port in
             let replies = try await blocking {
-                let connection = try RawConnection(port: port)
                 let body = [UInt8](repeating: 0x41, count: 1 << 20)
                 var replies: [RawConnection.Response] = []
                 for key in [TestPlatform.tspKey, TestPlatform.issuerKey] {
+                    let connection = try RawConnection(port: port)
                     try connection.send("PUT /lifecycle/card-art/big HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(key)\r\nContent-Type: image/png\r\nContent-Length: \(body.count)\r\n\r\n")
-                    try connection.send(bytes: body)
+                    // (Refused from its head, the request may be answered before its body is sent.)
+                    _ = connection.sendUnlessClosed(String(decoding: body, as: UTF8.self))
                     replies.append(try connection.readResponse())
                 }
                 return replies
             }
-            // Without the key: 401 (none of the body was held: the TSP key is judged from the head); with it, the
-            // whole megabyte is read and judged as card art.
+            // Without the key: 401 from the head, with the connection closed after it (none of
+            // the body was held: the TSP key is judged from the head); with it, the whole
+            // megabyte is read and judged as card art.
             #expect(replies.map(\.status) == [401, 400])
+            #expect(replies.map { $0.headers["connection"] } == ["close", nil])
             #expect(String(decoding: replies[1].body, as: UTF8.self).contains("PNG"), "\(String(decoding: replies[1].body, as: UTF8.self))")
             #expect(try await platform.store.cardArt(id: "big") == nil)
         }
@@ -858,7 +936,9 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// One response with a Content-Length body (what this server sends).
-    func readResponse() throws -> Response {
+    /// The next response; `toHEAD`: one to a HEAD request, whose head announces a body it does
+    /// not have.
+    func readResponse(toHEAD: Bool = false) throws -> Response {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         var headEnd: Int?
         while headEnd == nil {
@@ -872,7 +952,7 @@ final class RawConnection: @unchecked Sendable {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let length = toHEAD ? 0 : Int(headers["content-length"] ?? "0") ?? 0
         let bodyStart = headEnd! + 4
         while buffer.count < bodyStart + length {
             if try !fill() { throw TestFailure("connection closed inside a body") }

@@ -335,6 +335,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var head: HTTPRequest?
     private var limit = 0
     private var body = ByteBuffer()
+    /// Bytes of the request's body received so far, kept or not.
+    private var received = 0
     /// Closes the connection if the request being read is not whole by then.
     private var readDeadline: Scheduled<Void>?
     /// A request of this connection is with the router (NIO's pipelining assistance holds the
@@ -396,6 +398,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             self.head = head
             limit = bodyLimit(head)
             body = context.channel.allocator.buffer(capacity: 0)
+            received = 0
+            let announced = head.headerFields[.contentLength].flatMap { Int($0) }
             // The client waits for this before sending the body (curl does for large
             // uploads); the answer comes once the whole body is in. A body announced over the
             // limit is not asked for: the request is answered at once from its head (the
@@ -403,24 +407,33 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // connection closes after the answer (RFC 9110 §10.1.1). So is one whose limit is
             // nothing, whatever its length (chunked, say): its answer cannot depend on a body.
             if head.headerFields[.expect]?.lowercased() == "100-continue" {
-                if limit > 0, head.headerFields[.contentLength].flatMap({ Int($0) }).map({ $0 <= limit }) ?? true {
+                if limit > 0, announced.map({ $0 <= limit }) ?? true {
                     context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
                 } else {
-                    self.head = nil
-                    answeredEarly = true
-                    var early = head
-                    early.headerFields[.connection] = "close"
-                    answer(Request(head: early, body: RequestBody(buffer: ByteBuffer())), early: true, context: context)
+                    answerEarly(head, body: ByteBuffer(), context: context)
                 }
+            } else if let announced, announced > max(limit, Self.readThrough) {
+                // Announced larger than the route may take, and than is worth reading through:
+                // answered from its head too, while the body is on its way.
+                answerEarly(head, body: ByteBuffer(), context: context)
             }
         case .body(var part):
             guard !closing, !answeredEarly else { return }
+            received += part.readableBytes
             // Keep one byte over the limit, so the route sees a body too large and refuses it.
             let room = limit + 1 - body.readableBytes
             if room > 0 {
                 if part.readableBytes > room { part = part.getSlice(at: part.readerIndex, length: room)! }
                 // A body that comes in one part (most do) is kept as it came, without a copy.
                 if body.readableBytes == 0 { body = part } else { body.writeBuffer(&part) }
+            }
+            // Past the limit and what is worth reading through (chunked, so no length said so
+            // at the head): answered now, on what was kept, rather than once the client has
+            // sent all of it.
+            if received > max(limit, Self.readThrough), let head {
+                let kept = body
+                body = ByteBuffer()
+                answerEarly(head, body: kept, context: context)
             }
         case .end:
             readDeadline?.cancel()
@@ -512,9 +525,29 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         context.close(promise: nil)
     }
 
+    /// The most of a body over its limit that is read through to its end, discarded, before the
+    /// request is answered: below it the connection stays open for the next request (the
+    /// request is answered once its body is in); above it the request is answered at once, and
+    /// the connection closes after the answer, so a client sending megabytes to a route that
+    /// refuses them learns it without sending them all.
+    static let readThrough = JSONCoding.maximumBodySize
+
+    /// Answers the request being read, from `head` and what was kept of its body, before the
+    /// rest of the body arrives: the rest is discarded, and the connection closes after the
+    /// answer (``write(head:buffers:failed:closeAfter:early:headRequest:context:)``).
+    private func answerEarly(_ head: HTTPRequest, body: ByteBuffer, context: ChannelHandlerContext) {
+        self.head = nil
+        answeredEarly = true
+        var early = head
+        early.headerFields[.connection] = "close"
+        answer(Request(head: early, body: RequestBody(buffer: body)), early: true, context: context)
+    }
+
     /// Answers `request` on a task of its own; `early`: from its head alone, its body unread.
     private func answer(_ request: Request, early: Bool = false, context: ChannelHandlerContext) {
         answering = true
+        // HEAD is answered as GET (the router has a HEAD route for each GET route), without the body.
+        let headRequest = request.method == .head
         let closeAfter = request.headers[values: .connection].contains { value in
             value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
         }
@@ -536,12 +569,12 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             let buffers = collected.buffers
             loop.execute {
                 let (handler, context) = bound.value
-                handler.write(head: head, buffers: buffers, failed: failed, closeAfter: closeAfter, early: early, context: context)
+                handler.write(head: head, buffers: buffers, failed: failed, closeAfter: closeAfter, early: early, headRequest: headRequest, context: context)
             }
         }
     }
 
-    private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, early: Bool, context: ChannelHandlerContext) {
+    private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, early: Bool, headRequest: Bool, context: ChannelHandlerContext) {
         answering = false
         guard context.channel.isActive else { return }
         guard !failed else {
@@ -558,8 +591,16 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             head.headerFields[.connection] = "close"
             closing = true
         }
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        for buffer in buffers { context.write(wrapOutboundOut(.body(buffer)), promise: nil) }
+        if headRequest {
+            // The length GET's body would have (RFC 9110 §9.3.2), and no body: a response
+            // without a length would be framed as chunked, its terminator taken for the next
+            // response by the client.
+            head.headerFields[.contentLength] = String(buffers.reduce(0) { $0 + $1.readableBytes })
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            for buffer in buffers { context.write(wrapOutboundOut(.body(buffer)), promise: nil) }
+        }
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         lastResponseWritten = written
         // The client may have closed its side while this response was being made, or just now,

@@ -63,9 +63,10 @@ public enum RouteTable {
         RouteSpec(method: .get, path: "/openapi.yaml", auth: .none),
     ]
 
-    /// The methods allowed on a concrete path (empty when no route matches it).
+    /// The methods allowed on a concrete path (empty when no route matches it): HEAD too
+    /// where GET is, which every GET route also answers.
     static func allowedMethods(for path: String) -> [HTTPRequest.Method] {
-        all.filter { $0.matches(path: path) }.map(\.method)
+        all.filter { $0.matches(path: path) }.flatMap { $0.method == .get ? [.get, .head] : [$0.method] }
     }
 
     /// The spec of `method` on `pattern`.

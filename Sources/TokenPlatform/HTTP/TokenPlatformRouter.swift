@@ -147,7 +147,7 @@ public struct TokenPlatformRouter: Sendable {
     ) {
         let spec = RouteTable.spec(method, path)
         let authenticator = authenticator
-        router.on(RouterPath(path), method: method) { request, context in
+        let respond: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, context in
             do {
                 let caller = try authenticator.authenticate(request, as: spec.auth, logger: context.logger)
                 return try await handler(request, context, AuthenticatedCaller(caller: caller))
@@ -156,6 +156,10 @@ public struct TokenPlatformRouter: Sendable {
                 throw error
             }
         }
+        router.on(RouterPath(path), method: method, use: respond)
+        // HEAD as GET (RFC 9110 §9.3.2): the same checks and answer, whose body the HTTP front
+        // leaves out (``WholeRequestHandler``).
+        if method == .get { router.on(RouterPath(path), method: .head, use: respond) }
     }
 
     /// Registers one route of ``RouteTable`` whose every request ends in exactly one outcome
