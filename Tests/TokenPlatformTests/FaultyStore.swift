@@ -18,6 +18,8 @@ struct FaultyStore: TMPStore {
     let leaseTakes = Locked<[String]>([])
     /// What a read of one token by its reference throws while set (other calls go through).
     let tokenReadFailure = Locked<(any Error)?>(nil)
+    /// What a write of a token's note of block suspensions throws while set.
+    let noteFailure = Locked<(any Error)?>(nil)
 
     private func check() throws {
         if let error = failure.current { throw error }
@@ -77,7 +79,16 @@ struct FaultyStore: TMPStore {
         return try await base.claimTokensAtOddsWithTheirCard(since: cutoff, limit: limit, at: now)
     }
     func restartAtOddsClock(reference: String, at time: Date) async throws { try check(); try await base.restartAtOddsClock(reference: reference, at: time) }
-    func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws { try check(); try await base.noteBlockSuspensionSent(reference: reference, at: time) }
+    func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws {
+        try check()
+        if let error = noteFailure.current { throw error }
+        try await base.noteBlockSuspensionSent(reference: reference, at: time)
+    }
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
+        try check()
+        if let error = noteFailure.current { throw error }
+        try await base.replaceBlockSuspensionNote(reference: reference, with: note, ifLastSentAt: last)
+    }
 
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws { try check(); try await base.recordProvisioningAttempt(attempt) }
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? { try check(); return try await base.provisioningAttempt(activationDataId: activationDataId) }

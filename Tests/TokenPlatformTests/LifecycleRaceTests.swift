@@ -1,6 +1,7 @@
 import Foundation
 import ProvisioningModels
 import SDKTestSupport
+import TMPTestSupport
 import TestSupport
 import Testing
 import TokenPlatform
@@ -451,7 +452,8 @@ struct LifecycleRaceTests {
             #expect(blocked.text.contains("\"FAILED\""), "\(blocked.text)")
             platform.connector.meanwhile.withValue { $0 = nil }
             let noted = try #require(try await platform.store.token(reference: "T1"))
-            #expect(noted.status == .active && noted.blockSuspensionSentAt == EventTime(platform.clock.current))
+            let blockedAt = EventTime(platform.clock.current)
+            #expect(noted.status == .active && noted.blockSuspensionsSent == blockedAt...blockedAt)
 
             let unblocked = try await Self.patch(api, "c1", .active)
             #expect(unblocked.status == .ok && unblocked.text.contains("\"tokens\":[]"), "\(unblocked.text)")
@@ -460,7 +462,7 @@ struct LifecycleRaceTests {
             let echo = try await api.event("T1", pur: card.panUniqueReference, .suspended)
             #expect(echo.status == .ok, "\(echo.text)")
             let suspended = try #require(try await platform.store.token(reference: "T1"))
-            #expect(suspended.status == .suspended && suspended.suspendedBy == .cardBlocked && suspended.blockSuspensionSentAt == nil)
+            #expect(suspended.status == .suspended && suspended.suspendedBy == .cardBlocked && suspended.blockSuspensionsSent == nil)
             #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
 
             let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
@@ -488,7 +490,7 @@ struct LifecycleRaceTests {
             platform.connector.meanwhile.withValue { $0 = nil }
             #expect(activated.status == .ok && activated.text.contains("\"ACTIVE\""), "\(activated.text)")
             #expect(platform.connector.commands.current.last == "suspend T1", "\(platform.connector.commands.current)")
-            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionSentAt != nil)
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent != nil)
 
             _ = try await Self.patch(api, "c1", .active)
             _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
@@ -501,26 +503,33 @@ struct LifecycleRaceTests {
     }
 
     /// And for the undo of an activation the card's block overtook: its suspension is not
-    /// confirmed, so TMP records the token ACTIVE, as the token service held it, and still
-    /// takes the echo after an unblocking as the block's.
+    /// confirmed, so TMP records the token ACTIVE, as the token service held it, noting when the
+    /// suspension was sent (not when it gave up on it, 2 minutes later here), and takes the
+    /// echo after an unblocking as the block's.
     @Test func anUndoneActivationsSuspensionEchoedOnlyAfterTheUnblockIsTheBlocks() async throws {
         let platform = try await TestPlatform(policy: .inApp)
         try await platform.run { api in
             try await Self.cardWithAnInactiveToken(api)
             let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            let suspensionSent = Locked<Date?>(nil)
             platform.connector.meanwhile.withValue { $0 = { command, _ in
                 if command == "activate" { #expect(try await Self.patch(api, "c1", .blocked).status == .ok) }
-                if command == "suspend" { throw URLError(.timedOut) }
+                if command == "suspend" {
+                    suspensionSent.withValue { $0 = platform.clock.current }
+                    platform.advance(120)
+                    throw URLError(.timedOut)
+                }
             } }
             let activation = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
             platform.connector.meanwhile.withValue { $0 = nil }
             #expect(activation.status == .ok, "\(activation.text)")
             #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "suspend T1"], "\(platform.connector.commands.current)")
             let noted = try #require(try await platform.store.token(reference: "T1"))
-            #expect(noted.status == .active && noted.blockSuspensionSentAt != nil)
+            let sentAt = EventTime(try #require(suspensionSent.current))
+            #expect(noted.status == .active && noted.blockSuspensionsSent == sentAt...sentAt)
 
             _ = try await Self.patch(api, "c1", .active)
-            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended, occurredAt: EventTime(millisecondsSince1970: sentAt.millisecondsSince1970 + 1_000))
             let token = try #require(try await platform.store.token(reference: "T1"))
             #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
         }
@@ -545,10 +554,10 @@ struct LifecycleRaceTests {
         try await platform.run { api in
             let card = try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.failing.withValue { $0 = true }
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
             let blockedAt = platform.clock.current
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
-            platform.connector.failing.withValue { $0 = false }
+            platform.connector.meanwhile.withValue { $0 = nil }
             _ = try await Self.patch(api, "c1", .active)
             platform.advance(arrivesAfter)
             let occurredAt = occurredAfter.map { EventTime(blockedAt.addingTimeInterval($0)) }
@@ -556,7 +565,106 @@ struct LifecycleRaceTests {
             #expect(echo.status == .ok, "\(echo.text)")
             let token = try #require(try await platform.store.token(reference: "T1"))
             #expect(token.status == .suspended && token.suspendedBy == (isTheBlocks ? .cardBlocked : .tokenService))
-            #expect(token.blockSuspensionSentAt == nil)
+            #expect(token.blockSuspensionsSent == nil)
+        }
+    }
+
+    /// A suspension for the block that failed without reaching the token service (the
+    /// connector says so: it could not connect) leaves no note, or puts back the note an
+    /// earlier one left: a suspension the token service reports after the unblocking is its
+    /// own, unless it falls within that earlier one's window.
+    @Test func aBlockSuspensionThatNeverReachedTheTokenServiceLeavesNoNote() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.failing.withValue { $0 = true }
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
+
+            // An earlier suspension timed out: its note stays through a later one that failed.
+            platform.connector.failing.withValue { $0 = false }
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            let first = EventTime(platform.clock.current)
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            #expect(realigned == ["FAILED"])
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.advance(90)
+            platform.connector.failing.withValue { $0 = true }
+            let realignedAgain = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            #expect(realignedAgain == ["FAILED"])
+            platform.connector.failing.withValue { $0 = false }
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == first...first)
+
+            _ = try await Self.patch(api, "c1", .active)
+            platform.advance(600)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
+        }
+    }
+
+    /// Suspensions for the block sent again, each timing out: the note keeps the first and the
+    /// last, so the echo of the first (by its `occurredAt`) is the block's, and one ten minutes
+    /// after the last still is.
+    @Test(arguments: [1.0, 90.0 + 599])
+    func theNoteSpansEverySuspensionSentForTheBlock(occurredAfterTheFirst: Double) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            let first = platform.clock.current
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            platform.advance(90)
+            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            #expect(realigned == ["FAILED"])
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == EventTime(first)...EventTime(first.addingTimeInterval(90)))
+
+            _ = try await Self.patch(api, "c1", .active)
+            platform.advance(1_200)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended, occurredAt: EventTime(first.addingTimeInterval(occurredAfterTheFirst)))
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+        }
+    }
+
+    /// Customer service suspends a token whose block's suspension went unconfirmed, and that
+    /// suspension times out too: its echo is not the block's, so it stays — the note was
+    /// cleared before customer service's suspension was sent.
+    @Test func aCustomerServiceSuspensionAfterAnUnconfirmedBlockSuspensionIsNeverTakenAsTheBlocks() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            _ = try await Self.patch(api, "c1", .active)
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent != nil)
+            platform.advance(120)
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(suspended.status == .serviceUnavailable, "\(suspended.text)")
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
+
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .tokenService)
+            #expect(try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10).isEmpty)
+        }
+    }
+
+    /// A note that cannot be written leaves the command to be sent all the same.
+    @Test func aBlockSuspensionIsSentWhenItsNoteCannotBeWritten() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            _ = try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            store.noteFailure.withValue { $0 = URLError(.cannotConnectToHost) }
+            let blocked = try await Self.patch(api, "c1", .blocked)
+            #expect(blocked.text.contains("\"SUSPENDED\""), "\(blocked.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1")
+            #expect(platform.logs.current.contains { $0.contains("could not note a suspension for a card's block") })
         }
     }
 
@@ -568,7 +676,7 @@ struct LifecycleRaceTests {
             let card = try await api.putCard("c1", user: "alice")
             _ = try await api.provision("c1", user: "alice", token: "T1")
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"SUSPENDED\""))
-            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionSentAt == nil)
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
             #expect(try await Self.patch(api, "c1", .active).text.contains("\"RESUMED\""))
             _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)

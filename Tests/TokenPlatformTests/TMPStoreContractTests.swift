@@ -360,41 +360,73 @@ struct TMPStoreContractTests {
         }
     }
 
-    /// The note of a suspension sent for a card's block: written only on an ACTIVE token, read
-    /// back as written, kept by a pending command and by an event that leaves the status, and
-    /// cleared by a recorded status and by an event that changes it.
+    /// The note of suspensions sent for a card's block: written only on an ACTIVE token (the
+    /// first and the last time, in either order), read back as written, replaced only while its
+    /// last time is the one given, kept by a pending command and by an event that leaves the
+    /// status, and cleared by a recorded status and by an event that changes it. Writing it
+    /// changes nothing else: not `updatedAt`, not the at-odds clock, not the audit trail.
     @Test(arguments: StoreFactory.all)
     func aBlockSuspensionNoteIsKeptUntilAnOutcomeIsRecorded(factory: StoreFactory) async throws {
         try await factory.withStore { store in
-            let sent = EventTime(millisecondsSince1970: 1_790_000_010_123)
-            let noted = { (reference: String) in try await store.token(reference: reference)?.blockSuspensionSentAt }
+            let at = { @Sendable (milliseconds: Int64) in EventTime(millisecondsSince1970: 1_790_000_000_000 + milliseconds) }
+            let noted = { (reference: String) in try await store.token(reference: reference)?.blockSuspensionsSent }
             let event = { (reference: String, type: TokenEventType, status: TokenStatus) in
                 _ = try await store.applyTokenEvent(eventId: UUID().uuidString, event: type, tokenReference: reference, audit: Self.audit("token:\(reference)")) { current, _ in
                     .update(status: status, suspendedBy: status == .suspended ? .tokenService : nil, tokenLast4: current?.tokenLast4)
                 }
             }
             _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now) { _ in Self.audit("card:c1") }
             try await Self.insert(store, Self.token("A", status: .active))
             try await Self.insert(store, Self.token("B", status: .active))
             try await Self.insert(store, Self.token("S", status: .suspended, suspendedBy: .customerService))
             try await Self.insert(store, Self.token("I", status: .inactive))
-            for reference in ["A", "B", "S", "I", "missing"] { try await store.noteBlockSuspensionSent(reference: reference, at: sent) }
-            let (a, b, suspended, inactive) = (try await noted("A"), try await noted("B"), try await noted("S"), try await noted("I"))
-            #expect(a == sent && b == sent)
+            var withNote = Self.token("N", status: .active)
+            withNote.blockSuspensionsSent = at(1)...at(2)
+            try await Self.insert(store, withNote)
+            let before = try #require(try await store.token(reference: "A"))
+            let trail = try await store.auditEntries(subject: "token:A").count
+            let atOdds = try await store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference)
+
+            for reference in ["A", "B", "S", "I", "missing"] { try await store.noteBlockSuspensionSent(reference: reference, at: at(10)) }
+            try await store.noteBlockSuspensionSent(reference: "A", at: at(30))
+            try await store.noteBlockSuspensionSent(reference: "A", at: at(20))
+            try await store.noteBlockSuspensionSent(reference: "B", at: at(5))
+            let (a, b, suspended, inactive, n) = (try await noted("A"), try await noted("B"), try await noted("S"), try await noted("I"), try await noted("N"))
+            #expect(a == at(10)...at(30))
+            #expect(b == at(5)...at(10))
             #expect(suspended == nil && inactive == nil)
-            #expect(try await store.tokens(externalCardId: "c1").first { $0.tokenUniqueReference == "A" }?.blockSuspensionSentAt == sent)
+            #expect(n == at(1)...at(2))
+            let afterNote = try #require(try await store.token(reference: "A"))
+            #expect(afterNote.withoutSuspensionNote == before.withoutSuspensionNote)
+            #expect(try await store.auditEntries(subject: "token:A").count == trail)
+            #expect(try await store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == atOdds)
+            #expect(try await store.tokens(externalCardId: "c1").first { $0.tokenUniqueReference == "A" }?.blockSuspensionsSent == at(10)...at(30))
+
+            // Replaced only while the last time is the one given; unconditionally without one.
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifLastSentAt: at(20))
+            #expect(try await noted("A") == at(10)...at(30))
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifLastSentAt: at(30))
+            #expect(try await noted("A") == at(10)...at(10))
+            try await store.replaceBlockSuspensionNote(reference: "N", with: nil, ifLastSentAt: nil)
+            #expect(try await noted("N") == nil)
 
             // A pending command and an event that leaves the status keep it.
             _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setPending(.deactivate) }
             try await event("A", .activated, .active)
-            #expect(try await noted("A") == sent)
+            #expect(try await noted("A") == at(10)...at(10))
+            // An unconfirmed status for the block keeps it on an ACTIVE token, with a time added.
+            _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setNotConfirmed(.active, suspendedBy: nil, blockSuspensionSentAt: at(40)) }
+            #expect(try await noted("A") == at(10)...at(40))
+            _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setNotConfirmed(.active, suspendedBy: nil, blockSuspensionSentAt: nil) }
+            #expect(try await noted("A") == at(10)...at(40))
             // A recorded status clears it, also the same status again.
             _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .set(.active, suspendedBy: nil) }
             #expect(try await noted("A") == nil)
             // So does an event that changes the status.
             try await event("B", .suspended, .suspended)
             let reported = try await store.token(reference: "B")
-            #expect(reported?.status == .suspended && reported?.blockSuspensionSentAt == nil)
+            #expect(reported?.status == .suspended && reported?.blockSuspensionsSent == nil)
         }
     }
 

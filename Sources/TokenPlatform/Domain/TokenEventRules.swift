@@ -14,7 +14,7 @@ public enum TokenEventRules {
     ///   - cardStatus: The status of the token's card as committed (nil when unknown).
     ///   - newToken: The token to insert for `CREATED`.
     ///   - receivedAt: When TMP received the event: its time when it carries no `occurredAt`,
-    ///     to tell whether it echoes a block's suspension (``blockSuspensionEcho(sentAt:)``).
+    ///     to tell whether it echoes a block's suspension (``blockSuspensionEcho(sent:)``).
     public static func effect(of event: TokenEventRequest, on current: TokenRecord?, cardStatus: CardStatus? = nil, newToken: TokenRecord?, receivedAt: Date? = nil) -> TokenEventEffect {
         guard let current else {
             guard event.event == .created, let newToken else {
@@ -61,24 +61,25 @@ public enum TokenEventRules {
         // even once the card is unblocked: the late echo of that command, which unblocking
         // (finding the token ACTIVE) did not resume. The realignment resumes it.
         let eventAt = event.occurredAt ?? receivedAt.map { EventTime($0) }
-        let echoesTheBlock = current.blockSuspensionSentAt.flatMap { sent in eventAt.map { blockSuspensionEcho(sentAt: sent).contains($0) } } ?? false
+        let echoesTheBlock = current.blockSuspensionsSent.flatMap { sent in eventAt.map { blockSuspensionEcho(sent: sent).contains($0) } } ?? false
         let blocks = cardStatus == .blocked || echoesTheBlock
         let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? (blocks ? .cardBlocked : .tokenService)) : nil
         return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
     }
 
-    /// How long before a suspension for a card's block was sent (clocks differ) the token
-    /// service's report of a suspension may be taken as that command's echo.
+    /// How long before the first suspension for a card's block was sent (clocks differ) the
+    /// token service's report of a suspension may be taken as an echo of it, in milliseconds.
     public static let echoLeadTolerance: Int64 = 60_000
-    /// How long after a suspension for a card's block was sent the token service's report of a
-    /// suspension is still taken as that command's echo, when TMP never recorded the command's
-    /// outcome (it timed out, or the process stopped). A report after that is the token
-    /// service's own suspension, which only customer service lifts.
+    /// How long after the last suspension for a card's block was sent the token service's
+    /// report of a suspension is still taken as its echo, when TMP never recorded the command's
+    /// outcome (it timed out, or the process stopped), in milliseconds. A report after that is
+    /// the token service's own suspension, which only customer service lifts.
     public static let echoWindow: Int64 = 600_000
 
-    /// The times a reported suspension must fall within to be the echo of a suspension for the
-    /// card's block sent at `sent`: from ``echoLeadTolerance`` before to ``echoWindow`` after.
-    public static func blockSuspensionEcho(sentAt sent: EventTime) -> ClosedRange<EventTime> {
-        EventTime(millisecondsSince1970: sent.millisecondsSince1970 - echoLeadTolerance)...EventTime(millisecondsSince1970: sent.millisecondsSince1970 + echoWindow)
+    /// The times a reported suspension must fall within to be the echo of suspensions for the
+    /// card's block sent from `sent.lowerBound` to `sent.upperBound`: from
+    /// ``echoLeadTolerance`` before the first to ``echoWindow`` after the last.
+    public static func blockSuspensionEcho(sent: ClosedRange<EventTime>) -> ClosedRange<EventTime> {
+        EventTime(millisecondsSince1970: sent.lowerBound.millisecondsSince1970 - echoLeadTolerance)...EventTime(millisecondsSince1970: sent.upperBound.millisecondsSince1970 + echoWindow)
     }
 }

@@ -73,15 +73,19 @@ public struct TokenRecord: Sendable, Hashable {
     public var lastEventAt: EventTime?
     /// A command the token service has not confirmed, sent again until it does.
     public var pendingCommand: PendingTokenCommand?
-    /// When TMP last sent the token service a suspension for the card's block whose outcome
-    /// it has not recorded (TMP's clock): set just before the command is sent, cleared when a
-    /// command's outcome or an event that changes the token's status is recorded. While set,
-    /// a suspension the token service reports around that time is taken as the block's
-    /// (``TokenEventRules/blockSuspensionEcho(sentAt:)``), also once the card is unblocked.
-    public var blockSuspensionSentAt: EventTime?
+    /// When TMP sent the token service suspensions for the card's block whose outcome it has not
+    /// recorded (the first and the last, TMP's clock), while TMP records the token ACTIVE: a
+    /// suspension the token service reports around then is taken as the block's
+    /// (``TokenEventRules/blockSuspensionEcho(sent:)``), also once the card is unblocked.
+    ///
+    /// Noted just before such a suspension is sent; withdrawn when it failed without reaching
+    /// the token service (only an unknown outcome, ``TokenServiceCommandOutcome/isUnknown(_:)``,
+    /// keeps it); cleared when a command's outcome or an event that changes the token's status
+    /// is recorded, and before another suspension (customer service's) is sent.
+    public var blockSuspensionsSent: ClosedRange<EventTime>?
 
     /// Creates a record.
-    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil, pendingCommand: PendingTokenCommand? = nil, blockSuspensionSentAt: EventTime? = nil) {
+    public init(tokenUniqueReference: String, externalCardId: String, panUniqueReference: String, userId: String, deviceType: DeviceType, status: TokenStatus, authorizationPath: AuthorizationPath, suspendedBy: SuspensionSource?, tokenLast4: String?, createdAt: Date, updatedAt: Date, lastEventAt: EventTime? = nil, pendingCommand: PendingTokenCommand? = nil, blockSuspensionsSent: ClosedRange<EventTime>? = nil) {
         self.tokenUniqueReference = tokenUniqueReference
         self.externalCardId = externalCardId
         self.panUniqueReference = panUniqueReference
@@ -95,7 +99,7 @@ public struct TokenRecord: Sendable, Hashable {
         self.updatedAt = updatedAt
         self.lastEventAt = lastEventAt
         self.pendingCommand = pendingCommand
-        self.blockSuspensionSentAt = blockSuspensionSentAt
+        self.blockSuspensionsSent = blockSuspensionsSent
     }
 
     /// The Lifecycle API's view.
@@ -118,6 +122,27 @@ public struct TokenRecord: Sendable, Hashable {
 }
 
 extension TokenRecord {
+    /// `note` (``blockSuspensionsSent``) with a suspension sent at `time` added.
+    static func note(_ note: ClosedRange<EventTime>?, adding time: EventTime) -> ClosedRange<EventTime> {
+        guard let note else { return time...time }
+        return min(note.lowerBound, time)...max(note.upperBound, time)
+    }
+
+    /// A note read back from its two stored times (nil unless both are there; in order
+    /// whatever order they were stored in).
+    static func note(first: Int64?, last: Int64?) -> ClosedRange<EventTime>? {
+        guard let first, let last else { return nil }
+        return EventTime(millisecondsSince1970: min(first, last))...EventTime(millisecondsSince1970: max(first, last))
+    }
+
+    /// The record as it would be without its note of block suspensions sent
+    /// (``blockSuspensionsSent``): to tell whether anything else about the token changed.
+    public var withoutSuspensionNote: TokenRecord {
+        var token = self
+        token.blockSuspensionsSent = nil
+        return token
+    }
+
     /// Whether a token service command is owed: one the token's ``pendingCommand`` names, or
     /// one the card's status asks because it forbids this token's state: any live token of a
     /// CLOSED card (deactivate), an ACTIVE token of a BLOCKED card (suspend), a token the block

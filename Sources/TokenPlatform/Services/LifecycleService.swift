@@ -567,11 +567,15 @@ public struct LifecycleService: Sendable {
         let (target, source, result, call) = (command.target, command.source, command.result, command.call)
         // A suspension for the card's block is noted first: should its outcome be lost (a
         // time-out, a crash) and the card be unblocked before the token service's echo, the
-        // echo is still taken as the block's, and the realignment resumes the token.
-        let token = source == .cardBlocked && target == .suspended ? await environment.noteBlockSuspensionSent(command.token) : command.token
+        // echo is still taken as the block's, and the realignment resumes the token. Before
+        // any other suspension, such a note is cleared.
+        var token = command.token
+        var noted: EventTime?
+        if target == .suspended { (token, noted) = await environment.prepareSuspension(of: token, forTheBlock: source == .cardBlocked) }
         do {
             try await call(token)
         } catch {
+            await environment.withdrawSuspensionNote(of: token.tokenUniqueReference, sentAt: noted, before: command.token.blockSuspensionsSent, after: error)
             environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }

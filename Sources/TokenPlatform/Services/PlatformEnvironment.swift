@@ -164,30 +164,66 @@ extension PlatformEnvironment {
         }
     }
 
-    /// Notes, just before a suspension for its card's block is sent for `token`, that the token
-    /// service may hold it suspended by that command from now on
+    /// Just before a suspension is sent for `token`, as TMP records it in the command's turn.
+    ///
+    /// For the card's block (`forTheBlock`), notes the time on an ACTIVE token
     /// (``TMPStore/noteBlockSuspensionSent(reference:at:)``), so that the command's echo is
     /// taken as the block's even if its outcome is never recorded and the card is unblocked
-    /// first. Only an ACTIVE token is noted. The token as it then is: with
-    /// ``TokenRecord/blockSuspensionSentAt`` set when it was noted.
+    /// first. For another suspension (customer service's, or one sent again), clears the note
+    /// the token has: that suspension's echo is not the block's, and would otherwise be
+    /// recorded as the block's and resumed by the realignment.
     ///
-    /// A database error is logged and the command goes ahead all the same: its echo after an
-    /// unblocking is then taken as the token service's own suspension, which keeps the token
-    /// suspended until customer service resumes it (fails closed).
-    func noteBlockSuspensionSent(_ token: TokenRecord) async -> TokenRecord {
-        guard token.status == .active else { return token }
+    /// Returns the token as it then is, and the time noted (nil when nothing was noted). A
+    /// database error is logged and the command goes ahead all the same: unnoted, the echo
+    /// after an unblocking is taken as the token service's own suspension, which keeps the
+    /// token suspended until customer service resumes it (fails closed); not cleared, a
+    /// customer-service suspension within the note's window could be resumed by the
+    /// realignment, so that error is logged as such.
+    func prepareSuspension(of token: TokenRecord, forTheBlock: Bool) async -> (token: TokenRecord, noted: EventTime?) {
+        let reference = token.tokenUniqueReference
+        guard forTheBlock else {
+            guard token.blockSuspensionsSent != nil else { return (token, nil) }
+            do {
+                try await store.replaceBlockSuspensionNote(reference: reference, with: nil, ifLastSentAt: nil)
+            } catch {
+                logger.error(
+                    "could not clear the note of a suspension sent for a card's block before sending another; should this one's outcome be lost and its echo arrive within the note's window, it would be taken as the block's",
+                    metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+                )
+                return (token, nil)
+            }
+            return (token.withoutSuspensionNote, nil)
+        }
+        guard token.status == .active else { return (token, nil) }
         let sentAt = EventTime(now())
         do {
-            try await store.noteBlockSuspensionSent(reference: token.tokenUniqueReference, at: sentAt)
+            try await store.noteBlockSuspensionSent(reference: reference, at: sentAt)
         } catch {
             logger.error(
                 "could not note a suspension for a card's block before sending it; should its outcome be lost and the card unblocked before its echo, the token stays suspended",
-                metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"]
+                metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
             )
-            return token
+            return (token, nil)
         }
         var noted = token
-        noted.blockSuspensionSentAt = sentAt
-        return noted
+        noted.blockSuspensionsSent = TokenRecord.note(token.blockSuspensionsSent, adding: sentAt)
+        return (noted, sentAt)
+    }
+
+    /// After a suspension for the card's block noted at `sentAt` failed with `error`: unless
+    /// its outcome is unknown (``TokenServiceCommandOutcome/isUnknown(_:)``), it did not reach
+    /// the token service, and the note is put back as it was before (`before`, the token's
+    /// note then), if no other suspension was noted since. A database error leaves the note,
+    /// which then lapses with its window (logged).
+    func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, after error: any Error) async {
+        guard let sentAt, !TokenServiceCommandOutcome.isUnknown(error) else { return }
+        do {
+            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifLastSentAt: sentAt)
+        } catch {
+            logger.error(
+                "could not withdraw the note of a suspension for a card's block that did not reach the token service; until its window ends, a suspension the token service reports for the token is taken as the block's",
+                metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+        }
     }
 }

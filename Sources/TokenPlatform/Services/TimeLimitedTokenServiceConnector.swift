@@ -10,7 +10,7 @@ import Foundation
 /// (``EarlierCommandUnfinished``) rather than overtake it.
 public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The error of a command that did not answer in time.
-    public struct TimedOut: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct TimedOut: TokenServiceOutcomeUnknown, Sendable, Hashable, CustomStringConvertible {
         /// `activate`, `suspend`, `resume` or `deactivate`.
         public var command: String
         /// The limit it exceeded.

@@ -24,7 +24,7 @@ import ProvisioningModels
 /// card's token is deactivated, a blocked card's active token suspended (by the block, so
 /// unblocking resumes it). Only in that direction: a suspension the token service reports for
 /// an active card is its own decision and stays — unless it echoes a suspension sent for the
-/// card's block (``TokenRecord/blockSuspensionSentAt``), which the event rules record as the
+/// card's block (``TokenRecord/blockSuspensionsSent``), which the event rules record as the
 /// block's, for the realignment to resume.
 ///
 /// Nothing is undone when the card was closed while a command ran (closing deactivates every
@@ -94,7 +94,7 @@ struct TokenCorrection {
     /// the token active, as TMP records it.
     func reassertSuspension(_ reference: String, actor: String) async -> Settlement {
         guard let (token, card) = await current(reference), token.status == .suspended else { return .nothingToUndo }
-        let settlement = await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil)
+        let settlement = await correct(token, card: card, with: environment.tokenService.suspend, actor: actor, confirmed: .unchanged, unconfirmed: nil, suspends: true)
         let why = "the token was suspended (by \(token.suspendedBy?.rawValue ?? "the token service")) while a resume for the card's unblocking was with the token service"
         switch settlement {
         case .undone:
@@ -250,25 +250,43 @@ struct TokenCorrection {
         confirmed: TokenChange,
         unconfirmed: TokenChange?,
         reason: String? = nil,
-        overridesCustomerService: Bool = false
+        overridesCustomerService: Bool = false,
+        suspends: Bool = false
     ) async -> Settlement {
         let reference = token.tokenUniqueReference
-        // A suspension for the card's block is noted first (``PlatformEnvironment/noteBlockSuspensionSent(_:)``).
+        // A suspension for the card's block is noted first; before any other, such a note is
+        // cleared (``PlatformEnvironment/prepareSuspension(of:forTheBlock:)``).
         let forTheBlock = confirmed == .set(.suspended, suspendedBy: .cardBlocked)
-        let token = forTheBlock ? await environment.noteBlockSuspensionSent(token) : token
+        let read = token
+        var token = token
+        var noted: EventTime?
+        if forTheBlock || suspends { (token, noted) = await environment.prepareSuspension(of: token, forTheBlock: forTheBlock) }
+        // When the token was not ACTIVE, nothing was noted: the time the suspension was sent,
+        // should it be recorded unconfirmed with the token ACTIVE.
+        let sentAt = noted ?? EventTime(environment.now())
         let done: Bool
+        var outcomeUnknown = false
         do {
             try await command(token)
             done = true
         } catch {
             done = false
+            outcomeUnknown = TokenServiceCommandOutcome.isUnknown(error)
+            await environment.withdrawSuspensionNote(of: reference, sentAt: noted, before: read.blockSuspensionsSent, after: error)
             environment.logger.error(
                 "token service did not confirm correcting a token its card's status forbids",
                 metadata: ["token": "\(Redaction.prefix(reference))", "token_status": "\(token.status.rawValue)", "card_status": "\(card.status.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]
             )
         }
-        guard let change = done ? confirmed : unconfirmed else { return .notConfirmed(token) }
-        guard case .set(let target, let source) = change else { return done ? .undone(token) : .notConfirmed(token) }
+        guard let decided = done ? confirmed : unconfirmed else { return .notConfirmed(token) }
+        guard case .set(let target, let source) = decided else { return done ? .undone(token) : .notConfirmed(token) }
+        // Not confirmed, a suspension for the block may still have been carried out: recording
+        // the token as the token service held it before keeps that in the same write (for an
+        // ACTIVE token, the time it was sent joins its note), and keeps the note it had. An
+        // error that says it never reached the token service adds nothing.
+        let change: TokenChange = forTheBlock && !done
+            ? .setNotConfirmed(target, suspendedBy: source, blockSuspensionSentAt: outcomeUnknown ? sentAt : nil)
+            : decided
         let why = reason ?? (token.isOfAReplacedPAN(of: card) ? "token of a PAN the card no longer has" : "card is \(card.status.rawValue)")
         let detail = done
             ? "\(why); corrected at the token service"
@@ -285,23 +303,17 @@ struct TokenCorrection {
             // token service holding what TMP does not record. A deactivation the token service
             // confirmed is recorded whatever the card became: it is final there.
             guard current.status != .deactivated else { return .reject("the token is deactivated already") }
-            guard card?.status == cardStatus || (done && (target == .deactivated || current == token)) else { return .reject("card or token changed again") }
+            guard card?.status == cardStatus || (done && (target == .deactivated || current.withoutSuspensionNote == read.withoutSuspensionNote)) else { return .reject("card or token changed again") }
             if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated, !overridesCustomerService {
                 return .reject("customer service suspended the token")
             }
             if current.status == target, current.suspendedBy == source { return .unchanged }
             return change
         }
-        var recorded: TokenRecord = switch result {
+        let recorded: TokenRecord = switch result {
         case .updated(_, let after): after
         case .unchanged(let current), .rejected(let current, _): current
         case .notFound, nil: token
-        }
-        // Not confirmed, the suspension may still have been carried out: recording the token
-        // ACTIVE, as the token service held it before, cleared the note made before it was
-        // sent (or the token was not ACTIVE then), so it is noted now.
-        if forTheBlock, !done, case .updated = result, recorded.status == .active {
-            recorded = await environment.noteBlockSuspensionSent(recorded)
         }
         if done {
             let verb = switch target {

@@ -1,8 +1,15 @@
+import Foundation
+
 /// TMP's channel to the network's token service provider for lifecycle commands.
 ///
 /// Implementations: the Wallet simulator's in-process TSP, a real network connector, or a
 /// test double. A thrown error means the command did not take effect; TMP then leaves the
-/// token's state unchanged. TMP gives every command a time limit
+/// token's state unchanged. An error after which the command may have taken effect all the
+/// same (a request sent whose answer was lost) should conform to
+/// ``TokenServiceOutcomeUnknown``, or be a `URLError` of a time-out or a lost connection: TMP
+/// still leaves the token's state unchanged, but for a suspension sent for a card's block it
+/// keeps a note that the suspension may have been carried out
+/// (``TokenRecord/blockSuspensionsSent``). TMP gives every command a time limit
 /// (``PlatformEnvironment/connectorTimeout``) and cancels a command that exceeds it: an
 /// implementation stops waiting for the network when its task is cancelled.
 ///
@@ -43,4 +50,22 @@ public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
     public func resume(_ token: TokenRecord) async throws { throw NotConfigured() }
     /// Implements ``TokenServiceConnector/deactivate(_:)``.
     public func deactivate(_ token: TokenRecord) async throws { throw NotConfigured() }
+}
+
+/// An error after which a token service command may have taken effect (sent, and its answer
+/// lost): see ``TokenServiceConnector``. TMP's own time limit ends a command with one
+/// (``TimeLimitedTokenServiceConnector/TimedOut``).
+public protocol TokenServiceOutcomeUnknown: Error {}
+
+/// What a failed token service command tells about its effect.
+public enum TokenServiceCommandOutcome {
+    /// Whether the command that threw `error` may have taken effect at the token service all
+    /// the same: a ``TokenServiceOutcomeUnknown`` error (TMP's time limit among them), a
+    /// cancellation (the command may have been sent), or a `URLError` of a time-out or a lost
+    /// connection. Any other error means it did not (``TokenServiceConnector``).
+    public static func isUnknown(_ error: any Error) -> Bool {
+        if error is any TokenServiceOutcomeUnknown || error is CancellationError { return true }
+        if let error = error as? URLError { return [.timedOut, .networkConnectionLost].contains(error.code) }
+        return false
+    }
 }

@@ -159,10 +159,11 @@ extension PostgresStore {
             )
             """,
         ]),
-        // As SQLite's v9: when a suspension for the card's block was last sent without its
-        // outcome being recorded.
+        // As SQLite's v9: when suspensions for the card's block were sent without their outcome
+        // being recorded, the first and the last.
         Migration(name: "v9", statements: [
-            "ALTER TABLE token ADD COLUMN block_suspension_sent_ms BIGINT",
+            "ALTER TABLE token ADD COLUMN block_suspension_first_sent_ms BIGINT",
+            "ALTER TABLE token ADD COLUMN block_suspension_last_sent_ms BIGINT",
         ]),
     ]
 

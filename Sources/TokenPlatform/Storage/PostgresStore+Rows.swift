@@ -6,7 +6,7 @@ extension PostgresStore {
     /// The card columns, in the order ``CardRecord/init(postgres:)`` and inserts use.
     static let cardColumns = "external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference, expiration, cardholder_name, network, product_title, art_id, status, created_at, updated_at"
     /// The token columns, in the order ``TokenRecord/init(postgres:)`` and inserts use.
-    static let tokenColumns = "token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_sent_ms"
+    static let tokenColumns = "token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_first_sent_ms, block_suspension_last_sent_ms"
 }
 
 // Unknown enum values map to the same safe defaults as in SQLiteStore's row readers.
@@ -25,15 +25,15 @@ extension CardRecord {
 
 extension TokenRecord {
     init(postgres row: PostgresRow) throws {
-        let (reference, card, pur, user, device, status, path, suspendedBy, last4, created, updated, lastEvent, pending, blockSuspensionSent) =
-            try row.decode((String, String, String, String, String, String, String, String?, String?, Date, Date, Int64?, String?, Int64?).self)
+        let (reference, card, pur, user, device, status, path, suspendedBy, last4, created, updated, lastEvent, pending, firstSuspensionSent, lastSuspensionSent) =
+            try row.decode((String, String, String, String, String, String, String, String?, String?, Date, Date, Int64?, String?, Int64?, Int64?).self)
         self.init(
             tokenUniqueReference: reference, externalCardId: card, panUniqueReference: pur, userId: user,
             deviceType: DeviceType(rawValue: device) ?? .phone, status: TokenStatus(rawValue: status) ?? .deactivated,
             authorizationPath: AuthorizationPath(rawValue: path) ?? .yellow, suspendedBy: suspendedBy.flatMap(SuspensionSource.init(rawValue:)),
             tokenLast4: last4, createdAt: created, updatedAt: updated, lastEventAt: lastEvent.map(EventTime.init(millisecondsSince1970:)),
             pendingCommand: pending.flatMap(PendingTokenCommand.init(rawValue:)),
-            blockSuspensionSentAt: blockSuspensionSent.map(EventTime.init(millisecondsSince1970:))
+            blockSuspensionsSent: TokenRecord.note(first: firstSuspensionSent, last: lastSuspensionSent)
         )
     }
 }

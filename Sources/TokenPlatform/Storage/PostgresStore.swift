@@ -313,7 +313,7 @@ public struct PostgresStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try await connection.run(
-                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue), block_suspension_sent_ms = \(after.blockSuspensionSentAt?.millisecondsSince1970) WHERE token_unique_reference = \(reference)",
+                    "UPDATE token SET status = \(after.status.rawValue), suspended_by = \(after.suspendedBy?.rawValue), updated_at = \(after.updatedAt), pending_command = \(after.pendingCommand?.rawValue), block_suspension_first_sent_ms = \(after.blockSuspensionsSent?.lowerBound.millisecondsSince1970), block_suspension_last_sent_ms = \(after.blockSuspensionsSent?.upperBound.millisecondsSince1970) WHERE token_unique_reference = \(reference)",
                     logger: logger
                 )
                 try await recomputeAtOdds(connection, tokenReference: reference, at: audit.at)
@@ -362,7 +362,8 @@ public struct PostgresStore: TMPStore {
                     INSERT INTO token (\(unescaped: Self.tokenColumns))
                     VALUES (\(token.tokenUniqueReference), \(token.externalCardId), \(token.panUniqueReference), \(token.userId), \(token.deviceType.rawValue),
                         \(token.status.rawValue), \(token.authorizationPath.rawValue), \(token.suspendedBy?.rawValue), \(token.tokenLast4), \(token.createdAt), \(token.updatedAt),
-                        \(token.lastEventAt?.millisecondsSince1970), \(token.pendingCommand?.rawValue), \(token.blockSuspensionSentAt?.millisecondsSince1970))
+                        \(token.lastEventAt?.millisecondsSince1970), \(token.pendingCommand?.rawValue),
+                        \(token.blockSuspensionsSent?.lowerBound.millisecondsSince1970), \(token.blockSuspensionsSent?.upperBound.millisecondsSince1970))
                     """,
                     logger: logger
                 )
@@ -376,7 +377,8 @@ public struct PostgresStore: TMPStore {
                     """
                     UPDATE token SET status = \(token.status.rawValue), suspended_by = \(token.suspendedBy?.rawValue), token_last4 = \(token.tokenLast4), updated_at = \(token.updatedAt),
                         last_event_ms = \(token.lastEventAt?.millisecondsSince1970), pending_command = \(token.pendingCommand?.rawValue),
-                        block_suspension_sent_ms = \(token.blockSuspensionSentAt?.millisecondsSince1970)
+                        block_suspension_first_sent_ms = \(token.blockSuspensionsSent?.lowerBound.millisecondsSince1970),
+                        block_suspension_last_sent_ms = \(token.blockSuspensionsSent?.upperBound.millisecondsSince1970)
                     WHERE token_unique_reference = \(tokenReference)
                     """,
                     logger: logger
@@ -488,7 +490,29 @@ public struct PostgresStore: TMPStore {
 
     /// Implements ``TMPStore/noteBlockSuspensionSent(reference:at:)``.
     public func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws {
-        _ = try await rows("UPDATE token SET block_suspension_sent_ms = \(time.millisecondsSince1970) WHERE token_unique_reference = \(reference) AND status = 'ACTIVE'")
+        let time = time.millisecondsSince1970
+        _ = try await rows(
+            """
+            UPDATE token SET block_suspension_first_sent_ms = LEAST(block_suspension_first_sent_ms, \(time)),
+                block_suspension_last_sent_ms = GREATEST(block_suspension_last_sent_ms, \(time))
+            WHERE token_unique_reference = \(reference) AND status = 'ACTIVE'
+            """
+        )
+    }
+
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifLastSentAt:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
+        let (first, newLast) = (note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970)
+        if let last {
+            _ = try await rows(
+                """
+                UPDATE token SET block_suspension_first_sent_ms = \(first), block_suspension_last_sent_ms = \(newLast)
+                WHERE token_unique_reference = \(reference) AND block_suspension_last_sent_ms = \(last.millisecondsSince1970)
+                """
+            )
+        } else {
+            _ = try await rows("UPDATE token SET block_suspension_first_sent_ms = \(first), block_suspension_last_sent_ms = \(newLast) WHERE token_unique_reference = \(reference)")
+        }
     }
 
     // MARK: Provisioning attempts and decisions

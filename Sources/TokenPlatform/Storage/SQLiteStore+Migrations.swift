@@ -169,12 +169,15 @@ extension SQLiteStore {
                 )
                 """)
         }
-        // When a suspension for the card's block was last sent for a token without its outcome
-        // being recorded (milliseconds since 1970, TMP's clock; `TokenRecord.blockSuspensionSentAt`):
-        // a suspension the token service reports around then is that command's echo, taken as
-        // the block's also once the card is unblocked.
+        // When suspensions for the card's block were sent for an ACTIVE token without their
+        // outcome being recorded, the first and the last (milliseconds since 1970, TMP's clock;
+        // `TokenRecord.blockSuspensionsSent`): a suspension the token service reports around
+        // then is their echo, taken as the block's also once the card is unblocked.
         register("v9") { db in
-            try db.execute(sql: "ALTER TABLE token ADD COLUMN block_suspension_sent_ms INTEGER")
+            try db.execute(sql: """
+                ALTER TABLE token ADD COLUMN block_suspension_first_sent_ms INTEGER;
+                ALTER TABLE token ADD COLUMN block_suspension_last_sent_ms INTEGER;
+                """)
         }
         return migrator
     }

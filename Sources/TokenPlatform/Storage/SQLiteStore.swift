@@ -329,8 +329,11 @@ public struct SQLiteStore: TMPStore {
             let (write, result) = decide(before, card).resolve(before, at: audit.at)
             if let after = write {
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ?, pending_command = ?, block_suspension_sent_ms = ? WHERE token_unique_reference = ?",
-                    arguments: [after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, after.pendingCommand?.rawValue, after.blockSuspensionSentAt?.millisecondsSince1970, reference]
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, updated_at = ?, pending_command = ?, block_suspension_first_sent_ms = ?, block_suspension_last_sent_ms = ? WHERE token_unique_reference = ?",
+                    arguments: [
+                        after.status.rawValue, after.suspendedBy?.rawValue, after.updatedAt, after.pendingCommand?.rawValue,
+                        after.blockSuspensionsSent?.lowerBound.millisecondsSince1970, after.blockSuspensionsSent?.upperBound.millisecondsSince1970, reference,
+                    ]
                 )
                 try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, reference])
                 try insertAudit(db, audit)
@@ -358,13 +361,15 @@ public struct SQLiteStore: TMPStore {
                 try db.execute(
                     sql: """
                         INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status,
-                            authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command,
+                            block_suspension_first_sent_ms, block_suspension_last_sent_ms)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         token.tokenUniqueReference, token.externalCardId, token.panUniqueReference, token.userId, token.deviceType.rawValue,
                         token.status.rawValue, token.authorizationPath.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.createdAt, token.updatedAt,
                         token.lastEventAt?.millisecondsSince1970, token.pendingCommand?.rawValue,
+                        token.blockSuspensionsSent?.lowerBound.millisecondsSince1970, token.blockSuspensionsSent?.upperBound.millisecondsSince1970,
                     ]
                 )
                 // The owner as committed: the card may have changed hands since `token` was made.
@@ -372,10 +377,10 @@ public struct SQLiteStore: TMPStore {
                 result = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:)) ?? token
             case .update(let token):
                 try db.execute(
-                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ?, pending_command = ?, block_suspension_sent_ms = ? WHERE token_unique_reference = ?",
+                    sql: "UPDATE token SET status = ?, suspended_by = ?, token_last4 = ?, updated_at = ?, last_event_ms = ?, pending_command = ?, block_suspension_first_sent_ms = ?, block_suspension_last_sent_ms = ? WHERE token_unique_reference = ?",
                     arguments: [
                         token.status.rawValue, token.suspendedBy?.rawValue, token.tokenLast4, token.updatedAt, token.lastEventAt?.millisecondsSince1970,
-                        token.pendingCommand?.rawValue, token.blockSuspensionSentAt?.millisecondsSince1970, tokenReference,
+                        token.pendingCommand?.rawValue, token.blockSuspensionsSent?.lowerBound.millisecondsSince1970, token.blockSuspensionsSent?.upperBound.millisecondsSince1970, tokenReference,
                     ]
                 )
                 result = token
@@ -478,7 +483,27 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/noteBlockSuspensionSent(reference:at:)``.
     public func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws {
         try await write { db in
-            try db.execute(sql: "UPDATE token SET block_suspension_sent_ms = ? WHERE token_unique_reference = ? AND status = 'ACTIVE'", arguments: [time.millisecondsSince1970, reference])
+            try db.execute(
+                sql: """
+                    UPDATE token SET block_suspension_first_sent_ms = min(COALESCE(block_suspension_first_sent_ms, ?1), ?1),
+                        block_suspension_last_sent_ms = max(COALESCE(block_suspension_last_sent_ms, ?1), ?1)
+                    WHERE token_unique_reference = ?2 AND status = 'ACTIVE'
+                    """,
+                arguments: [time.millisecondsSince1970, reference]
+            )
+        }
+    }
+
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifLastSentAt:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE token SET block_suspension_first_sent_ms = ?, block_suspension_last_sent_ms = ?
+                    WHERE token_unique_reference = ? AND (? IS NULL OR block_suspension_last_sent_ms = ?)
+                    """,
+                arguments: [note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970, reference, last?.millisecondsSince1970, last?.millisecondsSince1970]
+            )
         }
     }
 
@@ -732,7 +757,7 @@ extension TokenRecord {
     /// The selected columns, in the order ``init(row:)`` reads them by position.
     static let columns = """
         token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, \
-        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_sent_ms
+        authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_first_sent_ms, block_suspension_last_sent_ms
         """
 
     init(row: Row) {
@@ -744,7 +769,7 @@ extension TokenRecord {
             createdAt: (row[9] as SQLiteTimestamp).date, updatedAt: (row[10] as SQLiteTimestamp).date,
             lastEventAt: (row[11] as Int64?).map(EventTime.init(millisecondsSince1970:)),
             pendingCommand: (row[12] as String?).flatMap(PendingTokenCommand.init(rawValue:)),
-            blockSuspensionSentAt: (row[13] as Int64?).map(EventTime.init(millisecondsSince1970:))
+            blockSuspensionsSent: TokenRecord.note(first: row[13], last: row[14])
         )
     }
 }

@@ -135,11 +135,17 @@ public protocol TMPStore: Sendable {
     /// realign it that the token service did not confirm); does nothing to a token not at odds.
     func restartAtOddsClock(reference: String, at time: Date) async throws
     /// Records, just before a suspension for its card's block is sent, that the token service
-    /// may hold the token suspended by it (``TokenRecord/blockSuspensionSentAt`` = `time`):
+    /// may hold the token suspended by it: `time` is added to ``TokenRecord/blockSuspensionsSent``,
     /// only while the token is ACTIVE, since for any other state TMP's record already tells
     /// the command's echo apart. Nothing else changes, and nothing is audited (the command's
     /// outcome is).
     func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws
+    /// Sets the token's ``TokenRecord/blockSuspensionsSent`` to `note` (nil clears it): only
+    /// while its last time is still `last`, when given (a suspension noted at `last` that
+    /// never reached the token service is withdrawn, unless another was noted since), or
+    /// whatever it is (cleared before customer service's suspension is sent). Nothing else
+    /// changes, and nothing is audited.
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws
 
     /// Records a successful `signed-cards` call.
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
@@ -323,6 +329,11 @@ public enum TokenChange: Sendable, Hashable {
     /// Leave the status as it is and record a command the token service has not confirmed, or
     /// (nil) that the pending one is settled.
     case setPending(PendingTokenCommand?)
+    /// Set the status and suspension source the token service held before a suspension for the
+    /// card's block that it did not confirm: as ``set(_:suspendedBy:)``, but an ACTIVE token
+    /// keeps its ``TokenRecord/blockSuspensionsSent``, with the time given (when the
+    /// suspension was sent, if it may have been carried out) added in the same write.
+    case setNotConfirmed(TokenStatus, suspendedBy: SuspensionSource?, blockSuspensionSentAt: EventTime?)
     /// Leave it as it is (no audit entry).
     case unchanged
     /// Refuse; the message says why.
@@ -357,7 +368,15 @@ extension TokenChange {
             after.pendingCommand = before.pendingCommand?.remaining(afterStatusBecomes: status)
             // The token service's state is known again: no suspension sent for a block is
             // still without its outcome.
-            after.blockSuspensionSentAt = nil
+            after.blockSuspensionsSent = nil
+            after.updatedAt = date
+            return (after, .updated(before: before, after: after))
+        case .setNotConfirmed(let status, let suspendedBy, let sent):
+            var after = before
+            after.status = status
+            after.suspendedBy = suspendedBy
+            after.pendingCommand = before.pendingCommand?.remaining(afterStatusBecomes: status)
+            after.blockSuspensionsSent = status != .active ? nil : sent.map { TokenRecord.note(before.blockSuspensionsSent, adding: $0) } ?? before.blockSuspensionsSent
             after.updatedAt = date
             return (after, .updated(before: before, after: after))
         case .setPending(let command):
@@ -412,7 +431,7 @@ extension TokenEventEffect {
             token.pendingCommand = token.pendingCommand?.remaining(afterEventFrom: token.status, to: status)
             // A change of status the token service reports is the outcome of any suspension
             // sent for a block (its echo, or something newer).
-            if token.status != status { token.blockSuspensionSentAt = nil }
+            if token.status != status { token.blockSuspensionsSent = nil }
             token.status = status
             token.suspendedBy = suspendedBy
             token.tokenLast4 = tokenLast4 ?? token.tokenLast4
