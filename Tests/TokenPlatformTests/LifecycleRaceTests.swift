@@ -435,6 +435,25 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// Card c1 of alice with token T1: ACTIVE with the `immediate` policy, INACTIVE with `inApp`.
+    static func cardWithAToken(_ api: APIClient) async throws -> CardResource {
+        let card = try await api.putCard("c1", user: "alice")
+        _ = try await api.provision("c1", user: "alice", token: "T1")
+        return card
+    }
+
+    /// Makes every suspension sent from now on time out after it was carried out (`true`), or
+    /// go through again (`false`).
+    static func suspensionsTimeOut(_ platform: TestPlatform, _ timeOut: Bool = true) {
+        let timingOut: @Sendable (String, TokenRecord) async throws -> Void = { command, _ in if command == "suspend" { throw URLError(.timedOut) } }
+        platform.connector.meanwhile.withValue { $0 = timeOut ? timingOut : nil }
+    }
+
+    /// One realignment of at most `limit` tokens at odds with their card, whenever since: the results.
+    static func realign(_ platform: TestPlatform, limit: Int = 10) async throws -> [String] {
+        try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: limit).map(\.result)
+    }
+
     /// The block's suspension is carried out at the token service but not confirmed (a
     /// time-out), and the card is unblocked before the echo arrives: unblocking finds the token
     /// ACTIVE and sends nothing. The echo is still the block's, so the realignment resumes the
@@ -442,12 +461,8 @@ struct LifecycleRaceTests {
     @Test func aBlocksSuspensionEchoedOnlyAfterTheUnblockIsTheBlocksAndIsResumed() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "suspend" else { return }
-                throw URLError(.timedOut)
-            } }
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
             let blocked = try await Self.patch(api, "c1", .blocked)
             #expect(blocked.text.contains("\"FAILED\""), "\(blocked.text)")
             platform.connector.meanwhile.withValue { $0 = nil }
@@ -465,8 +480,7 @@ struct LifecycleRaceTests {
             #expect(suspended.status == .suspended && suspended.suspendedBy == .cardBlocked && suspended.blockSuspensionsSent == nil)
             #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == ["T1"])
 
-            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
-            #expect(realigned.map(\.result) == ["RESUMED"])
+            #expect(try await Self.realign(platform) == ["RESUMED"])
             #expect(platform.connector.commands.current.suffix(2) == ["suspend T1", "resume T1"], "\(platform.connector.commands.current)")
             #expect(try await api.tokenStatus("T1") == .active)
         }
@@ -478,14 +492,10 @@ struct LifecycleRaceTests {
     @Test func aCorrectionsSuspensionEchoedOnlyAfterTheUnblockIsTheBlocksAndIsResumed() async throws {
         let platform = try await TestPlatform(policy: .inApp)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
+            let card = try await Self.cardWithAToken(api)
             #expect(try await api.tokenStatus("T1") == .inactive)
             #expect(try await Self.patch(api, "c1", .blocked).status == .ok)
-            platform.connector.meanwhile.withValue { $0 = { command, _ in
-                guard command == "suspend" else { return }
-                throw URLError(.timedOut)
-            } }
+            Self.suspensionsTimeOut(platform)
             let activated = try await api.event("T1", pur: card.panUniqueReference, .activated)
             platform.connector.meanwhile.withValue { $0 = nil }
             #expect(activated.status == .ok && activated.text.contains("\"ACTIVE\""), "\(activated.text)")
@@ -496,8 +506,7 @@ struct LifecycleRaceTests {
             _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
             let token = try #require(try await platform.store.token(reference: "T1"))
             #expect(token.status == .suspended && token.suspendedBy == .cardBlocked)
-            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10)
-            #expect(realigned.map(\.result) == ["RESUMED"])
+            #expect(try await Self.realign(platform) == ["RESUMED"])
             #expect(try await api.tokenStatus("T1") == .active)
         }
     }
@@ -552,9 +561,8 @@ struct LifecycleRaceTests {
     func aSuspensionIsTheBlocksEchoOnlyAroundTheTimeItWasSent(arrivesAfter: Double, occurredAfter: Double?, isTheBlocks: Bool) async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
             let blockedAt = platform.clock.current
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
             platform.connector.meanwhile.withValue { $0 = nil }
@@ -576,22 +584,21 @@ struct LifecycleRaceTests {
     @Test func aBlockSuspensionThatNeverReachedTheTokenServiceLeavesNoNote() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
+            let card = try await Self.cardWithAToken(api)
             platform.connector.failing.withValue { $0 = true }
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
             #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
 
             // An earlier suspension timed out: its note stays through a later one that failed.
             platform.connector.failing.withValue { $0 = false }
-            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            Self.suspensionsTimeOut(platform)
             let first = EventTime(platform.clock.current)
-            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            let realigned = try await Self.realign(platform, limit: 1)
             #expect(realigned == ["FAILED"])
             platform.connector.meanwhile.withValue { $0 = nil }
             platform.advance(90)
             platform.connector.failing.withValue { $0 = true }
-            let realignedAgain = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            let realignedAgain = try await Self.realign(platform, limit: 1)
             #expect(realignedAgain == ["FAILED"])
             platform.connector.failing.withValue { $0 = false }
             #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == first...first)
@@ -610,13 +617,12 @@ struct LifecycleRaceTests {
     func theNoteSpansEverySuspensionSentForTheBlock(occurredAfterTheFirst: Double) async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
             let first = platform.clock.current
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
             platform.advance(90)
-            let realigned = try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 1).map(\.result)
+            let realigned = try await Self.realign(platform, limit: 1)
             #expect(realigned == ["FAILED"])
             platform.connector.meanwhile.withValue { $0 = nil }
             #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == EventTime(first)...EventTime(first.addingTimeInterval(90)))
@@ -634,9 +640,8 @@ struct LifecycleRaceTests {
     @Test func aCustomerServiceSuspensionAfterAnUnconfirmedBlockSuspensionIsNeverTakenAsTheBlocks() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
-            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "suspend" { throw URLError(.timedOut) } } }
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
             _ = try await Self.patch(api, "c1", .active)
             #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent != nil)
@@ -649,7 +654,7 @@ struct LifecycleRaceTests {
             _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
             let token = try #require(try await platform.store.token(reference: "T1"))
             #expect(token.status == .suspended && token.suspendedBy == .tokenService)
-            #expect(try await LifecycleService(environment: platform.environment).realignTokens(atOddsSince: Date.distantFuture, limit: 10).isEmpty)
+            #expect(try await Self.realign(platform).isEmpty)
         }
     }
 
@@ -658,8 +663,7 @@ struct LifecycleRaceTests {
         let store = FaultyStore(base: try await TestTMP.memoryStore())
         let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
         try await platform.run { api in
-            _ = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
+            _ = try await Self.cardWithAToken(api)
             store.noteFailure.withValue { $0 = URLError(.cannotConnectToHost) }
             let blocked = try await Self.patch(api, "c1", .blocked)
             #expect(blocked.text.contains("\"SUSPENDED\""), "\(blocked.text)")
@@ -673,8 +677,7 @@ struct LifecycleRaceTests {
     @Test func aConfirmedBlockSuspensionLeavesNoNote() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
-            let card = try await api.putCard("c1", user: "alice")
-            _ = try await api.provision("c1", user: "alice", token: "T1")
+            let card = try await Self.cardWithAToken(api)
             #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"SUSPENDED\""))
             #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
             #expect(try await Self.patch(api, "c1", .active).text.contains("\"RESUMED\""))
