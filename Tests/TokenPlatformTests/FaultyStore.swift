@@ -84,10 +84,15 @@ struct FaultyStore: TMPStore {
         if let error = noteFailure.current { throw error }
         try await base.noteBlockSuspensionSent(reference: reference, at: time)
     }
-    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws {
         try check()
         if let error = noteFailure.current { throw error }
-        try await base.replaceBlockSuspensionNote(reference: reference, with: note, ifLastSentAt: last)
+        try await base.replaceBlockSuspensionNote(reference: reference, with: note, ifItIs: expected)
+    }
+    func clearBlockSuspensionNote(reference: String) async throws {
+        try check()
+        if let error = noteFailure.current { throw error }
+        try await base.clearBlockSuspensionNote(reference: reference)
     }
 
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws { try check(); try await base.recordProvisioningAttempt(attempt) }

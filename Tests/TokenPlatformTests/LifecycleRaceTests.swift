@@ -1,10 +1,11 @@
 import Foundation
+import GRDB
 import ProvisioningModels
 import SDKTestSupport
 import TMPTestSupport
 import TestSupport
 import Testing
-import TokenPlatform
+@testable import TokenPlatform
 
 /// Card status changes racing customer service and the token service's own events.
 @Suite("Lifecycle races")
@@ -552,10 +553,12 @@ struct LifecycleRaceTests {
         // (seconds after the block the event arrives, its occurredAt relative to the block, the block's?)
         (30.0, nil, true),
         (599.0, nil, true),
+        (600.0, nil, true),
         (601.0, nil, false),
         (3_600.0, 20.0, true),
         (3_600.0, 601.0, false),
         (30.0, -59.0, true),
+        (30.0, -60.0, true),
         (30.0, -61.0, false),
     ] as [(Double, Double?, Bool)])
     func aSuspensionIsTheBlocksEchoOnlyAroundTheTimeItWasSent(arrivesAfter: Double, occurredAfter: Double?, isTheBlocks: Bool) async throws {
@@ -655,6 +658,101 @@ struct LifecycleRaceTests {
             let token = try #require(try await platform.store.token(reference: "T1"))
             #expect(token.status == .suspended && token.suspendedBy == .tokenService)
             #expect(try await Self.realign(platform).isEmpty)
+        }
+    }
+
+    /// TMP's own time limit leaves the note, as any outcome the connector cannot know; what
+    /// says the command never left withdraws it.
+    @Test func whichFailuresLeaveTheNote() {
+        #expect(!TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.TimedOut(command: "suspend", limit: .seconds(10))))
+        #expect(!TokenServiceCommandOutcome.neverSent(CancellationError()))
+        #expect(!TokenServiceCommandOutcome.neverSent(URLError(.timedOut)))
+        #expect(!TokenServiceCommandOutcome.neverSent(URLError(.networkConnectionLost)))
+        #expect(!TokenServiceCommandOutcome.neverSent(URLError(.badServerResponse)))
+        #expect(!TokenServiceCommandOutcome.neverSent(TestFailure("anything else")))
+        #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.EarlierCommandUnfinished(command: "suspend")))
+        #expect(TokenServiceCommandOutcome.neverSent(UnconfiguredTokenServiceConnector.NotConfigured()))
+        #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotConnectToHost)))
+        #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotFindHost)))
+    }
+
+    /// TMP's own time limit, end to end: the block's suspension it gave up on is noted.
+    @Test func aBlockSuspensionGivenUpAtTheTimeLimitIsNoted() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            _ = try await Self.cardWithAToken(api)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                if command == "suspend" { throw TimeLimitedTokenServiceConnector.TimedOut(command: command, limit: .seconds(10)) }
+            } }
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent != nil)
+        }
+    }
+
+    /// The undo of an activation the block overtook times out, and the card is unblocked while
+    /// it is with the token service: TMP still records the token ACTIVE, as the token service
+    /// held it, with the note, so the undo's echo is the block's.
+    @Test func anUndoOverTakenByTheUnblockIsNotedAllTheSame() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            try await Self.cardWithAnInactiveToken(api)
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                if command == "activate" { #expect(try await Self.patch(api, "c1", .blocked).status == .ok) }
+                if command == "suspend" {
+                    #expect(try await Self.patch(api, "c1", .active).status == .ok)
+                    throw URLError(.timedOut)
+                }
+            } }
+            _ = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "T1"))
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(platform.connector.commands.current.suffix(2) == ["activate T1", "suspend T1"], "\(platform.connector.commands.current)")
+            let noted = try #require(try await platform.store.token(reference: "T1"))
+            #expect(noted.status == .active && noted.blockSuspensionsSent != nil)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+        }
+    }
+
+    /// Customer service's suspension is not sent while the note cannot be cleared: its echo
+    /// could be taken as the block's and resumed. The request fails, and nothing is sent.
+    @Test func noCustomerServiceSuspensionIsSentWhileTheNoteCannotBeCleared() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            _ = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            Self.suspensionsTimeOut(platform, false)
+            _ = try await Self.patch(api, "c1", .active)
+            let sent = platform.connector.commands.current
+            store.noteFailure.withValue { $0 = DatabaseError(resultCode: .SQLITE_IOERR, message: "disk I/O error") }
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            store.noteFailure.withValue { $0 = nil }
+            #expect(suspended.status == .serviceUnavailable && suspended.error?.code == "database_unavailable", "\(suspended.text)")
+            #expect(platform.connector.commands.current == sent)
+            #expect(try await platform.store.token(reference: "T1")?.status == .active)
+        }
+    }
+
+    /// The block's suspension is confirmed but the card was unblocked meanwhile, so it is undone
+    /// with a resume the token service confirms, which TMP finds recorded already (ACTIVE): the
+    /// token service holds what TMP records, and the note goes.
+    @Test func aConfirmedUndoFoundRecordedAlreadyClearsTheNote() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            _ = try await Self.cardWithAToken(api)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                let unblocked = try await Self.patch(api, "c1", .active)
+                #expect(unblocked.status == .ok)
+            } }
+            let blocked = try await Self.patch(api, "c1", .blocked)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(blocked.text.contains("\"UNCHANGED\""), "\(blocked.text)")
+            #expect(platform.connector.commands.current.suffix(2) == ["suspend T1", "resume T1"], "\(platform.connector.commands.current)")
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .active && token.blockSuspensionsSent == nil)
         }
     }
 

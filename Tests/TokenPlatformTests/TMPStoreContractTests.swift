@@ -403,13 +403,19 @@ struct TMPStoreContractTests {
             #expect(try await store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).map(\.tokenUniqueReference) == atOdds)
             #expect(try await store.tokens(externalCardId: "c1").first { $0.tokenUniqueReference == "A" }?.blockSuspensionsSent == at(10)...at(30))
 
-            // Replaced only while the last time is the one given; unconditionally without one.
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifLastSentAt: at(20))
+            // Replaced only while it is the one given (both ends), also by nothing; cleared whatever it is.
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(20))
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(11)...at(30))
             #expect(try await noted("A") == at(10)...at(30))
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifLastSentAt: at(30))
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(30))
             #expect(try await noted("A") == at(10)...at(10))
-            try await store.replaceBlockSuspensionNote(reference: "N", with: nil, ifLastSentAt: nil)
+            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(5)...at(10))
+            try await store.replaceBlockSuspensionNote(reference: "S", with: at(1)...at(1), ifItIs: at(1)...at(1))
+            let (withdrawn, stillNone) = (try await noted("B"), try await noted("S"))
+            #expect(withdrawn == nil && stillNone == nil)
+            try await store.clearBlockSuspensionNote(reference: "N")
             #expect(try await noted("N") == nil)
+            try await store.noteBlockSuspensionSent(reference: "B", at: at(5))
 
             // A pending command and an event that leaves the status keep it.
             _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setPending(.deactivate) }
@@ -420,6 +426,12 @@ struct TMPStoreContractTests {
             #expect(try await noted("A") == at(10)...at(40))
             _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .setNotConfirmed(.active, suspendedBy: nil, blockSuspensionSentAt: nil) }
             #expect(try await noted("A") == at(10)...at(40))
+            // An unconfirmed status other than ACTIVE clears it; ACTIVE from another state gets the time.
+            _ = try await store.updateToken(reference: "I", audit: Self.audit("token:I")) { _, _ in .setNotConfirmed(.active, suspendedBy: nil, blockSuspensionSentAt: at(50)) }
+            let (i, iNote) = (try await store.token(reference: "I"), try await noted("I"))
+            #expect(i?.status == .active && iNote == at(50)...at(50))
+            _ = try await store.updateToken(reference: "I", audit: Self.audit("token:I")) { _, _ in .setNotConfirmed(.suspended, suspendedBy: .cardBlocked, blockSuspensionSentAt: at(60)) }
+            #expect(try await noted("I") == nil)
             // A recorded status clears it, also the same status again.
             _ = try await store.updateToken(reference: "A", audit: Self.audit("token:A")) { _, _ in .set(.active, suspendedBy: nil) }
             #expect(try await noted("A") == nil)

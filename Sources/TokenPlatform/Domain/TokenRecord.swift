@@ -78,10 +78,10 @@ public struct TokenRecord: Sendable, Hashable {
     /// suspension the token service reports around then is taken as the block's
     /// (``TokenEventRules/blockSuspensionEcho(sent:)``), also once the card is unblocked.
     ///
-    /// Noted just before such a suspension is sent; withdrawn when it failed without reaching
-    /// the token service (only an unknown outcome, ``TokenServiceCommandOutcome/isUnknown(_:)``,
-    /// keeps it); cleared when a command's outcome or an event that changes the token's status
-    /// is recorded, and before another suspension (customer service's) is sent.
+    /// Noted just before such a suspension is sent; withdrawn when it failed in a way that says
+    /// it never left (``TokenServiceCommandOutcome/neverSent(_:)``); cleared when the token's
+    /// status is recorded from a confirmed outcome (or found recorded already) or changed by an
+    /// event, and before another suspension (customer service's) is sent.
     public var blockSuspensionsSent: ClosedRange<EventTime>?
 
     /// Creates a record.

@@ -571,7 +571,7 @@ public struct LifecycleService: Sendable {
         // any other suspension, such a note is cleared.
         var token = command.token
         var noted: EventTime?
-        if target == .suspended { (token, noted) = await environment.prepareSuspension(of: token, forTheBlock: source == .cardBlocked) }
+        if target == .suspended { (token, noted) = try await environment.prepareSuspension(of: token, forTheBlock: source == .cardBlocked) }
         do {
             try await call(token)
         } catch {
@@ -639,6 +639,9 @@ public struct LifecycleService: Sendable {
             // echo, or a concurrent twin, got there first): the command did what it says.
             // Otherwise (customer service's suspension kept) it changed nothing.
             let done = current.status == target && (source == nil || current.suspendedBy == source)
+            // The token service holds what TMP records: no suspension for the block is still
+            // without its outcome.
+            if done { await environment.clearSuspensionNoteAfterConfirmed(current) }
             if !done {
                 await environment.auditUnrecorded(verb, token: token.tokenUniqueReference, actor: actor, why: "the token is \(current.status.rawValue)\(current.suspendedBy.map { " (suspended by \($0.rawValue))" } ?? "")")
             }

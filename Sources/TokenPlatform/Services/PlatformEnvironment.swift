@@ -169,28 +169,29 @@ extension PlatformEnvironment {
     /// For the card's block (`forTheBlock`), notes the time on an ACTIVE token
     /// (``TMPStore/noteBlockSuspensionSent(reference:at:)``), so that the command's echo is
     /// taken as the block's even if its outcome is never recorded and the card is unblocked
-    /// first. For another suspension (customer service's, or one sent again), clears the note
-    /// the token has: that suspension's echo is not the block's, and would otherwise be
-    /// recorded as the block's and resumed by the realignment.
+    /// first. A database error there is logged and the command goes ahead all the same:
+    /// unnoted, the echo after an unblocking is taken as the token service's own suspension,
+    /// which keeps the token suspended until customer service resumes it (fails closed).
     ///
-    /// Returns the token as it then is, and the time noted (nil when nothing was noted). A
-    /// database error is logged and the command goes ahead all the same: unnoted, the echo
-    /// after an unblocking is taken as the token service's own suspension, which keeps the
-    /// token suspended until customer service resumes it (fails closed); not cleared, a
-    /// customer-service suspension within the note's window could be resumed by the
-    /// realignment, so that error is logged as such.
-    func prepareSuspension(of token: TokenRecord, forTheBlock: Bool) async -> (token: TokenRecord, noted: EventTime?) {
+    /// For another suspension (customer service's, or one sent again), clears the note the
+    /// token has: that suspension's echo is not the block's, and would otherwise be recorded
+    /// as the block's and resumed by the realignment. A database error there is thrown, and
+    /// the suspension must not be sent.
+    ///
+    /// Returns the token with its note as it then is, and the time noted (nil when nothing
+    /// was).
+    func prepareSuspension(of token: TokenRecord, forTheBlock: Bool) async throws -> (token: TokenRecord, noted: EventTime?) {
         let reference = token.tokenUniqueReference
         guard forTheBlock else {
             guard token.blockSuspensionsSent != nil else { return (token, nil) }
             do {
-                try await store.replaceBlockSuspensionNote(reference: reference, with: nil, ifLastSentAt: nil)
+                try await store.clearBlockSuspensionNote(reference: reference)
             } catch {
                 logger.error(
-                    "could not clear the note of a suspension sent for a card's block before sending another; should this one's outcome be lost and its echo arrive within the note's window, it would be taken as the block's",
+                    "could not clear the note of a suspension sent for a card's block; another suspension is not sent, since its echo could be taken as the block's",
                     metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
                 )
-                return (token, nil)
+                throw error
             }
             return (token.withoutSuspensionNote, nil)
         }
@@ -210,19 +211,35 @@ extension PlatformEnvironment {
         return (noted, sentAt)
     }
 
-    /// After a suspension for the card's block noted at `sentAt` failed with `error`: unless
-    /// its outcome is unknown (``TokenServiceCommandOutcome/isUnknown(_:)``), it did not reach
-    /// the token service, and the note is put back as it was before (`before`, the token's
-    /// note then), if no other suspension was noted since. A database error leaves the note,
-    /// which then lapses with its window (logged).
+    /// After a suspension for the card's block noted at `sentAt` failed with `error`: when the
+    /// error says it never reached the token service (``TokenServiceCommandOutcome/neverSent(_:)``),
+    /// the note is put back as it was before (`before`, the token's note then) — if it is still
+    /// what noting this suspension made of it, so another suspension noted since is kept. Any
+    /// other error leaves the note. A database error leaves it too, and it then lapses with
+    /// its window (logged).
     func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, after error: any Error) async {
-        guard let sentAt, !TokenServiceCommandOutcome.isUnknown(error) else { return }
+        guard let sentAt, TokenServiceCommandOutcome.neverSent(error) else { return }
         do {
-            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifLastSentAt: sentAt)
+            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifItIs: TokenRecord.note(before, adding: sentAt))
         } catch {
             logger.error(
                 "could not withdraw the note of a suspension for a card's block that did not reach the token service; until its window ends, a suspension the token service reports for the token is taken as the block's",
                 metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+        }
+    }
+
+    /// After the token service confirmed a command for `token` whose outcome TMP found recorded
+    /// already (so no write cleared the note): the token service's state is known, so a note
+    /// of suspensions sent for the block the token still has is cleared (logged if it cannot be).
+    func clearSuspensionNoteAfterConfirmed(_ token: TokenRecord) async {
+        guard token.blockSuspensionsSent != nil else { return }
+        do {
+            try await store.clearBlockSuspensionNote(reference: token.tokenUniqueReference)
+        } catch {
+            logger.error(
+                "could not clear the note of a suspension sent for a card's block after a confirmed command; until its window ends, a suspension the token service reports for the token is taken as the block's",
+                metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"]
             )
         }
     }

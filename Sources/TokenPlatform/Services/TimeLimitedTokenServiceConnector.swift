@@ -10,7 +10,7 @@ import Foundation
 /// (``EarlierCommandUnfinished``) rather than overtake it.
 public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The error of a command that did not answer in time.
-    public struct TimedOut: TokenServiceOutcomeUnknown, Sendable, Hashable, CustomStringConvertible {
+    public struct TimedOut: Error, Sendable, Hashable, CustomStringConvertible {
         /// `activate`, `suspend`, `resume` or `deactivate`.
         public var command: String
         /// The limit it exceeded.
@@ -23,7 +23,7 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// The error of a command not sent because an earlier one for the same token was given up
     /// at the limit (or by its caller) and has not returned yet: sending it could let it reach
     /// the token service before the earlier one does.
-    public struct EarlierCommandUnfinished: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct EarlierCommandUnfinished: TokenServiceCommandNotSent, Sendable, Hashable, CustomStringConvertible {
         /// The command not sent.
         public var command: String
 

@@ -260,7 +260,14 @@ struct TokenCorrection {
         let read = token
         var token = token
         var noted: EventTime?
-        if forTheBlock || suspends { (token, noted) = await environment.prepareSuspension(of: token, forTheBlock: forTheBlock) }
+        if forTheBlock || suspends {
+            do {
+                (token, noted) = try await environment.prepareSuspension(of: token, forTheBlock: forTheBlock)
+            } catch {
+                // The note of the block's suspensions could not be cleared: not sent (logged).
+                return .notConfirmed(read)
+            }
+        }
         // When the token was not ACTIVE, nothing was noted: the time the suspension was sent,
         // should it be recorded unconfirmed with the token ACTIVE.
         let sentAt = noted ?? EventTime(environment.now())
@@ -271,7 +278,7 @@ struct TokenCorrection {
             done = true
         } catch {
             done = false
-            outcomeUnknown = TokenServiceCommandOutcome.isUnknown(error)
+            outcomeUnknown = !TokenServiceCommandOutcome.neverSent(error)
             await environment.withdrawSuspensionNote(of: reference, sentAt: noted, before: read.blockSuspensionsSent, after: error)
             environment.logger.error(
                 "token service did not confirm correcting a token its card's status forbids",
@@ -293,6 +300,11 @@ struct TokenCorrection {
             : "\(why); correction not confirmed, recorded as the token service holds it"
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(reference)", detail: detail)
         let cardStatus = card.status
+        // Not confirmed, a suspension for the block that may have been carried out is recorded
+        // (as the token service held the token before, with the note) also when the card
+        // changed meanwhile, as long as the token did not: unblocked, the card leaves the
+        // token ACTIVE, and the note lets the suspension's echo be taken as the block's.
+        let mayHaveSuspendedForTheBlock = forTheBlock && !done && outcomeUnknown
         let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in
             // Recorded while the card keeps the status the correction was made for. When the
             // card changed again, a further change that recorded something for the token is
@@ -303,7 +315,9 @@ struct TokenCorrection {
             // token service holding what TMP does not record. A deactivation the token service
             // confirmed is recorded whatever the card became: it is final there.
             guard current.status != .deactivated else { return .reject("the token is deactivated already") }
-            guard card?.status == cardStatus || (done && (target == .deactivated || current.withoutSuspensionNote == read.withoutSuspensionNote)) else { return .reject("card or token changed again") }
+            guard card?.status == cardStatus || ((done || mayHaveSuspendedForTheBlock) && (target == .deactivated || current.withoutSuspensionNote == read.withoutSuspensionNote)) else {
+                return .reject("card or token changed again")
+            }
             if current.status == .suspended, current.suspendedBy == .customerService, target != .deactivated, !overridesCustomerService {
                 return .reject("customer service suspended the token")
             }
@@ -315,6 +329,8 @@ struct TokenCorrection {
         case .unchanged(let current), .rejected(let current, _): current
         case .notFound, nil: token
         }
+        // Confirmed and found recorded already: the token service holds what TMP records.
+        if done, case .unchanged = result { await environment.clearSuspensionNoteAfterConfirmed(recorded) }
         if done {
             let verb = switch target {
             case .suspended: "suspend"

@@ -3,13 +3,12 @@ import Foundation
 /// TMP's channel to the network's token service provider for lifecycle commands.
 ///
 /// Implementations: the Wallet simulator's in-process TSP, a real network connector, or a
-/// test double. A thrown error means the command did not take effect; TMP then leaves the
-/// token's state unchanged. An error after which the command may have taken effect all the
-/// same (a request sent whose answer was lost) should conform to
-/// ``TokenServiceOutcomeUnknown``, or be a `URLError` of a time-out or a lost connection: TMP
-/// still leaves the token's state unchanged, but for a suspension sent for a card's block it
-/// keeps a note that the suspension may have been carried out
-/// (``TokenRecord/blockSuspensionsSent``). TMP gives every command a time limit
+/// test double. A thrown error means TMP could not confirm the command; TMP then leaves the
+/// token's state unchanged. The command may still have taken effect (a request sent whose
+/// answer was lost), so for a suspension sent for a card's block TMP keeps a note that it may
+/// have been carried out (``TokenRecord/blockSuspensionsSent``) — unless the error says the
+/// command never left: it conforms to ``TokenServiceCommandNotSent``, or is a `URLError` of a
+/// connection that could not be made. TMP gives every command a time limit
 /// (``PlatformEnvironment/connectorTimeout``) and cancels a command that exceeds it: an
 /// implementation stops waiting for the network when its task is cancelled.
 ///
@@ -34,7 +33,7 @@ public protocol TokenServiceConnector: Sendable {
 /// activations answer FAILED and card status changes report the tokens they could not reach.
 public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
     /// The error every command throws.
-    public struct NotConfigured: Error, CustomStringConvertible {
+    public struct NotConfigured: TokenServiceCommandNotSent, CustomStringConvertible {
         /// Explains the situation.
         public var description: String { "no token service connector is configured" }
     }
@@ -52,20 +51,24 @@ public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
     public func deactivate(_ token: TokenRecord) async throws { throw NotConfigured() }
 }
 
-/// An error after which a token service command may have taken effect (sent, and its answer
-/// lost): see ``TokenServiceConnector``. TMP's own time limit ends a command with one
-/// (``TimeLimitedTokenServiceConnector/TimedOut``).
-public protocol TokenServiceOutcomeUnknown: Error {}
+/// An error that says a token service command never left TMP's connector, so it cannot have
+/// taken effect (see ``TokenServiceConnector``): a connector throws one when it could not
+/// even send the request. Any other error leaves open whether the command was carried out.
+public protocol TokenServiceCommandNotSent: Error {}
 
 /// What a failed token service command tells about its effect.
 public enum TokenServiceCommandOutcome {
-    /// Whether the command that threw `error` may have taken effect at the token service all
-    /// the same: a ``TokenServiceOutcomeUnknown`` error (TMP's time limit among them), a
-    /// cancellation (the command may have been sent), or a `URLError` of a time-out or a lost
-    /// connection. Any other error means it did not (``TokenServiceConnector``).
-    public static func isUnknown(_ error: any Error) -> Bool {
-        if error is any TokenServiceOutcomeUnknown || error is CancellationError { return true }
-        if let error = error as? URLError { return [.timedOut, .networkConnectionLost].contains(error.code) }
+    /// Whether the command that threw `error` certainly never reached the token service: a
+    /// ``TokenServiceCommandNotSent`` error (a command held back behind an unfinished one, no
+    /// connector configured), or a `URLError` of a connection that could not be made (no
+    /// host, no route, refused). Any other error — TMP's time limit, a cancellation, a time-out
+    /// or a dropped connection of the connector's own, an answer it could not read — may
+    /// follow a command that was carried out.
+    public static func neverSent(_ error: any Error) -> Bool {
+        if error is any TokenServiceCommandNotSent { return true }
+        if let error = error as? URLError {
+            return [.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet].contains(error.code)
+        }
         return false
     }
 }

@@ -500,19 +500,20 @@ public struct PostgresStore: TMPStore {
         )
     }
 
-    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifLastSentAt:)``.
-    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
-        let (first, newLast) = (note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970)
-        if let last {
-            _ = try await rows(
-                """
-                UPDATE token SET block_suspension_first_sent_ms = \(first), block_suspension_last_sent_ms = \(newLast)
-                WHERE token_unique_reference = \(reference) AND block_suspension_last_sent_ms = \(last.millisecondsSince1970)
-                """
-            )
-        } else {
-            _ = try await rows("UPDATE token SET block_suspension_first_sent_ms = \(first), block_suspension_last_sent_ms = \(newLast) WHERE token_unique_reference = \(reference)")
-        }
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws {
+        _ = try await rows(
+            """
+            UPDATE token SET block_suspension_first_sent_ms = \(note?.lowerBound.millisecondsSince1970), block_suspension_last_sent_ms = \(note?.upperBound.millisecondsSince1970)
+            WHERE token_unique_reference = \(reference) AND block_suspension_first_sent_ms = \(expected.lowerBound.millisecondsSince1970)
+                AND block_suspension_last_sent_ms = \(expected.upperBound.millisecondsSince1970)
+            """
+        )
+    }
+
+    /// Implements ``TMPStore/clearBlockSuspensionNote(reference:)``.
+    public func clearBlockSuspensionNote(reference: String) async throws {
+        _ = try await rows("UPDATE token SET block_suspension_first_sent_ms = NULL, block_suspension_last_sent_ms = NULL WHERE token_unique_reference = \(reference)")
     }
 
     // MARK: Provisioning attempts and decisions

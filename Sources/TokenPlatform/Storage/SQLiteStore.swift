@@ -494,16 +494,26 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifLastSentAt:)``.
-    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws {
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws {
         try await write { db in
             try db.execute(
                 sql: """
                     UPDATE token SET block_suspension_first_sent_ms = ?, block_suspension_last_sent_ms = ?
-                    WHERE token_unique_reference = ? AND (? IS NULL OR block_suspension_last_sent_ms = ?)
+                    WHERE token_unique_reference = ? AND block_suspension_first_sent_ms = ? AND block_suspension_last_sent_ms = ?
                     """,
-                arguments: [note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970, reference, last?.millisecondsSince1970, last?.millisecondsSince1970]
+                arguments: [
+                    note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970, reference,
+                    expected.lowerBound.millisecondsSince1970, expected.upperBound.millisecondsSince1970,
+                ]
             )
+        }
+    }
+
+    /// Implements ``TMPStore/clearBlockSuspensionNote(reference:)``.
+    public func clearBlockSuspensionNote(reference: String) async throws {
+        try await write { db in
+            try db.execute(sql: "UPDATE token SET block_suspension_first_sent_ms = NULL, block_suspension_last_sent_ms = NULL WHERE token_unique_reference = ?", arguments: [reference])
         }
     }
 

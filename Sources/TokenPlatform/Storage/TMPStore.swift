@@ -140,12 +140,14 @@ public protocol TMPStore: Sendable {
     /// the command's echo apart. Nothing else changes, and nothing is audited (the command's
     /// outcome is).
     func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws
-    /// Sets the token's ``TokenRecord/blockSuspensionsSent`` to `note` (nil clears it): only
-    /// while its last time is still `last`, when given (a suspension noted at `last` that
-    /// never reached the token service is withdrawn, unless another was noted since), or
-    /// whatever it is (cleared before customer service's suspension is sent). Nothing else
-    /// changes, and nothing is audited.
-    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifLastSentAt last: EventTime?) async throws
+    /// Sets the token's ``TokenRecord/blockSuspensionsSent`` to `note` (nil clears it), only
+    /// while it is `expected`: a suspension noted that never reached the token service is
+    /// withdrawn, unless another was noted since. Nothing else changes, and nothing is audited.
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws
+    /// Clears the token's ``TokenRecord/blockSuspensionsSent``, whatever it is: before another
+    /// suspension (customer service's) is sent, and once the token service confirmed a command
+    /// whose outcome TMP found recorded already. Nothing else changes, and nothing is audited.
+    func clearBlockSuspensionNote(reference: String) async throws
 
     /// Records a successful `signed-cards` call.
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws
