@@ -108,8 +108,9 @@ struct HTTPFrontTests {
             Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "a"), count: 262_144)))
         }
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let metrics = PlatformMetrics()
         try await TestTMP.runLive({ onRunning in
-            TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, requestReadTimeout: .seconds(1), onServerRunning: onRunning)
+            TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, requestReadTimeout: .seconds(1), metrics: metrics, onServerRunning: onRunning)
         }) { _, port in
             let closedAfter = try await blocking { () -> Duration? in
                 let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
@@ -126,6 +127,7 @@ struct HTTPFrontTests {
             // grow), so the close comes a few read timeouts later, not at once.
             #expect(closedAfter != nil, "the server closed the connection of a client that reads nothing")
         }
+        #expect(metrics.render().contains(#"pushprov_http_connection_failures_total{reason="stalled_reader"} 1"#))
     }
 
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
@@ -327,9 +329,10 @@ struct HTTPFrontTests {
     static func serveAsTheServerDoes(
         idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
         requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        metrics: PlatformMetrics? = nil,
         _ body: @escaping @Sendable (TestPlatform, Int) async throws -> Void
     ) async throws {
-        try await serveAsTheServerDoes(idleTimeout: idleTimeout, requestReadTimeout: requestReadTimeout) { platform, _, port in try await body(platform, port) }
+        try await serveAsTheServerDoes(idleTimeout: idleTimeout, requestReadTimeout: requestReadTimeout, metrics: metrics) { platform, _, port in try await body(platform, port) }
     }
 
     /// ``serveAsTheServerDoes(idleTimeout:requestReadTimeout:_:)`` that also hands `body` the
@@ -337,6 +340,7 @@ struct HTTPFrontTests {
     static func serveAsTheServerDoes(
         idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
         requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        metrics: PlatformMetrics? = nil,
         _ body: @escaping @Sendable (TestPlatform, Authenticator, Int) async throws -> Void
     ) async throws {
         let platform = try await TestPlatform()
@@ -347,7 +351,7 @@ struct HTTPFrontTests {
             TMPHTTPServer(
                 router: router, host: "127.0.0.1", port: 0, logger: logger,
                 bodyLimit: TMPServer.bodyLimit(authenticator: authenticator), idleTimeout: idleTimeout,
-                requestReadTimeout: requestReadTimeout, onServerRunning: onRunning
+                requestReadTimeout: requestReadTimeout, metrics: metrics, onServerRunning: onRunning
             )
         }) { _, port in try await body(platform, authenticator, port) }
     }
@@ -650,6 +654,36 @@ struct HTTPFrontTests {
             #expect(elapsed >= .milliseconds(1900) && elapsed < .seconds(30), "\(elapsed)")
             #expect(try await platform.store.card(externalCardId: "c2") == nil)
         }
+    }
+
+    /// Connections closed before a request reached the router are counted by reason: a request
+    /// NIO cannot parse (answered 400), a head that is no HTTP request, and one not whole within
+    /// the read timeout. The three series are there from the start, at zero.
+    @Test func connectionsClosedBeforeTheRouterAreCounted() async throws {
+        let metrics = PlatformMetrics()
+        let count = { (reason: String) -> String? in
+            metrics.render().split(separator: "\n").first { $0.hasPrefix("pushprov_http_connection_failures_total{reason=\"\(reason)\"}") }.map(String.init)
+        }
+        #expect(["unparsable_request", "request_read_timeout", "stalled_reader"].map(count) == [
+            #"pushprov_http_connection_failures_total{reason="unparsable_request"} 0"#,
+            #"pushprov_http_connection_failures_total{reason="request_read_timeout"} 0"#,
+            #"pushprov_http_connection_failures_total{reason="stalled_reader"} 0"#,
+        ])
+        try await Self.serveAsTheServerDoes(requestReadTimeout: .seconds(1), metrics: metrics) { _, port in
+            let (garbage, trickled) = try await blocking {
+                let first = try RawConnection(port: port)
+                try first.send("NOT HTTP AT ALL\r\n\r\n")
+                let garbage = try first.readResponse().status
+                let second = try RawConnection(port: port)
+                try second.send("PUT /lifecycle/cards/c2 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+                return (garbage, try second.readToEnd())
+            }
+            #expect(garbage == 400)
+            #expect(trickled.isEmpty)
+        }
+        #expect(count("unparsable_request") == #"pushprov_http_connection_failures_total{reason="unparsable_request"} 1"#)
+        #expect(count("request_read_timeout") == #"pushprov_http_connection_failures_total{reason="request_read_timeout"} 1"#)
+        #expect(count("stalled_reader") == #"pushprov_http_connection_failures_total{reason="stalled_reader"} 0"#)
     }
 
     /// An error no route or middleware turned into a response.

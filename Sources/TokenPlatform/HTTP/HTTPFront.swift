@@ -110,7 +110,8 @@ public struct TMPHTTPServer: Service {
             bodyLimit: bodyLimit,
             idleTimeout: idleTimeout,
             requestReadTimeout: requestReadTimeout,
-            logger: logger
+            logger: logger,
+            metrics: metrics
         )
         let server = front.server(
             configuration: .init(
@@ -172,6 +173,7 @@ struct HTTP1Front: ServerChildChannel {
     let idleTimeout: Duration
     let requestReadTimeout: Duration
     let logger: Logger
+    let metrics: PlatformMetrics?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -192,7 +194,7 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(CloseMarker())
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout))
+            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, metrics: metrics))
             return Value(channel: channel)
         }
     }
@@ -364,10 +366,14 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// under the connection limit, and a graceful shutdown waiting, for ever.
     private var stallDeadline: Scheduled<Void>?
 
-    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration) {
+    /// Where connections closed for a failure of the client's are counted.
+    private let metrics: PlatformMetrics?
+
+    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration, metrics: PlatformMetrics? = nil) {
         self.respond = respond
         self.bodyLimit = bodyLimit
         self.readTimeout = readTimeout
+        self.metrics = metrics
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -382,7 +388,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) {
         if head != nil, readDeadline == nil {
             let channel = context.channel
+            let metrics = metrics
             readDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(readTimeout)) {
+                metrics?.recordConnectionFailure(.requestReadTimeout)
                 channel.close(promise: nil)
             }
         }
@@ -474,6 +482,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 handler.armStallDeadline(context: context)
             } else {
                 // The client has had its read timeout to take what waits: no further wait.
+                handler.metrics?.recordConnectionFailure(.stalledReader)
                 channel.triggerUserOutboundEvent(DrainingClose.Abandon(), promise: nil)
                 channel.close(promise: nil)
             }
@@ -520,10 +529,23 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     /// A request NIO could not parse has had its 400 (from NIO's protocol error handler); any
-    /// error ends the connection.
+    /// error ends the connection. One of a request the client sent (unparsable, over the
+    /// header limits, or a head that is no HTTP request) is counted; one of the connection
+    /// itself (a reset) is not.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // (A connection that ends inside a request, closed by either side, is reported as an
+        // `invalidEOFState` parse error: not counted as unparsable. One connection's parse
+        // error is counted once.)
+        let unparsable = (error as? HTTPParserError).map { $0 != .invalidEOFState } ?? (error is HTTP1TypeConversionError)
+        if unparsable, !unparsableCounted {
+            unparsableCounted = true
+            metrics?.recordConnectionFailure(.unparsableRequest)
+        }
         context.close(promise: nil)
     }
+
+    /// The connection's unparsable request has been counted.
+    private var unparsableCounted = false
 
     /// The most of a body over its limit that is read through to its end, discarded, before the
     /// request is answered: below it the connection stays open for the next request (the

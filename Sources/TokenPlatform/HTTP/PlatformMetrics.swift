@@ -30,6 +30,32 @@ public final class PlatformMetrics: Sendable {
         for outcome in Self.preCreatedActivationOutcomes {
             _ = outcomeCounter(Self.activation, route: "activation", outcome: outcome)
         }
+        for reason in ConnectionFailure.allCases {
+            _ = connectionFailureCounter(reason)
+        }
+    }
+
+    /// Why the HTTP front closed a connection without answering a request on it (or after
+    /// NIO's own `400` for one it could not parse): these never reach the router, so
+    /// `pushprov_http_requests_total` does not count them.
+    public enum ConnectionFailure: String, Sendable, CaseIterable {
+        /// A request NIO could not parse (answered `400` by NIO), or whose head could not be
+        /// read as an HTTP request (closed without an answer); a head over the header limits too.
+        case unparsableRequest = "unparsable_request"
+        /// A request not whole ``TMPHTTPServer/defaultRequestReadTimeout`` after its head (a
+        /// body trickled in).
+        case requestReadTimeout = "request_read_timeout"
+        /// A client that took none of the responses waiting for it within the read timeout.
+        case stalledReader = "stalled_reader"
+    }
+
+    /// Counts a connection the HTTP front closed for `reason`.
+    func recordConnectionFailure(_ reason: ConnectionFailure) {
+        connectionFailureCounter(reason).increment()
+    }
+
+    private func connectionFailureCounter(_ reason: ConnectionFailure) -> Counter {
+        outcomeCounter(Self.connectionFailures, route: "connection", outcome: reason.rawValue, label: "reason")
     }
 
     /// The failures any request can end in that are the server's, not the caller's.
@@ -62,6 +88,7 @@ public final class PlatformMetrics: Sendable {
     private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
     private static var unfinished: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_unfinished", unitName: "", helpText: "Tokens with a token service command given up at its time limit that has not returned; their further commands are held back until it does.") }
     private static var waiting: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_waiting", unitName: "", helpText: "Token service commands waiting for an earlier command for the same token to be sent and recorded.") }
+    private static var connectionFailures: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connection_failures", unitName: "total", helpText: "Connections the HTTP front closed without a request reaching the router: unparsable requests, requests not whole in time, clients reading no answers.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes: APPROVED, DECLINED, FAILED, or the error code answered.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
@@ -115,11 +142,11 @@ public final class PlatformMetrics: Sendable {
         outcomeCounter(Self.realignment, route: "realignment", outcome: result).increment()
     }
 
-    private func outcomeCounter(_ descriptor: MetricNameDescriptor, route: String, outcome: String) -> Counter {
+    private func outcomeCounter(_ descriptor: MetricNameDescriptor, route: String, outcome: String, label: String = "outcome") -> Counter {
         let key = Series(route: route, outcome: outcome)
         return counters.withLockedValue { counters in
             if let counter = counters[key] { return counter }
-            let counter = registry.makeCounter(descriptor: descriptor, labels: [("outcome", outcome)])
+            let counter = registry.makeCounter(descriptor: descriptor, labels: [(label, outcome)])
             counters[key] = counter
             return counter
         }
