@@ -86,7 +86,8 @@ public enum TMPServer {
                 type: configuration.cardholderType
             ),
             issuerKey: APIKey(configuration.issuerAPIKey),
-            tspKey: APIKey(configuration.tspAPIKey)
+            tspKey: APIKey(configuration.tspAPIKey),
+            metricsKey: configuration.metricsAPIKey.map(APIKey.init)
         )
     }
 

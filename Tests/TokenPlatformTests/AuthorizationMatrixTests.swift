@@ -56,7 +56,8 @@ struct AuthorizationMatrixTests {
 
     static func accepted(_ presented: Presented, by auth: AuthRequirement) -> Bool {
         switch auth {
-        case .none: true
+        // (The test platform configures no metrics key: `/metrics` answers anyone.)
+        case .none, .metrics: true
         case .cardholder: presented == .alice || presented == .bob
         case .issuer: presented == .issuerKey
         case .tsp: presented == .tspKey

@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var issuerAPIKey: String
     /// The token service provider's API key.
     public var tspAPIKey: String
+    /// The key `GET /metrics` requires (`PUSHPROV_METRICS_API_KEY`); nil: it answers anyone.
+    public var metricsAPIKey: String? = nil
     /// Cardholder JWT verification keys.
     public var cardholderKeys: JSONWebKeySet
     /// The embedded run's cardholder signing key (nil in production).
@@ -213,23 +215,25 @@ public struct ServerSettings: Sendable {
                 throw ConfigurationError("--production needs sslmode=require (or verify-full, verify-ca) to reach PostgreSQL on \(url.host): with sslmode=\(url.tls.rawValue) \(url.tls == .disable ? "the connection is plain text" : "the connection can fall back to plain text and the server's certificate is not checked") (only a server on this machine may go without a verified TLS connection; sslrootcert=<PEM file> names a private CA)")
             }
             try Self.checkAPIKeys(issuer: env("PUSHPROV_ISSUER_API_KEY")!, tsp: env("PUSHPROV_TSP_API_KEY")!, minimumLength: Self.minimumProductionAPIKeyLength, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
+            let metricsKey = try Self.metricsAPIKey(env, issuer: env("PUSHPROV_ISSUER_API_KEY")!, tsp: env("PUSHPROV_TSP_API_KEY")!, minimumLength: Self.minimumProductionAPIKeyLength)
             let keyFile = env("PUSHPROV_KEY_FILE")!
             let keys: LocalKeys
             do { keys = try LocalKeyFile.load(at: keyFile) } catch { throw ConfigurationError("\(error)") }
             return ServerConfiguration(
                 host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: true, trustAnchors: anchors,
-                keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!,
+                keys: keys, keyFilePath: keyFile, issuerAPIKey: env("PUSHPROV_ISSUER_API_KEY")!, tspAPIKey: env("PUSHPROV_TSP_API_KEY")!, metricsAPIKey: metricsKey,
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
                 cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval,
                 cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy,
-                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: []
+                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections,
+                notices: metricsKey == nil ? [Self.openMetricsWarning] : []
             )
         }
 
         // Everything that can be refused is checked before the first file is made, so a refusal
         // never costs the one start-up that prints the generated secrets.
         let extraCardholderKeys = try env("PUSHPROV_JWKS").map { try Self.loadJWKS($0) }
-        for name in ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY"] {
+        for name in ["PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY", "PUSHPROV_METRICS_API_KEY"] {
             if let key = env(name) { try Self.checkAPIKey(key, minimumLength: 1, source: name) }
         }
         if let issuer = env("PUSHPROV_ISSUER_API_KEY"), let tsp = env("PUSHPROV_TSP_API_KEY") {
@@ -274,6 +278,7 @@ public struct ServerSettings: Sendable {
             source: env("PUSHPROV_ISSUER_API_KEY") == nil ? "issuerApiKey in \(secretsPath)" : "PUSHPROV_ISSUER_API_KEY",
             env("PUSHPROV_TSP_API_KEY") == nil ? "tspApiKey in \(secretsPath)" : "PUSHPROV_TSP_API_KEY"
         )
+        let metricsKey = try Self.metricsAPIKey(env, issuer: issuerKey, tsp: tspKey, minimumLength: 1)
         // The API keys the run takes from the file: printed the once it is made, named after.
         let keysFromFile = [
             ("issuer API key", "PUSHPROV_ISSUER_API_KEY", issuerKey),
@@ -301,7 +306,7 @@ public struct ServerSettings: Sendable {
         }
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
-            keys: keys, keyFilePath: keyFile, keyFileGenerated: keyFileGenerated, issuerAPIKey: issuerKey, tspAPIKey: tspKey, cardholderKeys: cardholderKeys,
+            keys: keys, keyFilePath: keyFile, keyFileGenerated: keyFileGenerated, issuerAPIKey: issuerKey, tspAPIKey: tspKey, metricsAPIKey: metricsKey, cardholderKeys: cardholderKeys,
             developmentTokenKey: devKey, cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
         )
     }
@@ -429,6 +434,20 @@ public struct ServerSettings: Sendable {
         guard issuer.utf8.count != tsp.utf8.count || !issuer.utf8.elementsEqual(tsp.utf8) else {
             throw ConfigurationError("\(issuerSource) and \(tspSource) must differ: with one key the token service could call the Lifecycle API")
         }
+    }
+
+    /// The start-up notice of a production server whose `GET /metrics` answers anyone.
+    static let openMetricsWarning = "warning: GET /metrics answers anyone who can reach the server (request counts and outcomes, no card data); set PUSHPROV_METRICS_API_KEY to require a key, or keep the port off networks scrapers do not own"
+
+    /// `PUSHPROV_METRICS_API_KEY`, checked as an API key of at least `minimumLength`
+    /// characters that is neither of the other two (nil when unset).
+    static func metricsAPIKey(_ env: (String) -> String?, issuer: String, tsp: String, minimumLength: Int) throws(ConfigurationError) -> String? {
+        guard let key = env("PUSHPROV_METRICS_API_KEY") else { return nil }
+        try checkAPIKey(key, minimumLength: minimumLength, source: "PUSHPROV_METRICS_API_KEY")
+        for (other, name) in [(issuer, "the issuer API key"), (tsp, "the TSP API key")] where key.utf8.elementsEqual(other.utf8) {
+            throw ConfigurationError("PUSHPROV_METRICS_API_KEY must differ from \(name): whoever scrapes the metrics would hold that API's key")
+        }
+        return key
     }
 
     /// Refuses one API key that cannot be presented as configured or is too short.

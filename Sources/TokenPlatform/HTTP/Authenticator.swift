@@ -13,6 +13,8 @@ public enum Caller: Sendable, Hashable {
     case issuer
     /// The token service provider.
     case tsp
+    /// The metrics scraper (``Authenticator/metricsKey``).
+    case metrics
 }
 
 /// Checks the `Authorization: Bearer …` credential a route requires.
@@ -25,6 +27,8 @@ public struct Authenticator: Sendable {
     public var issuerKey: APIKey
     /// The token service provider's key.
     public var tspKey: APIKey
+    /// The key `GET /metrics` requires (`PUSHPROV_METRICS_API_KEY`); nil: it answers anyone.
+    public var metricsKey: APIKey?
     /// The current time.
     public var now: @Sendable () -> Date
     /// The verifier in force and the tokens whose signature it already verified, so a reused
@@ -35,10 +39,11 @@ public struct Authenticator: Sendable {
     private let refusals = KeyedWarningThrottle(interval: .seconds(1))
 
     /// Creates an authenticator.
-    public init(cardholderTokens: CardholderTokenVerifier, issuerKey: APIKey, tspKey: APIKey, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(cardholderTokens: CardholderTokenVerifier, issuerKey: APIKey, tspKey: APIKey, metricsKey: APIKey? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.verified = VerifiedTokenCache(verifier: cardholderTokens, capacity: 4096)
         self.issuerKey = issuerKey
         self.tspKey = tspKey
+        self.metricsKey = metricsKey
         self.now = now
     }
 
@@ -69,7 +74,7 @@ public struct Authenticator: Sendable {
     /// (at notice, with the credential expected and why, never the credential itself), since
     /// failed attempts at access are part of the audit trail.
     func authenticate(_ request: Request, as requirement: AuthRequirement, logger: Logger) throws(TMPError) -> Caller? {
-        if requirement == .none { return nil }
+        if requirement == .none || (requirement == .metrics && metricsKey == nil) { return nil }
         guard let header = request.headers[.authorization], header.utf8.count <= Self.maximumHeaderLength, Self.hasBearerScheme(header) else {
             let header = request.headers[.authorization]
             logRefusal(logger, expected: requirement.rawValue, reason: header == nil ? "missing" : header!.utf8.count > Self.maximumHeaderLength ? "too_long" : "not_bearer")
@@ -105,6 +110,12 @@ public struct Authenticator: Sendable {
                 throw TMPError.unauthorized
             }
             return .tsp
+        case .metrics:
+            guard metricsKey?.matches(credential) == true else {
+                logRefusal(logger, expected: "metrics", reason: "wrong_key")
+                throw TMPError.unauthorized
+            }
+            return .metrics
         case .none:
             return nil
         }

@@ -8,7 +8,9 @@ public enum AuthRequirement: String, Sendable, Hashable {
     case issuer
     /// The token service provider's API key.
     case tsp
-    /// Anyone (health, metrics, the OpenAPI document).
+    /// The metrics key when one is configured (`PUSHPROV_METRICS_API_KEY`); anyone otherwise.
+    case metrics
+    /// Anyone (health, the OpenAPI document).
     case none
 }
 
@@ -59,7 +61,7 @@ public enum RouteTable {
         RouteSpec(method: .get, path: "/tsp/activation-keys", auth: .tsp),
         RouteSpec(method: .get, path: "/health", auth: .none),
         RouteSpec(method: .get, path: "/health/live", auth: .none),
-        RouteSpec(method: .get, path: "/metrics", auth: .none),
+        RouteSpec(method: .get, path: "/metrics", auth: .metrics),
         RouteSpec(method: .get, path: "/openapi.yaml", auth: .none),
     ]
 
