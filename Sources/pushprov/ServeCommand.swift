@@ -19,7 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
             schema migrations are applied on start unless --no-migrate. \
             --production generates no keys, secrets or data directory and refuses to start without \
             PUSHPROV_ISSUER_API_KEY, PUSHPROV_TSP_API_KEY, PUSHPROV_JWKS, PUSHPROV_KEY_FILE, the \
-            cardholder JWTs' issuer and audience, and --database; it trusts only Apple's root.             PUSHPROV_METRICS_API_KEY, when set, is the bearer key GET /metrics requires.
+            cardholder JWTs' issuer and audience, and --database; it trusts only Apple's root. \
+            PUSHPROV_METRICS_API_KEY, when set, is the bearer key GET /metrics requires.
             """
     )
 

@@ -399,8 +399,9 @@ struct HTTPFrontTests {
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", nil)) == 0)
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Basic YWxpY2U6c2VjcmV0")) == 0)
         #expect(limit(head(.put, "/lifecycle/cards/c1", "Bearer " + String(repeating: "a", count: 8192))) == 0)
-        // That holds because every route open to all callers is a GET, which takes no body.
-        #expect(RouteTable.all.filter { $0.auth == .none }.allSatisfy { $0.method == .get })
+        // That holds because every route open to all callers is a GET, which takes no body
+        // (`/metrics` too, open unless a metrics key is configured).
+        #expect(RouteTable.all.filter { $0.auth == .none || $0.auth == .metrics }.allSatisfy { $0.method == .get })
     }
 
     @Test func everyRouteHoldsABodyForItsOwnCredentialAndNoneForAnother() async throws {
@@ -684,6 +685,31 @@ struct HTTPFrontTests {
         #expect(count("unparsable_request") == #"pushprov_http_connection_failures_total{reason="unparsable_request"} 1"#)
         #expect(count("request_read_timeout") == #"pushprov_http_connection_failures_total{reason="request_read_timeout"} 1"#)
         #expect(count("stalled_reader") == #"pushprov_http_connection_failures_total{reason="stalled_reader"} 0"#)
+    }
+
+    /// A request answered early (its chunked body over the limit) is not counted as one that
+    /// failed to arrive when the client goes on sending past the read timeout: its answer ended
+    /// the request, and the rest is discarded.
+    @Test func aRequestAnsweredEarlyIsNotCountedAsReadTooSlowly() async throws {
+        let metrics = PlatformMetrics()
+        try await Self.serveAsTheServerDoes(requestReadTimeout: .seconds(1), metrics: metrics) { _, port in
+            let status = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("PUT /lifecycle/cards/c9 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestPlatform.issuerKey)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                usleep(100_000)
+                let chunk = String(repeating: "x", count: JSONCoding.maximumBodySize + 1)
+                try connection.send(String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n")
+                let status = try connection.readResponse().status
+                // More of the body, well past the read timeout.
+                for _ in 0..<6 {
+                    usleep(300_000)
+                    guard connection.sendUnlessClosed("1\r\nx\r\n") else { break }
+                }
+                return status
+            }
+            #expect(status == 413)
+        }
+        #expect(metrics.render().contains(#"pushprov_http_connection_failures_total{reason="request_read_timeout"} 0"#))
     }
 
     /// An error no route or middleware turned into a response.

@@ -12,14 +12,14 @@ struct MetricsKeyTests {
 
     /// The metrics route through `configuration`'s authenticator: the status for each
     /// `Authorization` header (nil: none).
-    static func statuses(_ configuration: ServerConfiguration, _ headers: [String?]) async throws -> [HTTPResponse.Status] {
+    static func statuses(_ configuration: ServerConfiguration, _ headers: [String?], uri: String = "/metrics", method: HTTPRequest.Method = .get) async throws -> [HTTPResponse.Status] {
         let platform = try await TestPlatform()
         let router = TokenPlatformRouter(environment: platform.environment, authenticator: TMPServer.makeAuthenticator(configuration: configuration)).build()
         return try await Application(router: router).test(.router) { client in
             var statuses: [HTTPResponse.Status] = []
             for header in headers {
                 let fields: HTTPFields = header.map { [.authorization: $0] } ?? [:]
-                statuses.append(try await client.execute(uri: "/metrics", method: .get, headers: fields) { $0.status })
+                statuses.append(try await client.execute(uri: uri, method: method, headers: fields) { $0.status })
             }
             return statuses
         }
@@ -32,9 +32,13 @@ struct MetricsKeyTests {
         #expect(configuration.metricsAPIKey == Self.metricsKey)
         #expect(!configuration.notices.contains { $0.contains("GET /metrics answers anyone") })
         let statuses = try await Self.statuses(configuration, [
-            "Bearer \(Self.metricsKey)", nil, "Bearer \(Self.metricsKey)x", "Bearer \(CardholderTokenSettingsTests.issuerKey)", "Basic \(Self.metricsKey)",
+            "Bearer \(Self.metricsKey)", "bearer \(Self.metricsKey)", nil, "Bearer \(Self.metricsKey)x", "Bearer \(CardholderTokenSettingsTests.issuerKey)",
+            "Bearer \(CardholderTokenSettingsTests.tspKey)", "Basic \(Self.metricsKey)", "Bearer ",
         ])
-        #expect(statuses == [.ok, .unauthorized, .unauthorized, .unauthorized, .unauthorized])
+        #expect(statuses == [.ok, .ok, .unauthorized, .unauthorized, .unauthorized, .unauthorized, .unauthorized, .unauthorized])
+        // HEAD, and the path with a trailing slash, are the same route.
+        let other = try await Self.statuses(configuration, [nil, "Bearer \(Self.metricsKey)"], uri: "/metrics/", method: .head)
+        #expect(other == [.unauthorized, .ok])
     }
 
     @Test func withoutAKeyTheMetricsAnswerAnyoneAndProductionSaysSo() async throws {
@@ -50,6 +54,7 @@ struct MetricsKeyTests {
         ("short-key", "PUSHPROV_METRICS_API_KEY must be at least 32 characters"),
         ("metrics key with spaces 0123456789abcdefgh", "PUSHPROV_METRICS_API_KEY must be letters, digits"),
         (CardholderTokenSettingsTests.issuerKey, "PUSHPROV_METRICS_API_KEY must differ from the issuer API key"),
+        (CardholderTokenSettingsTests.issuerKey + "==", "PUSHPROV_METRICS_API_KEY must differ from the issuer API key"),
         (CardholderTokenSettingsTests.tspKey, "PUSHPROV_METRICS_API_KEY must differ from the TSP API key"),
     ])
     func productionRefusesAKeyThatIsWeakMalformedOrAnotherAPIs(key: String, message: String) throws {

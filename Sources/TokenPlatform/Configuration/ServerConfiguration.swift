@@ -239,6 +239,8 @@ public struct ServerSettings: Sendable {
         if let issuer = env("PUSHPROV_ISSUER_API_KEY"), let tsp = env("PUSHPROV_TSP_API_KEY") {
             try Self.checkAPIKeys(issuer: issuer, tsp: tsp, minimumLength: 1, source: "PUSHPROV_ISSUER_API_KEY", "PUSHPROV_TSP_API_KEY")
         }
+        // (Against the API keys the environment gives; generated ones are checked below.)
+        _ = try Self.metricsAPIKey(env, issuer: env("PUSHPROV_ISSUER_API_KEY") ?? "", tsp: env("PUSHPROV_TSP_API_KEY") ?? "", minimumLength: 1)
         var existing = stat()
         if stat(dataDirectory, &existing) == 0, existing.st_mode & S_IFMT != S_IFDIR {
             throw ConfigurationError("data directory \(dataDirectory) is not a directory")
@@ -444,7 +446,10 @@ public struct ServerSettings: Sendable {
     static func metricsAPIKey(_ env: (String) -> String?, issuer: String, tsp: String, minimumLength: Int) throws(ConfigurationError) -> String? {
         guard let key = env("PUSHPROV_METRICS_API_KEY") else { return nil }
         try checkAPIKey(key, minimumLength: minimumLength, source: "PUSHPROV_METRICS_API_KEY")
-        for (other, name) in [(issuer, "the issuer API key"), (tsp, "the TSP API key")] where key.utf8.elementsEqual(other.utf8) {
+        // Judged without `=` padding, which carries no secret: the issuer key with one more `=`
+        // would still be the issuer key.
+        func unpadded(_ key: String) -> [UInt8] { Array(key.utf8.reversed().drop { $0 == UInt8(ascii: "=") }.reversed()) }
+        for (other, name) in [(issuer, "the issuer API key"), (tsp, "the TSP API key")] where unpadded(key) == unpadded(other) {
             throw ConfigurationError("PUSHPROV_METRICS_API_KEY must differ from \(name): whoever scrapes the metrics would hold that API's key")
         }
         return key

@@ -354,9 +354,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// high-water mark, not one per request it sent. (NIO's pipelining assistance hands over
     /// the next request as soon as the previous response is written, not when it is sent.)
     private var waiting: Request?
-    /// The request being read was answered from its head alone (a body announced over the
-    /// limit, waiting for `100 Continue`): its remaining parts are discarded, and the
-    /// connection closes after the answer.
+    /// The request being read was answered before its body was in (``answerEarly(_:body:context:)``:
+    /// a body announced over the limit, or more of one over its limit than is read through):
+    /// its remaining parts are discarded, and the connection closes after the answer.
     private var answeredEarly = false
     /// A response after which the connection closes has been written (or is being written):
     /// whatever the client sent after that request is not carried out (RFC 9112 §9.6).
@@ -560,6 +560,11 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private func answerEarly(_ head: HTTPRequest, body: ByteBuffer, context: ChannelHandlerContext) {
         self.head = nil
         answeredEarly = true
+        // Answered: the rest of the body is discarded under the answer's own read timeout
+        // (``write(head:buffers:failed:closeAfter:early:headRequest:context:)``), not counted
+        // as a request that failed to arrive.
+        readDeadline?.cancel()
+        readDeadline = nil
         var early = head
         early.headerFields[.connection] = "close"
         answer(Request(head: early, body: RequestBody(buffer: body)), early: true, context: context)
