@@ -132,7 +132,8 @@ struct HTTPFrontTests {
 
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
-    /// (from NIO's protocol error handler) and the connection closes.
+    /// (from NIO's protocol error handler) and the connection closes, as does an HTTP/1.1
+    /// request without exactly one `Host` (nothing after it is answered).
     @Test(arguments: [
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 200),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Close\r\n\r\n", 200),
@@ -143,6 +144,10 @@ struct HTTPFrontTests {
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n", 200),
         ("GARBAGE\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nBad Header\r\n\r\n", 400),
+        // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2); HTTP/1.0 none.
+        ("GET /health HTTP/1.1\r\n\r\n", 400),
+        ("GET /health HTTP/1.1\r\nHost: localhost\r\nHost: example.com\r\nConnection: close\r\n\r\n", 400),
+        ("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
     ])
     func theConnectionClosesAfterTheResponse(request: String, status: Int) async throws {
         try await Self.serve { _, port in

@@ -191,7 +191,7 @@ struct HTTP1Front: ServerChildChannel {
                 withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false,
                 withEncoderConfiguration: HTTPResponseEncoder.Configuration(), withDecoderLimitConfiguration: TMPHTTPServer.headerLimits
             )
-            try pipeline.addHandler(CloseMarker())
+            try pipeline.addHandler(CloseMarker(metrics: metrics))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, metrics: metrics))
@@ -302,11 +302,36 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
 /// So is a request asking to upgrade the protocol (`Upgrade`) or to tunnel (`CONNECT`): this
 /// server does neither, and NIO's parser reads nothing after such a request, so whatever the
 /// client sent next would pile up unparsed until the idle timeout.
-final class CloseMarker: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// It also refuses an HTTP/1.1 request without exactly one `Host` field line (RFC 9112 §3.2: a
+/// server must answer it `400`): the answer is NIO's kind for a request it cannot parse, an
+/// empty `400` after which the connection closes, and the request goes no further.
+final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Where a refused request is counted.
+    private let metrics: PlatformMetrics?
+    /// A request was refused: nothing more of the connection is read on.
+    private var refused = false
+
+    init(metrics: PlatformMetrics? = nil) {
+        self.metrics = metrics
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }
+        if case .head(let head) = unwrapInboundIn(data), head.version.major == 1, head.version.minor >= 1, head.headers["host"].count != 1 {
+            refused = true
+            metrics?.recordConnectionFailure(.unparsableRequest)
+            let fields = HTTPHeaders([("Connection", "close"), ("Content-Length", "0")])
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: fields))), promise: nil)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
         if case .head(var head) = unwrapInboundIn(data), head.version == .http1_0, head.headers.contains(name: "expect") {
             // HTTP/1.0 has no `100 Continue`: the expectation is ignored (RFC 9110 §10.1.1).
             head.headers.remove(name: "expect")
