@@ -133,7 +133,8 @@ struct HTTPFrontTests {
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes, as does an HTTP/1.1
-    /// request without exactly one `Host` (nothing after it is answered).
+    /// request without exactly one `Host` (nothing after it is answered), and one with a
+    /// transfer coding other than chunked (501).
     @Test(arguments: [
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 200),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: Close\r\n\r\n", 200),
@@ -148,6 +149,10 @@ struct HTTPFrontTests {
         ("GET /health HTTP/1.1\r\n\r\n", 400),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nHost: example.com\r\nConnection: close\r\n\r\n", 400),
         ("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
+        // A transfer coding other than chunked is not decoded, so refused (RFC 9112 §6.1).
+        ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
+        ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
+        ("GET /health HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", 200),
     ])
     func theConnectionClosesAfterTheResponse(request: String, status: Int) async throws {
         try await Self.serve { _, port in

@@ -304,8 +304,9 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
 /// client sent next would pile up unparsed until the idle timeout.
 ///
 /// It also refuses an HTTP/1.1 request without exactly one `Host` field line (RFC 9112 §3.2: a
-/// server must answer it `400`): the answer is NIO's kind for a request it cannot parse, an
-/// empty `400` after which the connection closes, and the request goes no further.
+/// server must answer it `400`), and one whose body has a transfer coding other than `chunked`
+/// (`501`, §6.1): the answer is NIO's kind for a request it cannot parse, empty, after which
+/// the connection closes, and the request goes no further.
 final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -323,14 +324,17 @@ final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refused else { return }
-        if case .head(let head) = unwrapInboundIn(data), head.version.major == 1, head.version.minor >= 1, head.headers["host"].count != 1 {
-            refused = true
-            metrics?.recordConnectionFailure(.unparsableRequest)
-            let fields = HTTPHeaders([("Connection", "close"), ("Content-Length", "0")])
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: fields))), promise: nil)
-            let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
-            return
+        if case .head(let head) = unwrapInboundIn(data) {
+            if head.version.major == 1, head.version.minor >= 1, head.headers["host"].count != 1 {
+                refuse(.badRequest, context: context)
+                return
+            }
+            // A body coded in a way this server does not decode (gzip, say) would be read as
+            // it came: refused instead (RFC 9112 §6.1). `chunked` is the only coding NIO undoes.
+            if head.headers[canonicalForm: "transfer-encoding"].contains(where: { $0.lowercased() != "chunked" }) {
+                refuse(.notImplemented, context: context)
+                return
+            }
         }
         if case .head(var head) = unwrapInboundIn(data), head.version == .http1_0, head.headers.contains(name: "expect") {
             // HTTP/1.0 has no `100 Continue`: the expectation is ignored (RFC 9110 §10.1.1).
@@ -347,6 +351,17 @@ final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         context.fireChannelRead(data)
+    }
+
+    /// Answers the request being read with an empty `status` and closes the connection; nothing
+    /// of it, or after it, goes further.
+    private func refuse(_ status: HTTPResponseStatus, context: ChannelHandlerContext) {
+        refused = true
+        metrics?.recordConnectionFailure(.unparsableRequest)
+        let fields = HTTPHeaders([("Connection", "close"), ("Content-Length", "0")])
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: fields))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 }
 
