@@ -322,7 +322,9 @@ struct ConnectorTimeoutTests {
             withUnsafeCurrentTask { $0?.cancel() }
             try await connector.activate(Self.inactiveToken)
         }
-        await #expect(throws: CancellationError.self) { try await call.value }
+        let refused = await #expect(throws: TimeLimitedTokenServiceConnector.CancelledBeforeSending.self) { try await call.value }
+        #expect(refused?.description == "activate not sent: its caller was cancelled first")
+        #expect(TokenServiceCommandOutcome.neverSent(try #require(refused)))
         try await Task.sleep(for: .milliseconds(50))
         #expect(stubborn.gate.current == nil, "the connector was not called")
         #expect(connector.unfinishedCommands == 0)

@@ -20,6 +20,8 @@ struct FaultyStore: TMPStore {
     let tokenReadFailure = Locked<(any Error)?>(nil)
     /// What a write of a token's note of block suspensions throws while set.
     let noteFailure = Locked<(any Error)?>(nil)
+    /// Awaited, while set, after a note of a block suspension is written, in the caller's task.
+    let afterNote = Locked<(@Sendable () async -> Void)?>(nil)
 
     private func check() throws {
         if let error = failure.current { throw error }
@@ -83,6 +85,7 @@ struct FaultyStore: TMPStore {
         try check()
         if let error = noteFailure.current { throw error }
         try await base.noteBlockSuspensionSent(reference: reference, at: time)
+        await afterNote.current?()
     }
     func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws {
         try check()

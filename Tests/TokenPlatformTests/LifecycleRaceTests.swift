@@ -672,8 +672,31 @@ struct LifecycleRaceTests {
         #expect(!TokenServiceCommandOutcome.neverSent(TestFailure("anything else")))
         #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.EarlierCommandUnfinished(command: "suspend")))
         #expect(TokenServiceCommandOutcome.neverSent(UnconfiguredTokenServiceConnector.NotConfigured()))
+        #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.CancelledBeforeSending(command: "suspend")))
         #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotConnectToHost)))
         #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotFindHost)))
+    }
+
+    /// A block whose caller is cancelled before its suspension is handed to the token service
+    /// (a shutdown, say) leaves no note: TMP's time-limited connector says nothing was sent.
+    @Test func aBlockSuspensionCancelledBeforeItWasSentLeavesNoNote() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            _ = try await Self.cardWithAToken(api)
+            let sent = platform.connector.commands.current
+            // The block's caller is cancelled once the note is written, before the suspension
+            // is handed to the token service.
+            store.afterNote.withValue { $0 = { withUnsafeCurrentTask { $0?.cancel() } } }
+            let change = try await Task {
+                try await LifecycleService(environment: platform.environment).setStatus(externalCardId: "c1", status: .blocked)
+            }.value
+            store.afterNote.withValue { $0 = nil }
+            #expect(change.tokens.map(\.result) == ["FAILED"], "\(change.tokens)")
+            #expect(platform.connector.commands.current == sent, "nothing reached the token service")
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == nil)
+            #expect(platform.logs.current.contains { $0.contains("suspend not sent: its caller was cancelled first") })
+        }
     }
 
     /// TMP's own time limit, end to end: the block's suspension it gave up on is noted.

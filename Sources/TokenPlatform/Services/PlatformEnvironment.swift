@@ -216,11 +216,17 @@ extension PlatformEnvironment {
     /// the note is put back as it was before (`before`, the token's note then) — if it is still
     /// what noting this suspension made of it, so another suspension noted since is kept. Any
     /// other error leaves the note. A database error leaves it too, and it then lapses with
-    /// its window (logged).
+    /// its window (logged). The write runs in a task of its own, so a caller cancelled before
+    /// its command was sent (``TimeLimitedTokenServiceConnector/CancelledBeforeSending``)
+    /// still withdraws the note: the store refuses work for a cancelled task.
     func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, after error: any Error) async {
         guard let sentAt, TokenServiceCommandOutcome.neverSent(error) else { return }
-        do {
+        let store = store
+        let withdrawal = Task {
             try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifItIs: TokenRecord.note(before, adding: sentAt))
+        }
+        do {
+            try await withdrawal.value
         } catch {
             logger.error(
                 "could not withdraw the note of a suspension for a card's block that did not reach the token service; until its window ends, a suspension the token service reports for the token is taken as the block's",

@@ -31,6 +31,19 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
         public var description: String { "\(command) not sent: the token service has not yet answered an earlier command for this token, given up at its time limit" }
     }
 
+    /// The error of a command whose caller was cancelled before the command was handed to the
+    /// token service connector: nothing was sent, so it cannot have taken effect.
+    ///
+    /// A caller cancelled once its command is under way gets `CancellationError` instead,
+    /// which leaves open whether the command was carried out.
+    public struct CancelledBeforeSending: TokenServiceCommandNotSent, Sendable, Hashable, CustomStringConvertible {
+        /// The command not sent.
+        public var command: String
+
+        /// Says which command was not sent and why; never names a card or a PAN.
+        public var description: String { "\(command) not sent: its caller was cancelled first" }
+    }
+
     /// The default limit of one command: 10 seconds.
     public static let defaultLimit: Duration = .seconds(10)
 
@@ -80,19 +93,21 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// that command returns, further commands for its token fail at once
     /// (``EarlierCommandUnfinished``), so none overtakes it and at most one command per token
     /// outlives its caller. Cancelling the caller cancels the command and answers
-    /// `CancellationError` at once; a caller cancelled before the race sends nothing.
+    /// `CancellationError` at once; a caller cancelled before the command was handed to `call`
+    /// sends nothing and gets ``CancelledBeforeSending``. The limit passing before the command
+    /// was handed over (a starved executor) answers ``TimedOut`` and sends nothing either.
     private func run(_ command: String, _ token: TokenRecord, _ call: @escaping @Sendable (TokenRecord) async throws -> Void) async throws {
         let (limit, clock, abandoned) = (limit, clock, abandoned)
         let reference = token.tokenUniqueReference
-        try Task.checkCancellation()
+        guard !Task.isCancelled else { throw CancelledBeforeSending(command: command) }
         guard !abandoned.contains(reference) else { throw EarlierCommandUnfinished(command: command) }
-        let race = Race(token: reference, abandoned: abandoned)
+        let race = Race(command: command, token: reference, abandoned: abandoned)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 guard race.begin(continuation) else { return }
                 race.attach(
                     command: Task {
-                        guard !Task.isCancelled else { return race.commandEnded() }
+                        guard race.handOver() else { return race.commandEnded() }
                         do {
                             // Outside the caller's place in TMP's line: this task may outlive it.
                             try await TokenCommandOrder.outsideAnyPlace { try await call(token) }
@@ -140,6 +155,7 @@ final class AbandonedCommands: @unchecked Sendable {
 private final class Race: @unchecked Sendable {
     // @unchecked: every stored property but the constants is only touched while holding `lock`.
     private let lock = NSLock()
+    private let command: String
     private let token: String
     private let abandoned: AbandonedCommands
     private var continuation: CheckedContinuation<Void, any Error>?
@@ -147,11 +163,13 @@ private final class Race: @unchecked Sendable {
     /// An outcome that came before `begin` (the caller cancelled before the race began).
     private var early: Result<Void, any Error>?
     private var finished = false
-    private var began = false
+    /// Whether the command was handed to the connector: only then can it have been sent.
+    private var handedOver = false
     private var ended = false
     private var registered = false
 
-    init(token: String, abandoned: AbandonedCommands) {
+    init(command: String, token: String, abandoned: AbandonedCommands) {
+        self.command = command
         self.token = token
         self.abandoned = abandoned
     }
@@ -162,7 +180,6 @@ private final class Race: @unchecked Sendable {
         let settled: Result<Void, any Error>? = lock.withLock {
             if let early { return early }
             self.continuation = continuation
-            began = true
             return nil
         }
         guard let settled else { return true }
@@ -183,6 +200,17 @@ private final class Race: @unchecked Sendable {
         }
     }
 
+    /// Called by the command's task just before it calls the connector: false when the race
+    /// is decided already (the command is then never sent), true otherwise, and from then on
+    /// an outcome decided by the timer or the caller leaves the command abandoned.
+    func handOver() -> Bool {
+        lock.withLock {
+            guard !finished, !Task.isCancelled else { return false }
+            handedOver = true
+            return true
+        }
+    }
+
     /// The connector's call has returned (or was never made).
     func commandEnded() {
         lock.withLock {
@@ -195,21 +223,27 @@ private final class Race: @unchecked Sendable {
     }
 
     func finish(_ outcome: Result<Void, any Error>) {
-        let (waiting, tasks): (CheckedContinuation<Void, any Error>?, [Task<Void, Never>]) = lock.withLock {
-            guard !finished else { return (nil, []) }
+        let (waiting, outcome, tasks): (CheckedContinuation<Void, any Error>?, Result<Void, any Error>, [Task<Void, Never>]) = lock.withLock {
+            guard !finished else { return (nil, outcome, []) }
             finished = true
-            // Decided by the timer or the caller while the command runs: it is abandoned.
-            if began, !ended {
-                registered = true
-                abandoned.add(token)
+            var outcome = outcome
+            if handedOver {
+                // Decided by the timer or the caller while the command runs: it is abandoned.
+                if !ended {
+                    registered = true
+                    abandoned.add(token)
+                }
+            } else if case .failure(let error) = outcome, error is CancellationError {
+                // Never handed over, and from now on it cannot be: nothing was sent.
+                outcome = .failure(TimeLimitedTokenServiceConnector.CancelledBeforeSending(command: command))
             }
             guard let continuation else {
                 early = outcome
-                return (nil, [])
+                return (nil, outcome, [])
             }
             self.continuation = nil
             defer { self.tasks = [] }
-            return (continuation, self.tasks)
+            return (continuation, outcome, self.tasks)
         }
         for task in tasks { task.cancel() }
         waiting?.resume(with: outcome)
