@@ -133,7 +133,8 @@ struct HTTPFrontTests {
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes, as does an HTTP/1.1
-    /// request without exactly one `Host` (nothing after it is answered), and one with a
+    /// request without exactly one `Host`, or any with an invalid one (nothing after it is
+    /// answered), and one with a
     /// transfer coding other than chunked (501).
     @Test(arguments: [
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 200),
@@ -149,6 +150,10 @@ struct HTTPFrontTests {
         ("GET /health HTTP/1.1\r\n\r\n", 400),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nHost: example.com\r\nConnection: close\r\n\r\n", 400),
         ("POST /issuer/push-provisioning/signed-cards HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
+        // … and a valid one, in any version (RFC 9112 §3.2).
+        ("GET /health HTTP/1.1\r\nHost: local host\r\n\r\nGET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
+        ("GET /health HTTP/1.0\r\nHost: user@localhost\r\nConnection: keep-alive\r\n\r\n", 400),
+        ("GET /health HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n", 200),
         // A transfer coding other than chunked is not decoded, so refused (RFC 9112 §6.1).
         ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
         ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
@@ -163,6 +168,16 @@ struct HTTPFrontTests {
             }
             #expect(answered == status)
             #expect(rest.isEmpty, "the server closes the connection")
+        }
+    }
+
+    /// Which `Host` values are a host and an optional port (RFC 3986 §3.2.2).
+    @Test func validHostFieldValues() {
+        for valid in ["localhost", "localhost:8080", "localhost:", "127.0.0.1:443", "[::1]", "[::1]:8080", "[v1.fe80::a+en1]", "tmp.example.com", "a%41b", "xn--bcher-kva.example", "", " localhost "] {
+            #expect(CloseMarker.isValidHost(valid), "\(valid)")
+        }
+        for invalid in ["local host", "user@localhost", "a/b", "localhost:80a", "a:1:2", "[::1", "[]", "[::1]x", "[::1]:8080:1", "a%4", "a%zz", "exämple.com", "localhost\u{0}"] {
+            #expect(!CloseMarker.isValidHost(invalid), "\(invalid)")
         }
     }
 

@@ -303,8 +303,9 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
 /// server does neither, and NIO's parser reads nothing after such a request, so whatever the
 /// client sent next would pile up unparsed until the idle timeout.
 ///
-/// It also refuses an HTTP/1.1 request without exactly one `Host` field line (RFC 9112 §3.2: a
-/// server must answer it `400`), and one whose body has a transfer coding other than `chunked`
+/// It also refuses an HTTP/1.1 request without exactly one `Host` field line, and any request
+/// whose `Host` is not a valid host and port (RFC 9112 §3.2: a server must answer both `400`),
+/// and one whose body has a transfer coding other than `chunked`
 /// (`501`, §6.1): the answer is NIO's kind for a request it cannot parse, empty, after which
 /// the connection closes, and the request goes no further.
 final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
@@ -325,7 +326,12 @@ final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refused else { return }
         if case .head(let head) = unwrapInboundIn(data) {
-            if head.version.major == 1, head.version.minor >= 1, head.headers["host"].count != 1 {
+            let hosts = head.headers["host"]
+            if head.version.major == 1, head.version.minor >= 1, hosts.count != 1 {
+                refuse(.badRequest, context: context)
+                return
+            }
+            if hosts.contains(where: { !Self.isValidHost($0) }) {
                 refuse(.badRequest, context: context)
                 return
             }
@@ -351,6 +357,59 @@ final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         context.fireChannelRead(data)
+    }
+
+    /// Whether `value` is a valid `Host` field value (RFC 9110 §7.2, RFC 3986 §3.2.2): a host —
+    /// a name of letters, digits, `-._~`, sub-delimiters and `%XX`, or an IPv6 (or future)
+    /// literal in brackets — then optionally `:` and a port of digits. An empty value is valid
+    /// (a target without an authority). Nothing is looked up: any name may be this server's.
+    static func isValidHost(_ value: String) -> Bool {
+        var rest = Substring(value).drop { $0 == " " || $0 == "\t" }
+        while rest.last == " " || rest.last == "\t" { rest = rest.dropLast() }
+        if rest.first == "[" {
+            guard let close = rest.firstIndex(of: "]") else { return false }
+            let literal = rest[rest.index(after: rest.startIndex)..<close]
+            guard !literal.isEmpty, literal.utf8.allSatisfy(isLiteralByte) else { return false }
+            rest = rest[rest.index(after: close)...]
+        } else {
+            let name = rest.prefix { $0 != ":" }
+            guard isRegisteredName(name.utf8) else { return false }
+            rest = rest[name.endIndex...]
+        }
+        guard let colon = rest.first else { return true }
+        return colon == ":" && rest.dropFirst().utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    /// Letters, digits, `-._~`, sub-delimiters, and `%` followed by two hexadecimal digits.
+    private static func isRegisteredName(_ bytes: Substring.UTF8View) -> Bool {
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                let first = bytes.index(after: index)
+                guard first != bytes.endIndex, isHexDigit(bytes[first]) else { return false }
+                let second = bytes.index(after: first)
+                guard second != bytes.endIndex, isHexDigit(bytes[second]) else { return false }
+                index = bytes.index(after: second)
+                continue
+            }
+            guard isAlphanumeric(byte) || "-._~!$&'()*+,;=".utf8.contains(byte) else { return false }
+            index = bytes.index(after: index)
+        }
+        return true
+    }
+
+    /// What an IPv6 address or an `IPvFuture` literal is made of (RFC 3986 §3.2.2).
+    private static func isLiteralByte(_ byte: UInt8) -> Bool {
+        isAlphanumeric(byte) || ":.-._~!$&'()*+,;=".utf8.contains(byte)
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
     }
 
     /// Answers the request being read with an empty `status` and closes the connection; nothing
