@@ -205,6 +205,8 @@ struct CardholderTokenSettingsTests {
         ("issuer key 0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
         ("=issuer-key-0123456789abcdefghijklmnopqrstuv", "PUSHPROV_ISSUER_API_KEY must be letters, digits and - . _ ~ + / (then = padding), with no spaces"),
         (tspKey, "PUSHPROV_ISSUER_API_KEY and PUSHPROV_TSP_API_KEY must differ: with one key the token service could call the Lifecycle API"),
+        // Padding carries no secret: the TSP key with an `=` more is the TSP key.
+        (tspKey + "=", "PUSHPROV_ISSUER_API_KEY and PUSHPROV_TSP_API_KEY must differ: with one key the token service could call the Lifecycle API"),
     ])
     func productionRefusesWeakOrSharedAPIKeys(issuerKey: String, message: String) throws {
         let setup = try Self.production(Self.withIssuerAndAudience.merging(["PUSHPROV_ISSUER_API_KEY": issuerKey]) { $1 })

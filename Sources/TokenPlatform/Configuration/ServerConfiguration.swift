@@ -429,11 +429,12 @@ public struct ServerSettings: Sendable {
 
     /// Refuses API keys that cannot be presented as they are configured (spaces, characters a
     /// `Bearer` credential cannot hold), are too short, or are the same for the issuer and the
-    /// token service (which would give the token service the Lifecycle API).
+    /// token service (which would give the token service the Lifecycle API) — judged without
+    /// `=` padding, which carries no secret: one key with an `=` more is as good as the other.
     static func checkAPIKeys(issuer: String, tsp: String, minimumLength: Int, source issuerSource: String, _ tspSource: String) throws(ConfigurationError) {
         try checkAPIKey(issuer, minimumLength: minimumLength, source: issuerSource)
         try checkAPIKey(tsp, minimumLength: minimumLength, source: tspSource)
-        guard issuer.utf8.count != tsp.utf8.count || !issuer.utf8.elementsEqual(tsp.utf8) else {
+        guard unpadded(issuer) != unpadded(tsp) else {
             throw ConfigurationError("\(issuerSource) and \(tspSource) must differ: with one key the token service could call the Lifecycle API")
         }
     }
@@ -448,12 +449,14 @@ public struct ServerSettings: Sendable {
         try checkAPIKey(key, minimumLength: minimumLength, source: "PUSHPROV_METRICS_API_KEY")
         // Judged without `=` padding, which carries no secret: the issuer key with one more `=`
         // would still be the issuer key.
-        func unpadded(_ key: String) -> [UInt8] { Array(key.utf8.reversed().drop { $0 == UInt8(ascii: "=") }.reversed()) }
         for (other, name) in [(issuer, "the issuer API key"), (tsp, "the TSP API key")] where unpadded(key) == unpadded(other) {
             throw ConfigurationError("PUSHPROV_METRICS_API_KEY must differ from \(name): whoever scrapes the metrics would hold that API's key")
         }
         return key
     }
+
+    /// An API key without its trailing `=` padding, for telling keys apart.
+    static func unpadded(_ key: String) -> [UInt8] { Array(key.utf8.reversed().drop { $0 == UInt8(ascii: "=") }.reversed()) }
 
     /// Refuses one API key that cannot be presented as configured or is too short.
     static func checkAPIKey(_ key: String, minimumLength: Int, source: String) throws(ConfigurationError) {

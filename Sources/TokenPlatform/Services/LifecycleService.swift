@@ -120,7 +120,7 @@ public struct LifecycleService: Sendable {
             if failed > 0 {
                 throw TMPError(
                     .unavailable, "token_service_unavailable",
-                    "replacing the PAN of card \(existing.externalCardId) needs the token service to deactivate its \(live.count) live tokens, and \(failed) did not answer; those that did are deactivated, the card was not replaced, try again"
+                    "replacing the PAN of card \(Redaction.identifier(existing.externalCardId)) needs the token service to deactivate its \(live.count) live tokens, and \(failed) did not answer; those that did are deactivated, the card was not replaced, try again"
                 )
             }
         }
