@@ -23,6 +23,30 @@ public enum CardArtImage {
     /// The height, in pixels, a PDF page is rendered at: Apple's card art height.
     public static let renderedHeight = CardArtValidator.requiredHeight
 
+    /// A plain card: a dark grey 1536 × 969 image with square corners and nothing on it (so
+    /// within Apple's card art rules), shown for a card that has no art of its own and no
+    /// fallback of the issuer's, so that every card ``WalletExtension/status()`` counts is
+    /// offered. On Linux the shim's stand-in carries no bytes.
+    public static func placeholder() -> CGImage? {
+        #if canImport(CoreGraphics) && canImport(ImageIO)
+        // One byte per pixel, no alpha: 1.5 MB while it lives.
+        guard let context = CGContext(
+            data: nil,
+            width: renderedWidth,
+            height: renderedHeight,
+            bitsPerComponent: 8,
+            bytesPerRow: 0,
+            space: CGColorSpaceCreateDeviceGray(),
+            bitmapInfo: CGImageAlphaInfo.none.rawValue
+        ) else { return nil }
+        context.setFillColor(gray: 0.25, alpha: 1)
+        context.fill(CGRect(x: 0, y: 0, width: renderedWidth, height: renderedHeight))
+        return context.makeImage()
+        #else
+        return CGImage(passKitShimWidth: renderedWidth, height: renderedHeight, data: Data())
+        #endif
+    }
+
     /// The image of `art`, or nil if it cannot be decoded.
     public static func image(from art: ExtensionPassEntry.Art) -> CGImage? {
         switch art.info.format {
@@ -75,8 +99,10 @@ public enum CardArtImage {
 }
 
 /// How the Wallet extension gets each entry's `CGImage`: by default the art the app stored
-/// in the App Group (``ExtensionPassEntry/art``), else the issuer's fallback image. An entry
-/// with neither is left out, since Wallet requires art.
+/// in the App Group (``ExtensionPassEntry/art``), else the issuer's fallback image, else a
+/// plain card (``CardArtImage/placeholder()``). An entry a loader gives no image is left out,
+/// since Wallet requires art — though ``WalletExtension/status()``, which reads no art, may
+/// have counted it.
 public struct CardArtLoader: Sendable {
     private let load: @Sendable (ExtensionPassEntry) -> CGImage?
 
@@ -85,10 +111,12 @@ public struct CardArtLoader: Sendable {
         self.load = load
     }
 
-    /// The stored art, else `fallback()` (e.g. a generic card image from the extension's bundle).
+    /// The stored art, else `fallback()` (e.g. a generic card image from the extension's
+    /// bundle), else ``CardArtImage/placeholder()``: a card TMP has no art for (or whose art
+    /// has not arrived) is still offered, as ``WalletExtension/status()`` said it would be.
     public static func storedArt(fallback: @escaping @Sendable () -> CGImage? = { nil }) -> CardArtLoader {
         CardArtLoader { entry in
-            entry.art.flatMap(CardArtImage.image(from:)) ?? fallback()
+            entry.art.flatMap(CardArtImage.image(from:)) ?? fallback() ?? CardArtImage.placeholder()
         }
     }
 

@@ -80,7 +80,7 @@ struct IssuerExtensionHandlerTests {
             try ExtensionSessionStore(secrets: configuration.secrets).save(Fixtures.session(now: Date(), lifetime: 300))
             let handler = IssuerProvisioningExtensionHandler(configuration: configuration)
 
-            // card-1 is on the iPhone; card-2 has PDF art, card-1 none (and no fallback): not shown.
+            // card-1 is on the iPhone, so offered for the Watch only; card-2 has PDF art.
             let phone = await entries(handler, remote: false)
             #expect(phone.map(\.identifier) == ["card-2"])
             let entry = try #require(phone.first)
@@ -88,9 +88,13 @@ struct IssuerExtensionHandlerTests {
             #expect(entry.art.passKitShimData == TestPDF.onePage().data)
             #expect(entry.addRequestConfiguration.primaryAccountSuffix == "2222")
             let watch = await entries(handler, remote: true)
-            #expect(watch.map(\.identifier) == ["card-2:WATCH"])
+            #expect(watch.map(\.identifier) == ["card-1:WATCH", "card-2:WATCH"])
+            // card-1 has no art and the issuer no fallback: the plain card stands in, so the
+            // entry `status` counted is there (the shim's stand-in carries no bytes).
+            let plain = try #require(watch.first { $0.identifier == "card-1:WATCH" })
+            #expect(plain.art.width == 1536 && plain.art.height == 969 && plain.art.passKitShimData.isEmpty)
 
-            let onWatch = try #require(watch.first)
+            let onWatch = try #require(watch.first { $0.identifier == "card-2:WATCH" })
             let sealed = try #require(await generate(handler, onWatch, certificates: [Data([1])]))
             #expect(sealed.encryptedPassData == Fixtures.signedCard.encryptedData.data)
             let sent = try ScriptedTransport.body(of: try #require(server.requests(for: .signCard).first), as: SignedCardRequest.self)
@@ -104,7 +108,13 @@ struct IssuerExtensionHandlerTests {
             let asyncStatus = await handler.status()
             #expect(!asyncStatus.requiresAuthentication && asyncStatus.passEntriesAvailable && asyncStatus.remotePassEntriesAvailable)
             #expect(await handler.passEntries().map(\.identifier) == ["card-2"])
-            #expect(await handler.remotePassEntries().map(\.identifier) == ["card-2:WATCH"])
+            #expect(await handler.remotePassEntries().map(\.identifier) == ["card-1:WATCH", "card-2:WATCH"])
+
+            // A loader of the issuer's that gives no image leaves its entry out: Wallet needs art.
+            var storedOnly = configuration
+            storedOnly.artLoader = CardArtLoader { $0.art.flatMap(CardArtImage.image(from:)) }
+            let withoutPlaceholder = IssuerProvisioningExtensionHandler(configuration: storedOnly)
+            #expect(await entries(withoutPlaceholder, remote: true).map(\.identifier) == ["card-2:WATCH"])
         }
     }
 
