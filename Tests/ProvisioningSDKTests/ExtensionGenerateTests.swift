@@ -48,6 +48,27 @@ struct ExtensionGenerateTests {
         }
         #expect(error.code == code)
         #expect(world.transport.requests.count == 1)
+        // TMP refused the card, not the cardholder: still signed in.
+        #expect(ExtensionSessionStore(secrets: world.secrets).validSession(at: world.date.now) != nil)
+    }
+
+    /// TMP refuses the session itself: it is removed before Wallet is answered, so `status`
+    /// asks for sign-in instead of offering cards every pick of which would fail.
+    @Test func aRefusedSessionIsRemovedBeforeWalletIsAnswered() async throws {
+        let world = try ExtensionHarness(transport: ScriptedTransport { _, _ in ScriptedTransport.error(401, code: "unauthorized", message: "token expired") })
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn()
+        #expect(await world.walletExtension.status().requiresAuthentication == false)
+        let secrets = world.secrets
+        let signedInWhenAnswered = Locked<Bool?>(nil)
+        let generation = await world.walletExtension.generateRequest(identifier: "card-1", certificates: [Data([1])], nonce: Data([2]), nonceSignature: Data([3])) { request in
+            #expect(request == nil)
+            signedInWhenAnswered.withValue { $0 = ExtensionSessionStore(secrets: secrets).validSession(at: .distantPast) != nil }
+        }.value
+        #expect(generation.request.isEmpty)
+        #expect(signedInWhenAnswered.current == false)
+        #expect(await world.walletExtension.status().requiresAuthentication)
     }
 
     @Test func aLateServerGetsNilAtTheDeadlineAndItsAnswerIsDropped() async throws {

@@ -279,6 +279,8 @@ public final class WalletExtension: Sendable {
     /// the generation budget — with the request, or nil when the identifier is not one of
     /// ours, there is no valid session, TMP refuses or is too slow, or the returned task is
     /// cancelled. A new call supersedes one still running, which completes with nil at once.
+    /// A session TMP refuses (`401`) is removed before `completion` is called, as
+    /// `passEntries` removes one, so `status` then asks for sign-in.
     @discardableResult
     public func generateRequest(identifier: String, certificates: [Data], nonce: Data, nonceSignature: Data, completion: @escaping @Sendable (AddPassRequest?) -> Void) -> Task<AddPassRequestGenerator.Generation, Never> {
         guard let entry = ExtensionEntryIdentifier(rawValue: identifier), let session = sessions.validSession(at: configuration.now()) else {
@@ -287,9 +289,18 @@ public final class WalletExtension: Sendable {
         }
         let request = SignedCardRequest(externalCardId: entry.externalCardId, deviceType: entry.device, certificates: certificates, nonce: nonce, nonceSignature: nonceSignature)
         let generator = AddPassRequestGenerator(client: client(session), budget: configuration.generationBudget, clock: configuration.clock)
+        let sessions = sessions
+        let once = CompletionOnce(completion)
         return pending.withLock { pending in
             pending?.cancel()
-            let task = generator.generate(request) { completion($0.isEmpty ? nil : $0) }
+            let task = Task {
+                let generation = await generator.generate(request)
+                // TMP refused the session: it goes (unless another was saved since), so
+                // `status` asks for sign-in again rather than promise cards that cannot be added.
+                if case .server(let error)? = generation.failure, error.kind == .unauthorized { sessions.remove(session) }
+                once.complete(generation.request.isEmpty ? nil : generation.request)
+                return generation
+            }
             pending = task
             return task
         }
