@@ -69,6 +69,35 @@ struct ExtensionSignInTests {
         #expect(ExtensionSessionStore(secrets: secrets).validSession(at: date.now)?.cardholderToken == "first")
     }
 
+    /// An error carrying a callback URL with an authorization code, as an OAuth sign-in's can.
+    struct CallbackFailed: LocalizedError, CustomStringConvertible {
+        var description: String { "CallbackFailed(url: bank://signin?code=SECRET-CODE)" }
+        var errorDescription: String? { "The bank's sign-in page could not be reached." }
+    }
+
+    /// Neither a failed sign-in's reason nor a signed-in cardholder's description shows a
+    /// secret: the error's localized description only, and the token redacted.
+    @Test func noDescriptionShowsTheTokenOrTheSignInsSecrets() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let signIn = ExtensionSignIn(secrets: FileSecretStore(directory: folder.url))
+        let failure = await #expect(throws: ExtensionSignIn.Failure.self) {
+            try await signIn.signIn { throw CallbackFailed() }
+        }
+        #expect(failure?.description == "sign-in failed: The bank's sign-in page could not be reached.")
+        let urlFailure = await #expect(throws: ExtensionSignIn.Failure.self) {
+            try await signIn.signIn { throw URLError(.cannotConnectToHost, userInfo: [NSURLErrorFailingURLStringErrorKey: "bank://signin?code=SECRET-CODE"]) }
+        }
+        #expect(urlFailure.map { !$0.description.contains("SECRET-CODE") } == true, "\(String(describing: urlFailure))")
+
+        let cardholder = SignedInCardholder(cardholderToken: "eyJ.secret-jwt.sig", userId: "alice")
+        for text in ["\(cardholder)", String(reflecting: cardholder)] {
+            #expect(!text.contains("secret-jwt") && text.contains("alice"), "\(text)")
+        }
+        let request = TransportRequest(method: "POST", url: URL(string: "https://tmp.example/issuer/push-provisioning/cards")!, headers: ["Authorization": "Bearer eyJ.secret-jwt.sig", "Content-Type": "application/json"], body: Data("{}".utf8), timeout: .seconds(5))
+        #expect("\(request)" == "POST https://tmp.example/issuer/push-provisioning/cards [Authorization: <redacted>, Content-Type: application/json] 2 bytes")
+    }
+
     @Test func expiryIsReadOnlyFromAWellFormedJWT() {
         #expect(ExtensionSignIn.expiry(ofJWT: Self.jwt(exp: 1_790_000_000)) == Date(timeIntervalSince1970: 1_790_000_000))
         #expect(ExtensionSignIn.expiry(ofJWT: "opaque") == nil)

@@ -1,7 +1,10 @@
 import Foundation
 
 /// One HTTP request as ``TMPClient`` hands it to its transport.
-public struct TransportRequest: Sendable, Hashable {
+///
+/// Its description shows the method, the URL, the header names (an `Authorization` value
+/// redacted) and the body's size: never the cardholder token or the body.
+public struct TransportRequest: Sendable, Hashable, CustomStringConvertible {
     /// `GET` or `POST`.
     public var method: String
     /// The absolute URL.
@@ -28,6 +31,14 @@ public struct TransportRequest: Sendable, Hashable {
         self.body = body
         self.timeout = timeout
         self.maximumResponseSize = maximumResponseSize
+    }
+
+    /// `POST https://… [Authorization: <redacted>, Content-Type: application/json] 123 bytes`.
+    public var description: String {
+        let fields = headers.sorted { $0.key < $1.key }.map { name, value in
+            "\(name): \(name.caseInsensitiveCompare("Authorization") == .orderedSame ? "<redacted>" : value)"
+        }
+        return "\(method) \(url.absoluteString) [\(fields.joined(separator: ", "))] \(body?.count ?? 0) bytes"
     }
 }
 

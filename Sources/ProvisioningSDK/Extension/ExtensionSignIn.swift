@@ -1,7 +1,8 @@
 import Foundation
 
 /// The cardholder the app's own sign-in produced in the authorization (UI) extension.
-public struct SignedInCardholder: Sendable {
+/// Its description never shows the token.
+public struct SignedInCardholder: Sendable, CustomStringConvertible {
     /// The cardholder JWT.
     public var cardholderToken: String
     /// The cardholder's user id (the JWT's `sub`).
@@ -14,6 +15,11 @@ public struct SignedInCardholder: Sendable {
         self.cardholderToken = cardholderToken
         self.userId = userId
         self.tokenExpiresAt = tokenExpiresAt
+    }
+
+    /// The user and the expiry; never the token.
+    public var description: String {
+        "SignedInCardholder(userId: \(userId), tokenExpiresAt: \(tokenExpiresAt.map { "\($0)" } ?? "from the token"), cardholderToken: <redacted>)"
     }
 }
 
@@ -52,7 +58,9 @@ public struct ExtensionSignIn: Sendable {
 
     /// Why signing in did not produce a session.
     public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The app's sign-in threw (wrong password, biometry refused, …); its description.
+        /// The app's sign-in threw (wrong password, biometry refused, …): the error's
+        /// `localizedDescription` (a `LocalizedError`'s `errorDescription`), not its full
+        /// description, whose `userInfo` can hold a callback URL with an authorization code.
         case signInFailed(String)
         /// The token the sign-in returned has already expired (or carries no usable expiry
         /// and no lifetime is left).
@@ -79,7 +87,7 @@ public struct ExtensionSignIn: Sendable {
         do {
             cardholder = try await signIn()
         } catch {
-            throw .signInFailed(String(describing: error))
+            throw .signInFailed(error.localizedDescription)
         }
         let start = now()
         var expiry = start.addingTimeInterval(lifetime.timeInterval)
