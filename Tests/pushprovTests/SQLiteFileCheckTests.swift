@@ -70,17 +70,24 @@ struct SQLiteFileCheckTests {
     }
 
     /// A first `serve` in a new data directory with a database that will be refused (others can
-    /// read it; a directory) makes no data directory, keys or secrets (which it would print
-    /// once) before refusing.
+    /// read it; a directory; a symbolic link to nothing; none, with `--no-migrate`) makes no
+    /// data directory, keys or secrets (which it would print once) before refusing.
     @Test func serveRefusesABadDatabaseBeforeMakingItsDataDirectory() async throws {
         let database = try await Database()
         defer { database.remove() }
         try database.chmod(database.path, 0o640)
         let folder = database.directory + "/folder.sqlite"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        for (path, refusal) in [(database.path, "has mode 640"), (folder, folder)] {
+        let dangling = database.directory + "/dangling.sqlite"
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: database.directory + "/missing.sqlite")
+        let missing = database.directory + "/new.sqlite"
+        for (path, options, refusal) in [
+            (database.path, [], "has mode 640"), (folder, [], folder),
+            (dangling, [], "is a symbolic link to \(database.directory)/missing.sqlite, which does not exist"),
+            (missing, ["--no-migrate"], "lacks migrations v1,"),
+        ] {
             let dataDirectory = database.directory + "/fresh-\(UUID().uuidString)"
-            let result = try await CLI.run(["serve", "--port", "0", "--data-dir", dataDirectory, "--database", path], timeout: .seconds(30))
+            let result = try await CLI.run(["serve", "--port", "0", "--data-dir", dataDirectory, "--database", path] + options, timeout: .seconds(30))
             #expect(result.status != 0)
             #expect(result.stderr.contains(refusal), "\(result.stderr)")
             #expect(!result.stdout.contains("API key"), "\(result.stdout)")

@@ -89,7 +89,11 @@ extension DatabaseConfiguration {
         }
         let failure = errno
         var link = stat()
-        if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK { return nil }  // a dangling or unreachable link: openStore says which
+        if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK {
+            // A dangling link is refused before a first start makes keys and secrets; an
+            // unreachable one is left to opening it, which says why.
+            return failure == ENOENT && creating ? danglingLinkProblem(at: path) : nil
+        }
         switch failure {
         case EACCES:
             let blocked = unsearchableDirectory(on: path) ?? directoryOf(path)

@@ -138,14 +138,8 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                 let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
                 if descriptor >= 0 { close(descriptor) } else if errno != EEXIST {
                     throw ConfigurationError("cannot create the database file \(path): \(String(cString: strerror(errno)))")
-                } else if (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil, !FileManager.default.fileExists(atPath: path) {
-                    // A link to a file that does not exist: SQLite would create the target
-                    // with the default mode (readable by others), out of reach of the 0600 above.
-                    let target = Self.endOfLinks(from: path)
-                    let quoted = "'" + target.replacingOccurrences(of: "'", with: "'\\''") + "'"
-                    throw ConfigurationError(
-                        "the database path \(path) is a symbolic link to \(target), which does not exist: create that file first (mode 0600, for example `install -m 600 /dev/null \(quoted)`), or name the file itself"
-                    )
+                } else if let problem = Self.danglingLinkProblem(at: path) {
+                    throw ConfigurationError(problem)
                 }
             }
             try Self.checkSQLiteFiles(at: path, logger: logger)
@@ -153,6 +147,16 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         case .postgres(let url):
             return try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, statementTimeout: statementTimeout, logger: logger)
         }
+    }
+
+    /// The refusal of a `path` that is a symbolic link to a file that does not exist: SQLite
+    /// would create the target with the default mode (readable by others), out of reach of the
+    /// 0600 a new database file is made with. Nil for anything else.
+    static func danglingLinkProblem(at path: String) -> String? {
+        guard (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil, !FileManager.default.fileExists(atPath: path) else { return nil }
+        let target = endOfLinks(from: path)
+        let quoted = "'" + target.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return "the database path \(path) is a symbolic link to \(target), which does not exist: create that file first (mode 0600, for example `install -m 600 /dev/null \(quoted)`), or name the file itself"
     }
 
     /// Where the symbolic links from `path` lead, as an absolute path: each link's relative

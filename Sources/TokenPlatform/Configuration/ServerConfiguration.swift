@@ -253,6 +253,11 @@ public struct ServerSettings: Sendable {
                 // Its warnings are logged when the store opens it; here only its refusals count.
                 try DatabaseConfiguration.checkSQLiteFiles(at: path, logger: Logger(label: "pushprov.config") { _ in SwiftLogNoOpLogHandler() })
             }
+            // Without migrations, a database that lacks some (a new one lacks all) is refused
+            // when the store opens; as early as this, a first start makes nothing for it.
+            if !migrate, let pending = DatabaseConfiguration.pendingSQLiteMigrations(at: path), !pending.isEmpty {
+                throw ConfigurationError("database \(database) lacks migrations \(pending.joined(separator: ", ")); run `pushprov migrate --database …` first, or start without --no-migrate")
+            }
         }
         do {
             try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
