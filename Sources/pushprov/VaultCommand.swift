@@ -22,7 +22,8 @@ struct VaultReencryptCommand: AsyncParsableCommand {
             holds the new key as current and the old one beside it, run this against their \
             database; when it reports nothing left under other keys, the old key can leave the \
             key file. It may run while the servers serve (short transactions of --batch-size \
-            cards) and can be run again after a failure. --dry-run only counts.
+            cards) and can be run again after a failure. --dry-run changes nothing: it counts the \
+            cards and checks each one as the run would (its key, the lookup key).
             """
     )
 
@@ -30,7 +31,7 @@ struct VaultReencryptCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Data directory holding the default SQLite file and key file (PUSHPROV_DATA_DIR; default ./.pushprov).") var dataDirectory: String?
     @Option(name: .customLong("key-file"), help: "The key file the servers use (PUSHPROV_KEY_FILE; default <data-dir>/keys.json). Never created here.") var keyFile: String?
     @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Cards per transaction (1 to 10000).") var batchSize: Int = VaultReencryption.defaultBatchSize
-    @Flag(name: .customLong("dry-run"), help: "Count the cards under other keys, change nothing.") var dryRun = false
+    @Flag(name: .customLong("dry-run"), help: "Count and check the cards under other keys, change nothing.") var dryRun = false
 
     func run() async throws {
         guard (1...10_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 10000 (got \(batchSize))") }
@@ -53,7 +54,9 @@ struct VaultReencryptCommand: AsyncParsableCommand {
         let reencryption = VaultReencryption(store: store, vault: vault, batchSize: batchSize)
         var done = VaultReencryption.Totals()
         do {
-            let pending = try await reencryption.count()
+            // A dry run reads and checks every card as the run would, so a wrong key file
+            // stops it as it would stop the run.
+            let pending = try await dryRun ? reencryption.check() : reencryption.count()
             if dryRun || pending == 0 {
                 print("\(Self.cards(pending)) under keys other than the current key \(current)\(dryRun && pending > 0 ? " would be encrypted again" : "")")
                 await store.close()
@@ -77,6 +80,7 @@ struct VaultReencryptCommand: AsyncParsableCommand {
         } catch {
             await store.close()
             let reason = (error as? VaultReencryption.Failure)?.message ?? DatabaseConfiguration.reason(error)
+            if dryRun { throw CLIError("the dry run found what would stop the re-encryption (nothing changed): \(reason)") }
             throw CLIError("re-encryption stopped (\(done.reencrypted == 0 ? "nothing changed" : "\(Self.cards(done.reencrypted)) encrypted again so far"); run it again to go on): \(reason)")
         }
         await store.close()

@@ -75,6 +75,12 @@ struct VaultReencryptionTests {
             let wrongOld = VaultReencryption(store: store, vault: try vault(["old": SymmetricKey(size: .bits256), "new": new], current: "new"))
             let unopened = await #expect(throws: VaultReencryption.Failure.self) { try await wrongOld.run() }
             #expect(unopened?.message.hasPrefix("card c0's stored card number does not open with key old") == true)
+            // A check (the dry run) stops where the run would, and writes nothing either.
+            for (rotation, failure) in [(withoutOld, missing), (otherLookup, mismatch), (wrongOld, unopened)] {
+                let checked = await #expect(throws: VaultReencryption.Failure.self) { try await rotation.check() }
+                #expect(checked?.message == failure?.message)
+            }
+            #expect(try await VaultReencryption(store: store, vault: try vault(["old": old, "new": new], current: "new"), batchSize: 3).check() == 7)
             #expect(try await withoutOld.count() == 7)
             for index in 0..<7 { #expect(try await store.auditEntries(subject: "card:c\(index)").map(\.action) == ["test"]) }
         }

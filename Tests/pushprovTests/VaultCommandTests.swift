@@ -37,6 +37,15 @@ struct VaultCommandTests {
         try FileManager.default.removeItem(atPath: keyFile)
         try LocalKeyFile.createOwnerOnlyFile(try JSONSerialization.data(withJSONObject: json), at: keyFile)
 
+        // A dry run with a key file of another lookup key stops as the run would.
+        var otherLookup = json
+        otherLookup["panLookupKey"] = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+        let otherKeyFile = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("other-keys.json")
+        try LocalKeyFile.createOwnerOnlyFile(try JSONSerialization.data(withJSONObject: otherLookup), at: otherKeyFile)
+        let wrong = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--key-file", otherKeyFile])
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("the dry run found what would stop the re-encryption (nothing changed): the key file's lookup key is not the one card c0 was indexed with"), "\(wrong.stderr)")
+
         let dry = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--key-file", keyFile])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout == "3 cards under keys other than the current key pan-new would be encrypted again\n")

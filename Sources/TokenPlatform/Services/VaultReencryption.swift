@@ -86,6 +86,26 @@ public struct VaultReencryption: Sendable {
         return totals
     }
 
+    /// What a run would do, without writing: every card not under the current key is read and
+    /// checked as ``run(progress:)`` checks it (its PAN opens with the key it names and matches
+    /// its lookup hash), a batch at a time. Returns how many cards a run would encrypt again.
+    ///
+    /// - Throws: the ``Failure`` a run would stop with; the store's error when it fails.
+    public func check() async throws -> Int {
+        let current = vault.keys.currentEncryptionKeyID
+        var checked = 0
+        var after: String?
+        while true {
+            let cards = try await store.cards(notEncryptedUnder: current, after: after, limit: batchSize)
+            guard let last = cards.last else { break }
+            _ = try cards.map(change)
+            checked += cards.count
+            after = last.externalCardId
+            if cards.count < batchSize { break }
+        }
+        return checked
+    }
+
     /// The change that puts `card`'s PAN under the current key.
     private func change(_ card: CardRecord) throws -> EncryptedPANChange {
         let id = Redaction.identifier(card.externalCardId)
