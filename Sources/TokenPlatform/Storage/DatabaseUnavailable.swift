@@ -30,6 +30,14 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
         return error
     }
 
+    /// A SQLite write whose turn on the writer queue came later than `wait` after it was
+    /// asked for: it began nothing, so nothing of it was stored.
+    static func writerBusy(_ wait: Duration) -> DatabaseUnavailable {
+        var error = DatabaseUnavailable("the database's writer did not take the write within \(wait.formattedSeconds) (another process holding its lock, or a disk this slow)")
+        error.waitRanOut = true
+        return error
+    }
+
     /// Whether `error` means the database is unreachable or cannot take the request for now
     /// (as opposed to a bug, a broken schema or a refused statement):
     /// - ``DatabaseUnavailable`` itself;

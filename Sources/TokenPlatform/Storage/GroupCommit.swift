@@ -18,7 +18,8 @@ import NIOConcurrencyHelpers
 ///   around each write. A write's body may therefore run more than once, and must do nothing
 ///   but its database statements;
 /// - if the commit itself fails, every caller in the batch gets that error;
-/// - with one caller at a time nothing waits: the first write starts a transaction at once.
+/// - with one caller at a time nothing waits: the first write starts a transaction at once;
+/// - a write not taken into a transaction within the queue wait fails without running.
 ///
 /// Only writes that do not depend on each other belong here (inserts of new rows); writes
 /// that read and decide keep their own transaction through `DatabaseWriter.write`. Both run
@@ -30,7 +31,7 @@ package final class GroupCommit: Sendable {
     private typealias Item = @Sendable (Database, _ isolated: Bool) -> (succeeded: Bool, answer: @Sendable ((any Error)?) -> Void)
 
     private struct State {
-        var queue: [(run: Item, fail: @Sendable (any Error) -> Void)] = []
+        var queue: [(run: Item, fail: @Sendable (any Error) -> Void, queuedAt: ContinuousClock.Instant)] = []
         var draining = false
     }
 
@@ -38,10 +39,15 @@ package final class GroupCommit: Sendable {
     package static let maximumBatch = 512
 
     private let writer: any DatabaseWriter
+    /// The longest a write may wait to be taken into a transaction; nil for no limit.
+    private let queueWait: Duration?
     private let state = NIOLockedValueBox(State())
 
-    package init(writer: any DatabaseWriter) {
+    /// Group commit on `writer`; a write not taken into a transaction within `queueWait` of
+    /// being queued fails (``DatabaseUnavailable``) without running.
+    package init(writer: any DatabaseWriter, queueWait: Duration? = nil) {
         self.writer = writer
+        self.queueWait = queueWait
     }
 
     /// Writes queued and not yet taken into a transaction (diagnostics and tests).
@@ -66,8 +72,9 @@ package final class GroupCommit: Sendable {
                     if let commitError { continuation.resume(throwing: commitError) } else { continuation.resume(with: result) }
                 })
             }
+            let queuedAt = ContinuousClock.now
             let startDraining = state.withLockedValue { state in
-                state.queue.append((run, { continuation.resume(throwing: $0) }))
+                state.queue.append((run, { continuation.resume(throwing: $0) }, queuedAt))
                 guard !state.draining else { return false }
                 state.draining = true
                 return true
@@ -83,7 +90,7 @@ package final class GroupCommit: Sendable {
     /// is not held behind a steady stream of these.
     private func drain() {
         writer.asyncWriteWithoutTransaction { db in
-            let batch = self.state.withLockedValue { state in
+            var batch = self.state.withLockedValue { state in
                 let batch = Array(state.queue.prefix(Self.maximumBatch))
                 state.queue.removeFirst(batch.count)
                 if batch.isEmpty { state.draining = false }
@@ -91,6 +98,17 @@ package final class GroupCommit: Sendable {
             }
             if batch.isEmpty { return }
             defer { self.drain() }
+            // Writes that waited past the limit (the batches ahead of them each waited out the
+            // busy timeout of a lock another process holds) fail without running.
+            if let queueWait = self.queueWait {
+                let now = ContinuousClock.now
+                let late = batch.filter { now - $0.queuedAt > queueWait }
+                if !late.isEmpty {
+                    batch.removeAll { now - $0.queuedAt > queueWait }
+                    for item in late { item.fail(DatabaseUnavailable.writerBusy(queueWait)) }
+                    if batch.isEmpty { return }
+                }
+            }
             var answers: [@Sendable ((any Error)?) -> Void] = []
             answers.reserveCapacity(batch.count)
             do {

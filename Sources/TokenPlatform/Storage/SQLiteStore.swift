@@ -10,6 +10,9 @@ public struct SQLiteStore: TMPStore {
     private let writer: any DatabaseWriter
     /// Independent inserts (attempts, activation-data use, decisions) committed together.
     private let groupCommit: GroupCommit
+    /// The longest a write may wait for its turn on the writer queue (the busy timeout; nil,
+    /// no limit, in memory, where no other process can hold the lock).
+    private let queueWait: Duration?
     /// Read-only connections for the single-statement reads (nil in memory); see `read(_:)`.
     private let readers: ReadConnections?
     /// Every call into the connections passes it; ``close()`` shuts it first.
@@ -35,7 +38,8 @@ public struct SQLiteStore: TMPStore {
         // activation-data use). FULL syncs the log at each commit; group commit shares that
         // sync among the writes of a batch. Only the writer connection commits.
         try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        groupCommit = GroupCommit(writer: writer)
+        queueWait = busyTimeout
+        groupCommit = GroupCommit(writer: writer, queueWait: busyTimeout)
         readers = try ReadConnections(path: path, count: configuration.maximumReaderCount, busyTimeout: busyTimeout)
     }
 
@@ -48,7 +52,8 @@ public struct SQLiteStore: TMPStore {
 
     private init(writer: any DatabaseWriter) {
         self.writer = writer
-        self.groupCommit = GroupCommit(writer: writer)
+        self.queueWait = nil
+        self.groupCommit = GroupCommit(writer: writer, queueWait: nil)
         self.readers = nil
     }
 
@@ -83,11 +88,27 @@ public struct SQLiteStore: TMPStore {
         return try writer.unsafeRead(body)
     }
 
-    /// `writer.write` once past the gate.
+    /// `writer.write` once past the gate: a transaction of its own on the writer queue.
+    ///
+    /// A write whose turn on the writer queue came more than the queue wait after it was asked
+    /// for fails at once (``DatabaseUnavailable``, `503`) without beginning a transaction: while
+    /// another process holds the database's lock, each write ahead of it waited out its busy
+    /// timeout, and the ones behind must not each wait for theirs in turn.
     private func write<T: Sendable>(_ updates: @Sendable (Database) throws -> T) async throws -> T {
         try gate.enter()
         defer { gate.leave() }
-        return try await writer.write(updates)
+        let asked = ContinuousClock.now
+        let queueWait = queueWait
+        return try await writer.writeWithoutTransaction { db in
+            if let queueWait, ContinuousClock.now - asked > queueWait { throw DatabaseUnavailable.writerBusy(queueWait) }
+            var result: T?
+            try db.inTransaction {
+                result = try updates(db)
+                return .commit
+            }
+            guard let result else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "transaction body did not run") }
+            return result
+        }
     }
 
     /// `writer.read` (a reader of the pool, for reads of more than one statement) once past the gate.
@@ -451,9 +472,11 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/takeTokenCommandLease(reference:holder:for:)`` (on this process's
     /// clock: instances sharing a SQLite file share its machine).
     public func takeTokenCommandLease(reference: String, holder: String, for duration: Duration) async throws -> Bool {
-        let now = Date()
-        let expiry = now.addingTimeInterval(TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18)
-        return try await write { db in
+        try await write { db in
+            // Taken when the write runs, not when it was queued: a wait for the writer must
+            // not shorten the lease, nor judge another's expiry by a time already past.
+            let now = Date()
+            let expiry = now.addingTimeInterval(duration.seconds)
             try db.execute(
                 sql: """
                     INSERT INTO token_command_lease (token_unique_reference, holder, expires_at) VALUES (?, ?, ?)
