@@ -699,6 +699,28 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// A caller cancelled once the token service confirmed its command (a shutdown past its
+    /// grace) still records the outcome and its audit entry: the token service holds it now.
+    @Test func aConfirmedCommandIsRecordedThoughItsCallerWasCancelled() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            _ = try await Self.cardWithAToken(api)
+            // Confirmed; the caller is cancelled when it next reads the time (for the record's audit entry).
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                if command == "suspend" { platform.cancelAtNextNow.withValue { $0 = true } }
+            } }
+            let suspended = try await Task {
+                try await LifecycleService(environment: platform.environment).perform(.suspend, tokenUniqueReference: "T1")
+            }.value
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(!platform.cancelAtNextNow.current, "the caller was cancelled")
+            #expect(suspended.status == .suspended)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .customerService)
+            #expect(try await platform.store.auditEntries(subject: "token:T1").contains { $0.action == "token.suspended" && $0.actor == "issuer" })
+        }
+    }
+
     /// TMP's own time limit, end to end: the block's suspension it gave up on is noted.
     @Test func aBlockSuspensionGivenUpAtTheTimeLimitIsNoted() async throws {
         let platform = try await TestPlatform(policy: .immediate)

@@ -57,6 +57,9 @@ struct TestPlatform {
     var activationKey: SigningKey { secrets.activationKey }
     var cardholderKey: SigningKey { secrets.cardholderKey }
     let clock = Locked(TestTMP.start)  // 2026-09
+    /// Set, the environment's next reading of the time cancels the task that reads it (once):
+    /// a caller cancelled at a chosen step.
+    let cancelAtNextNow = Locked(false)
     let logs = Locked<[String]>([])
     let environment: PlatformEnvironment
     let counter = Locked(0)
@@ -102,13 +105,17 @@ struct TestPlatform {
         self.secrets = secrets
         let clock = clock
         let counter = counter
+        let cancelAtNextNow = cancelAtNextNow
         environment = secrets.environment(
             store: store,
             policy: policy,
             connector: tokenService ?? connector,
             connectorTimeout: connectorTimeout,
             clock: connectorClock,
-            now: { clock.current },
+            now: {
+                if cancelAtNextNow.withValue({ cancel in defer { cancel = false }; return cancel }) { withUnsafeCurrentTask { $0?.cancel() } }
+                return clock.current
+            },
             makeIdentifier: { instance + counter.withValue { $0 += 1; return String(format: "%08d", $0) } },
             logger: TestTMP.logger("test", into: logs),
             serializingTokenCommands: serializingTokenCommands

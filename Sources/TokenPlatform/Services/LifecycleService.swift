@@ -93,7 +93,7 @@ public struct LifecycleService: Sendable {
             let live = try await environment.store.tokens(externalCardId: externalCardId).filter {
                 $0.status != .deactivated && $0.panUniqueReference == existing.panUniqueReference
             }
-            let (store, tokenService) = (environment.store, environment.tokenService)
+            let tokenService = environment.tokenService
             let results = await live.concurrentMap(maximumConcurrency: Self.maximumConcurrentCommands) { token -> Result<Bool, any Error> in
                 do {
                     return try await environment.inTokenOrder(token.tokenUniqueReference) { () async throws -> Result<Bool, any Error> in
@@ -104,7 +104,7 @@ public struct LifecycleService: Sendable {
                         }
                         let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
                         do {
-                            _ = try await store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
+                            _ = try await environment.recordCommandOutcome(reference: token.tokenUniqueReference, audit: audit) { current, _ in
                                 current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
                             }
                             return .success(true)
@@ -582,7 +582,7 @@ public struct LifecycleService: Sendable {
         let audit = AuditEntry(at: environment.now(), actor: actor, action: "token.\(target.rawValue.lowercased())", subject: "token:\(token.tokenUniqueReference)", detail: reason)
         let outcome: TokenUpdateResult
         do {
-            outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
+            outcome = try await environment.recordCommandOutcome(reference: token.tokenUniqueReference, audit: audit) { current, card in
                 // A pending suspension sent again changes nothing but that: TMP recorded the token
                 // suspended all along. Settled only while still pending (a change of the token's
                 // status meanwhile settled it).

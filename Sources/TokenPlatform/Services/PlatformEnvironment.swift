@@ -154,14 +154,26 @@ extension PlatformEnvironment {
             at: now(), actor: actor, action: Self.commandNotRecorded, subject: "token:\(reference)",
             detail: "\(command) confirmed by the token service; TMP's record not changed: \(why)"
         )
+        let store = store
         do {
-            try await store.recordAudit(entry)
+            // In a task of its own, as the outcome it goes with (``recordCommandOutcome(reference:audit:_:)``).
+            try await Task { try await store.recordAudit(entry) }.value
         } catch {
             logger.error(
                 "could not record a token service command in the audit trail",
                 metadata: ["token": "\(Redaction.prefix(reference))", "command": "\(command)", "error": "\(DatabaseUnavailable.reason(error))"]
             )
         }
+    }
+
+    /// ``TMPStore/updateToken(reference:audit:_:)`` for the outcome of a command the token
+    /// service carried out (or may have), run in a task of its own: a caller cancelled once the
+    /// command was sent (a shutdown past its grace, say) still records what the token service
+    /// now holds, and its audit entry, rather than leave them to the token service's event and
+    /// the realignment — a store may refuse a cancelled task's work.
+    func recordCommandOutcome(reference: String, audit: AuditEntry, _ decide: @escaping @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
+        let store = store
+        return try await Task { try await store.updateToken(reference: reference, audit: audit, decide) }.value
     }
 
     /// Just before a suspension is sent for `token`, as TMP records it in the command's turn.
@@ -240,8 +252,9 @@ extension PlatformEnvironment {
     /// of suspensions sent for the block the token still has is cleared (logged if it cannot be).
     func clearSuspensionNoteAfterConfirmed(_ token: TokenRecord) async {
         guard token.blockSuspensionsSent != nil else { return }
+        let (store, reference) = (store, token.tokenUniqueReference)
         do {
-            try await store.clearBlockSuspensionNote(reference: token.tokenUniqueReference)
+            try await Task { try await store.clearBlockSuspensionNote(reference: reference) }.value
         } catch {
             logger.error(
                 "could not clear the note of a suspension sent for a card's block after a confirmed command; until its window ends, a suspension the token service reports for the token is taken as the block's",

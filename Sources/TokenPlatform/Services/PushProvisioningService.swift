@@ -161,7 +161,7 @@ public struct PushProvisioningService: Sendable {
             return answer(.failed, "the token service could not be reached; try again later")
         }
         let audit = AuditEntry(at: environment.now(), actor: "user:\(userId)", action: "token.activate", subject: "token:\(token.tokenUniqueReference)", detail: "in-app activation")
-        let result = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, card in
+        let result = try await environment.recordCommandOutcome(reference: token.tokenUniqueReference, audit: audit) { current, card in
             // The card may have been blocked since it was read above.
             guard let card, card.status == .active else {
                 return .reject("the card is \(card?.status.rawValue.lowercased() ?? "gone")")

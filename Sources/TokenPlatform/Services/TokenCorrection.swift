@@ -305,7 +305,7 @@ struct TokenCorrection {
         // changed meanwhile, as long as the token did not: unblocked, the card leaves the
         // token ACTIVE, and the note lets the suspension's echo be taken as the block's.
         let mayHaveSuspendedForTheBlock = forTheBlock && !done && outcomeUnknown
-        let result = try? await environment.store.updateToken(reference: reference, audit: audit) { current, card in
+        let result = try? await environment.recordCommandOutcome(reference: reference, audit: audit) { current, card in
             // Recorded while the card keeps the status the correction was made for. When the
             // card changed again, a further change that recorded something for the token is
             // that change's to settle; but one that found the token as it was read here sent
