@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
@@ -119,5 +122,48 @@ struct ExtensionSignOutRaceTests {
         finished.wait()
         finished.wait()
         #expect(events.current == ["first in", "first out", "second"])
+    }
+
+    /// Waited for a bounded time, the lock another process keeps is given up on (`busy`,
+    /// `body` not run); once free it is taken.
+    @Test func aBoundedWaitForTheLockGivesUp() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        _ = try directory.withLock {}
+        // Another open file description, as another process's: flock excludes it.
+        let other = open(directory.lockURL.path, O_RDWR)
+        #expect(other >= 0)
+        defer { close(other) }
+        #expect(flock(other, LOCK_EX) == 0)
+        let ran = Locked(false)
+        let refused = #expect(throws: SharedStorageError.self) {
+            try directory.withLock(waitingAtMost: .milliseconds(50)) { ran.withValue { $0 = true } }
+        }
+        #expect(refused?.code == .busy)
+        #expect(!ran.current)
+        flock(other, LOCK_UN)
+        try directory.withLock(waitingAtMost: .milliseconds(50)) { ran.withValue { $0 = true } }
+        #expect(ran.current)
+    }
+
+    /// The Wallet extension does not wait on a lock the app keeps (stalled mid-sign-out):
+    /// past its patience it writes nothing and answers from the snapshot it has.
+    @Test func passEntriesDoNotWaitOnALockTheAppKeeps() async throws {
+        let world = try ExtensionHarness(transport: Fixtures.server(cards: [Fixtures.card("card-1"), Fixtures.card("card-2", last4: "2222")], tokens: []))
+        defer { world.remove() }
+        try world.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")]))
+        try world.signIn()
+        _ = try world.directory.withLock {}
+        let app = open(world.directory.lockURL.path, O_RDWR)
+        #expect(app >= 0)
+        defer { close(app) }
+        #expect(flock(app, LOCK_EX) == 0)
+        // The refresh read two cards, but could not write them under the lock: the stored
+        // snapshot answers.
+        #expect(await world.walletExtension.passEntries(for: .phone).map(\.id) == ["card-1"])
+        #expect(world.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"])
+        flock(app, LOCK_UN)
+        #expect(await world.walletExtension.passEntries(for: .phone).map(\.id) == ["card-1", "card-2"])
     }
 }

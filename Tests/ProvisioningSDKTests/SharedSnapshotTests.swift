@@ -35,7 +35,11 @@ struct SharedSnapshotTests {
         let text = try String(contentsOf: directory.snapshotURL, encoding: .utf8)
         #expect(!text.contains("DAPL-SECRET-REF"))
         #expect(!text.contains("SERIAL-XYZ"))
-        #expect(!text.contains("4111"))
+        // Each card holds these members only: nothing of the token or the pass beyond the
+        // account identifier and the presence per device.
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        let cards = try #require(object["cards"] as? [[String: Any]])
+        #expect(cards.map { Set($0.keys) } == [["externalCardId", "panLast4", "cardholderName", "network", "productTitle", "status", "primaryAccountIdentifier", "phone", "watch"]])
         let read = try #require(directory.readSnapshot())
         #expect(read.cards.first?.phone == .init(hasPass: true, state: .active))
         #expect(read.cards.first?.primaryAccountIdentifier == "PAI-1")

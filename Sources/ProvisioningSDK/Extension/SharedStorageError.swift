@@ -12,6 +12,8 @@ public struct SharedStorageError: Error, Sendable, Hashable, CustomStringConvert
         case tooLarge = "too_large"
         /// The operating system refused to read, write or remove.
         case io = "io"
+        /// The shared folder's lock stayed with another process longer than the caller would wait.
+        case busy = "busy"
     }
 
     /// What went wrong.

@@ -26,9 +26,12 @@ extension SharedWalletDirectory {
     /// work (never the network): iOS ends a suspended process that holds a lock on a file in
     /// a shared container.
     ///
-    /// - Throws: ``SharedStorageError`` when the lock file cannot be opened or locked (then
-    ///   `body` has not run), or what `body` throws.
-    public func withLock<T>(_ body: () throws -> T) throws -> T {
+    /// - Parameter patience: The longest to wait for the lock (nil: as long as it takes); the
+    ///   Wallet extension, answering within Wallet's budgets, waits a bounded time.
+    /// - Throws: ``SharedStorageError`` when the lock file cannot be opened or locked, or
+    ///   (`busy`) another process kept it past `patience` (then `body` has not run), or what
+    ///   `body` throws.
+    public func withLock<T>(waitingAtMost patience: Duration? = nil, _ body: () throws -> T) throws -> T {
         let path = lockURL.path
         try? FileManager.default.createDirectory(at: lockURL.deletingLastPathComponent(), withIntermediateDirectories: true)
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -36,9 +39,22 @@ extension SharedWalletDirectory {
             throw SharedStorageError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else {
-                throw SharedStorageError(.io, "cannot lock \(path): \(String(cString: strerror(errno)))")
+        if let patience {
+            let deadline = ContinuousClock.now + patience
+            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR else {
+                    throw SharedStorageError(.io, "cannot lock \(path): \(String(cString: strerror(errno)))")
+                }
+                guard ContinuousClock.now < deadline else {
+                    throw SharedStorageError(.busy, "another process held the lock \(path) for more than \(patience)")
+                }
+                usleep(2_000)
+            }
+        } else {
+            while flock(descriptor, LOCK_EX) != 0 {
+                guard errno == EINTR else {
+                    throw SharedStorageError(.io, "cannot lock \(path): \(String(cString: strerror(errno)))")
+                }
             }
         }
         // Closing the descriptor releases the lock too; unlocking first says so plainly.

@@ -242,8 +242,10 @@ public final class WalletExtension: Sendable {
     /// Runs `body` if `session` is still the stored one — not removed by a sign-out nor
     /// replaced by another sign-in — and says whether it ran. Checked and run under the shared
     /// folder's lock, which sign-out takes for its wipe, so no sign-out falls between the check
-    /// and what `body` writes; when the lock cannot be had, checked and run without it, as the
-    /// wipe then goes on without it too.
+    /// and what `body` writes; when the lock cannot be had (the lock file cannot be opened),
+    /// checked and run without it, as the wipe then goes on without it too. When another
+    /// process holds the lock for more than ``lockPatience`` (the app mid-sign-out, stalled),
+    /// `body` does not run: the extension answers from what it has, within Wallet's budgets.
     private func whileSignedIn(_ session: ExtensionSession, _ body: () -> Void) -> Bool {
         let sessions = sessions
         func checked() -> Bool {
@@ -252,11 +254,17 @@ public final class WalletExtension: Sendable {
             return true
         }
         do {
-            return try configuration.directory.withLock(checked)
+            return try configuration.directory.withLock(waitingAtMost: Self.lockPatience, checked)
+        } catch let error as SharedStorageError where error.code == .busy {
+            return false
         } catch {
             return checked()
         }
     }
+
+    /// The longest the extension waits for the shared folder's lock (1 s): the app holds it
+    /// for milliseconds, to wipe the folder at sign-out.
+    static let lockPatience: Duration = .seconds(1)
 
     /// Fetches art for `ids` within the art budget; whatever arrived in time is stored, each
     /// file only while `session` is still the stored one (art fetched for a cardholder who

@@ -223,8 +223,8 @@ public struct SQLiteStore: TMPStore {
     /// Implements ``TMPStore/holdsCard(panLookupHashes:)``.
     public func holdsCard(panLookupHashes: [String]) async throws -> Bool {
         guard !panLookupHashes.isEmpty else { return false }
-        return try read { db in
-            // In parts, within SQLite's limit on parameters per statement.
+        // In parts, within SQLite's limit on parameters per statement.
+        @Sendable func anyHeld(_ db: Database) throws -> Bool {
             for start in stride(from: 0, to: panLookupHashes.count, by: 500) {
                 let part = Array(panLookupHashes[start..<min(start + 500, panLookupHashes.count)])
                 let marks = repeatElement("?", count: part.count).joined(separator: ", ")
@@ -234,6 +234,8 @@ public struct SQLiteStore: TMPStore {
             }
             return false
         }
+        // One statement reads one snapshot by itself; several need the pool's read transaction.
+        return panLookupHashes.count <= 500 ? try read(anyHeld) : try await readInPool(anyHeld)
     }
 
     /// Implements ``TMPStore/card(panUniqueReference:)``.
