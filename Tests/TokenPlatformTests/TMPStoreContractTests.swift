@@ -724,6 +724,37 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A token change from another handle (another instance) decides on the card as the card's
+    /// status change under way commits it, not as it was before: an activation that overlaps a
+    /// block is refused, rather than recorded on an ACTIVE card the block then changes.
+    @Test(arguments: StoreFactory.all)
+    func aTokenChangeDecidesOnTheCardAsAStatusChangeUnderWayCommitsIt(factory: StoreFactory) async throws {
+        try await factory.withTwoHandles { first, second in
+            _ = try await first.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            try await Self.insert(first, Self.token("T1"))
+            let blocking = Locked(false)
+            let block = Task {
+                try await second.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now) { previous in
+                    blocking.withValue { $0 = true }
+                    // The status change is written, not committed: long enough for the token
+                    // change to read the card meanwhile, were it not held.
+                    Thread.sleep(forTimeInterval: 0.4)
+                    return AuditEntry(at: Self.now, actor: "test", action: "card.status", subject: "card:c1", detail: "\(previous.rawValue) -> BLOCKED")
+                }
+            }
+            while !blocking.current { try await Task.sleep(for: .milliseconds(1)) }
+            let seen = Locked<CardStatus?>(nil)
+            let activation = try await first.updateToken(reference: "T1", audit: Self.audit("token:T1", "activate")) { _, card in
+                seen.withValue { $0 = card?.status }
+                return card?.status == .active ? .set(.active, suspendedBy: nil) : .reject("card is \(card?.status.rawValue ?? "gone")")
+            }
+            _ = try await block.value
+            #expect(seen.current == .blocked)
+            #expect(activation == .rejected(Self.token("T1"), "card is BLOCKED"))
+            #expect(try await second.token(reference: "T1")?.status == .inactive)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func tokenEventsApplyOncePerEventId(factory: StoreFactory) async throws {
         try await factory.withStore { store in
