@@ -755,6 +755,21 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A token an event inserts is answered as stored (dates at the store's precision, the
+    /// owner as committed): the same as a later read of it.
+    @Test(arguments: StoreFactory.all)
+    func anInsertedTokenIsAnsweredAsStored(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            var token = Self.token("T1", user: "someone-else")
+            token.createdAt = Self.now.addingTimeInterval(0.123_456_789)
+            token.updatedAt = token.createdAt
+            guard case .applied(let answered) = try await Self.insert(store, token) else { Issue.record("expected the insert to apply"); return }
+            #expect(answered.userId == "alice")
+            #expect(try await store.token(reference: "T1") == answered)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func tokenEventsApplyOncePerEventId(factory: StoreFactory) async throws {
         try await factory.withStore { store in

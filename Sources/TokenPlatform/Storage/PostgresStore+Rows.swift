@@ -7,6 +7,8 @@ extension PostgresStore {
     static let cardColumns = "external_card_id, user_id, encrypted_pan, pan_lookup_hash, pan_last4, pan_unique_reference, expiration, cardholder_name, network, product_title, art_id, status, created_at, updated_at"
     /// The token columns, in the order ``TokenRecord/init(postgres:)`` and inserts use.
     static let tokenColumns = "token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status, authorization_path, suspended_by, token_last4, created_at, updated_at, last_event_ms, pending_command, block_suspension_first_sent_ms, block_suspension_last_sent_ms"
+    /// ``tokenColumns`` qualified with the table's name, for statements that join another table.
+    static let qualifiedTokenColumns = tokenColumns.split(separator: ",").map { "token." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
 }
 
 // Unknown enum values map to the same safe defaults as in SQLiteStore's row readers.

@@ -367,11 +367,13 @@ public struct PostgresStore: TMPStore {
                     """,
                     logger: logger
                 )
-                // The owner as committed (the card row is locked): it may have changed hands since `token` was made.
-                let owner = try await connection.all("UPDATE token SET user_id = card.user_id FROM card WHERE card.external_card_id = token.external_card_id AND token.token_unique_reference = \(tokenReference) RETURNING token.user_id", logger: logger).first
-                var inserted = token
-                if let owner { inserted.userId = try owner.decode(String.self) }
-                result = inserted
+                // The owner as committed (the card row is locked): it may have changed hands since
+                // `token` was made. RETURNING: the token exactly as a later read returns it.
+                let stored = try await connection.all(
+                    "UPDATE token SET user_id = card.user_id FROM card WHERE card.external_card_id = token.external_card_id AND token.token_unique_reference = \(tokenReference) RETURNING \(unescaped: Self.qualifiedTokenColumns)",
+                    logger: logger
+                ).first
+                result = try stored.map(TokenRecord.init(postgres:)) ?? token
             case .update(let token):
                 try await connection.run(
                     """
