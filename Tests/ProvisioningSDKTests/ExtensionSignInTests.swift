@@ -86,7 +86,7 @@ struct ExtensionSignInTests {
         }
         #expect(failure?.description == "sign-in failed: The bank's sign-in page could not be reached.")
         let urlFailure = await #expect(throws: ExtensionSignIn.Failure.self) {
-            try await signIn.signIn { throw URLError(.cannotConnectToHost, userInfo: [NSURLErrorFailingURLStringErrorKey: "bank://signin?code=SECRET-CODE"]) }
+            try await signIn.signIn { throw URLError(.cannotConnectToHost, userInfo: [NSURLErrorFailingURLErrorKey: URL(string: "bank://signin?code=SECRET-CODE")!]) }
         }
         #expect(urlFailure.map { !$0.description.contains("SECRET-CODE") } == true, "\(String(describing: urlFailure))")
 

@@ -17,13 +17,21 @@ struct DatabaseOutageTests {
     /// Runs `body` with a platform on a new SQLite file whose busy timeout is 200 ms, then
     /// removes the file.
     func withSQLiteFile(policy: ActivationPolicy = .inApp, _ body: (TestPlatform, SQLiteStore, String) async throws -> Void) async throws {
+        try await withSQLiteStore(busyTimeout: .milliseconds(200)) { store, path in
+            try await body(try TestPlatform(policy: policy, store: store, secrets: .init()), store, path)
+        }
+    }
+
+    /// Runs `body` with a migrated store on a new SQLite file with `busyTimeout`, then removes
+    /// the file.
+    func withSQLiteStore(busyTimeout: Duration, _ body: (SQLiteStore, String) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("tmp.sqlite").path
-        let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(200))
+        let store = try SQLiteStore(path: path, busyTimeout: busyTimeout)
         try await store.migrate()
-        try await body(try TestPlatform(policy: policy, store: store, secrets: .init()), store, path)
+        try await body(store, path)
     }
 
     /// Runs `body` with a migrated store on a fresh schema of the test server, reached through
@@ -70,44 +78,39 @@ struct DatabaseOutageTests {
     /// queue they fail without beginning a transaction — transactions of their own and group
     /// commits alike — and nothing is stored.
     @Test func writesQueuedBehindALockedWriteFailOnceTheirWaitHasPassed() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outage-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("tmp.sqlite").path
-        let store = try SQLiteStore(path: path, busyTimeout: .milliseconds(300))
-        try await store.migrate()
-        let other = try SQLiteWriteLock(path: path)
-        defer { other.release() }
-        let errors = try await withThrowingTaskGroup(of: (any Error)?.self) { group in
-            for index in 0..<3 {
-                group.addTask {
-                    do {
-                        _ = try await store.takeTokenCommandLease(reference: "T\(index)", holder: "test", for: .seconds(30))
-                        return nil
-                    } catch { return error }
+        try await withSQLiteStore(busyTimeout: .milliseconds(300)) { store, path in
+            let other = try SQLiteWriteLock(path: path)
+            defer { other.release() }
+            let errors = try await withThrowingTaskGroup(of: (any Error)?.self) { group in
+                for index in 0..<3 {
+                    group.addTask {
+                        do {
+                            _ = try await store.takeTokenCommandLease(reference: "T\(index)", holder: "test", for: .seconds(30))
+                            return nil
+                        } catch { return error }
+                    }
+                    group.addTask {
+                        do {
+                            try await store.recordProvisioningAttempt(ProvisioningAttempt(
+                                activationDataId: "a\(index)", externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "n\(index)",
+                                leafFingerprint: "f", createdAt: Date(), expiresAt: Date().addingTimeInterval(600)
+                            ))
+                            return nil
+                        } catch { return error }
+                    }
                 }
-                group.addTask {
-                    do {
-                        try await store.recordProvisioningAttempt(ProvisioningAttempt(
-                            activationDataId: "a\(index)", externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "n\(index)",
-                            leafFingerprint: "f", createdAt: Date(), expiresAt: Date().addingTimeInterval(600)
-                        ))
-                        return nil
-                    } catch { return error }
-                }
+                return try await group.reduce(into: [(any Error)?]()) { $0.append($1) }
             }
-            return try await group.reduce(into: [(any Error)?]()) { $0.append($1) }
+            other.release()
+            #expect(errors.allSatisfy { $0.map(DatabaseUnavailable.isUnavailable) == true }, "\(errors)")
+            // The writer took one transaction, or one batch, at a time; each waited out the busy
+            // timeout. The writes asked for meanwhile had waited longer than that by their turn.
+            let late = errors.compactMap { $0 as? DatabaseUnavailable }.filter { $0.reason.hasPrefix("the database's writer did not take the write within 0.3 s") }
+            #expect(!late.isEmpty, "\(errors)")
+            // Nothing was stored: no lease stands in another holder's way.
+            #expect(try await store.takeTokenCommandLease(reference: "T0", holder: "other", for: .seconds(30)))
+            #expect(try await store.provisioningAttempt(activationDataId: "a0") == nil)
         }
-        other.release()
-        #expect(errors.allSatisfy { $0.map(DatabaseUnavailable.isUnavailable) == true }, "\(errors)")
-        // The writer took one transaction, or one batch, at a time; each waited out the busy
-        // timeout. The writes asked for meanwhile had waited longer than that by their turn.
-        let late = errors.compactMap { $0 as? DatabaseUnavailable }.filter { $0.reason.hasPrefix("the database's writer did not take the write within 0.3 s") }
-        #expect(!late.isEmpty, "\(errors)")
-        // Nothing was stored: no lease stands in another holder's way.
-        #expect(try await store.takeTokenCommandLease(reference: "T0", holder: "other", for: .seconds(30)))
-        #expect(try await store.provisioningAttempt(activationDataId: "a0") == nil)
-        await store.close()
     }
 
     @Test func aWriteBlockedByAnotherProcessesLockIsAnswered503AndStoresNothing() async throws {
