@@ -28,8 +28,23 @@ public enum CardArtImage {
     /// fallback of the issuer's, so that every card ``WalletExtension/status()`` counts is
     /// offered. On Linux the shim's stand-in carries no bytes.
     public static func placeholder() -> CGImage? {
+        plainCard.image
+    }
+
+    /// Made once: every entry without art shows the same image.
+    private static let plainCard = ImmutableImage(makePlainCard())
+
+    /// An image no one changes, shared between threads.
+    ///
+    /// @unchecked: `image` is a constant, and a `CGImage` is immutable.
+    private final class ImmutableImage: @unchecked Sendable {
+        let image: CGImage?
+        init(_ image: CGImage?) { self.image = image }
+    }
+
+    private static func makePlainCard() -> CGImage? {
         #if canImport(CoreGraphics) && canImport(ImageIO)
-        // One byte per pixel, no alpha: 1.5 MB while it lives.
+        // One byte per pixel, no alpha: 1.5 MB, made once.
         guard let context = CGContext(
             data: nil,
             width: renderedWidth,

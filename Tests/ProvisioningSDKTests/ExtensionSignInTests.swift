@@ -91,11 +91,19 @@ struct ExtensionSignInTests {
         #expect(urlFailure.map { !$0.description.contains("SECRET-CODE") } == true, "\(String(describing: urlFailure))")
 
         let cardholder = SignedInCardholder(cardholderToken: "eyJ.secret-jwt.sig", userId: "alice")
-        for text in ["\(cardholder)", String(reflecting: cardholder)] {
+        let session = ExtensionSession(cardholderToken: "eyJ.secret-jwt.sig", expiresAt: Date(timeIntervalSince1970: 0), userId: "alice")
+        func dumped(_ value: Any) -> String {
+            var text = ""
+            dump(value, to: &text)
+            return text
+        }
+        for text in ["\(cardholder)", String(reflecting: cardholder), dumped(cardholder), dumped(session)] {
             #expect(!text.contains("secret-jwt") && text.contains("alice"), "\(text)")
         }
         let request = TransportRequest(method: "POST", url: URL(string: "https://tmp.example/issuer/push-provisioning/cards")!, headers: ["Authorization": "Bearer eyJ.secret-jwt.sig", "Content-Type": "application/json"], body: Data("{}".utf8), timeout: .seconds(5))
         #expect("\(request)" == "POST https://tmp.example/issuer/push-provisioning/cards [Authorization: <redacted>, Content-Type: application/json] 2 bytes")
+        let dumpedRequest = dumped(request)
+        #expect(!dumpedRequest.contains("secret-jwt") && dumpedRequest.contains("<redacted>") && dumpedRequest.contains("bodyBytes: 2"), "\(dumpedRequest)")
     }
 
     @Test func expiryIsReadOnlyFromAWellFormedJWT() {

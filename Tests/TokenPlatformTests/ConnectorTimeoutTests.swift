@@ -38,6 +38,15 @@ struct SlowConnector: TokenServiceConnector {
     func deactivate(_ token: TokenRecord) async throws { try await answer("deactivate", token) }
 }
 
+/// A token service that counts its calls and answers each at once.
+struct CountingConnector: TokenServiceConnector {
+    let calls: Locked<Int>
+    func activate(_ token: TokenRecord) async throws { calls.withValue { $0 += 1 } }
+    func suspend(_ token: TokenRecord) async throws { calls.withValue { $0 += 1 } }
+    func resume(_ token: TokenRecord) async throws { calls.withValue { $0 += 1 } }
+    func deactivate(_ token: TokenRecord) async throws { calls.withValue { $0 += 1 } }
+}
+
 /// A token service whose `activate` ignores cancellation and succeeds when the test says so.
 struct StubbornConnector: TokenServiceConnector {
     let gate = Locked<CheckedContinuation<Void, Never>?>(nil)
@@ -328,6 +337,26 @@ struct ConnectorTimeoutTests {
         try await Task.sleep(for: .milliseconds(50))
         #expect(stubborn.gate.current == nil, "the connector was not called")
         #expect(connector.unfinishedCommands == 0)
+    }
+
+    /// With no time at all, the limit often passes before the command is handed over: only
+    /// then is it "not sent", and then the connector was never called.
+    @Test func aCommandTimedOutBeforeItWasHandedOverWasNeverSent() async throws {
+        let calls = Locked(0)
+        let connector = TimeLimitedTokenServiceConnector(CountingConnector(calls: calls), limit: .zero)
+        for _ in 0..<200 {
+            let before = calls.current
+            do {
+                try await connector.suspend(Self.inactiveToken)
+            } catch let error as TimeLimitedTokenServiceConnector.TimedOutBeforeSending {
+                #expect(error.description == "suspend not sent: its limit of 0 s passed before it could be handed to the token service")
+                // The command task may still be starting: give it time to call, were it going to.
+                try await Task.sleep(for: .milliseconds(1))
+                #expect(calls.current == before, "a command reported not sent reached the connector")
+            } catch is TimeLimitedTokenServiceConnector.TimedOut {
+                // Handed over, then given up at the limit.
+            }
+        }
     }
 
     @Test func aCommandThatFailsInTimeFailsWithItsOwnError() async throws {

@@ -673,6 +673,7 @@ struct LifecycleRaceTests {
         #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.EarlierCommandUnfinished(command: "suspend")))
         #expect(TokenServiceCommandOutcome.neverSent(UnconfiguredTokenServiceConnector.NotConfigured()))
         #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.CancelledBeforeSending(command: "suspend")))
+        #expect(TokenServiceCommandOutcome.neverSent(TimeLimitedTokenServiceConnector.TimedOutBeforeSending(command: "suspend", limit: .seconds(10))))
         #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotConnectToHost)))
         #expect(TokenServiceCommandOutcome.neverSent(URLError(.cannotFindHost)))
     }

@@ -68,6 +68,36 @@ struct LifecycleRouteTests {
         }
     }
 
+    /// A card stored under an id holding a card number (before the id rule) is named
+    /// redacted in the refusal of its PAN's replacement, as in every other message.
+    @Test func aPANReplacementRefusalNamesALegacyCardIdRedacted() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let id = "4111----1111----1111----1111"
+            let pan = try PrimaryAccountNumber("4111111111111111")
+            let vault = platform.environment.vault
+            let now = platform.clock.current
+            let card = CardRecord(
+                externalCardId: id, userId: "alice", encryptedPAN: try vault.encrypt(pan, cardID: id).serialized, panLookupHash: vault.lookupHash(pan),
+                panLast4: pan.last4, panUniqueReference: "PUR-LEGACY", expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa,
+                productTitle: "Gold", artId: nil, status: .active, createdAt: now, updatedAt: now
+            )
+            _ = try await platform.store.putCard(card, audit: AuditEntry(at: now, actor: "test", action: "card.create", subject: "card:\(id)", detail: ""))
+            let token = TokenRecord(
+                tokenUniqueReference: "T1", externalCardId: id, panUniqueReference: "PUR-LEGACY", userId: "alice", deviceType: .phone, status: .active,
+                authorizationPath: .green, suspendedBy: nil, tokenLast4: nil, createdAt: now, updatedAt: now
+            )
+            _ = try await platform.store.applyTokenEvent(eventId: "e1", event: .created, tokenReference: "T1", audit: AuditEntry(at: now, actor: "test", action: "token.create", subject: "token:T1", detail: "")) { _, _ in .insert(token) }
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "deactivate" { throw URLError(.timedOut) } } }
+            let body = CardUpsertRequest(userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("5555555555554444"), expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .mastercard, productTitle: "Gold")
+            let refused = try await api.send(.put, "/lifecycle/cards/\(id)", as: .issuer, json: body)
+            #expect(refused.status == .serviceUnavailable, "\(refused.text)")
+            let message = try #require(refused.error?.message)
+            #expect(message.hasPrefix("replacing the PAN of card ") && message.contains("needs the token service to deactivate its 1 live tokens"), "\(message)")
+            #expect(!message.contains("4111") && !refused.text.contains("4111"), "\(refused.text)")
+        }
+    }
+
     @Test func aPANCanBelongToOneCardOnly() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -85,6 +85,7 @@ struct SQLiteFileCheckTests {
             (database.path, [], "has mode 640"), (folder, [], folder),
             (dangling, [], "is a symbolic link to \(database.directory)/missing.sqlite, which does not exist"),
             (missing, ["--no-migrate"], "lacks migrations v1,"),
+            (dangling, ["--no-migrate"], "is a symbolic link to \(database.directory)/missing.sqlite, which does not exist"),
         ] {
             let dataDirectory = database.directory + "/fresh-\(UUID().uuidString)"
             let result = try await CLI.run(["serve", "--port", "0", "--data-dir", dataDirectory, "--database", path] + options, timeout: .seconds(30))

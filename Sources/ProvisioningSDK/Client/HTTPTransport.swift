@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Its description shows the method, the URL, the header names (an `Authorization` value
 /// redacted) and the body's size: never the cardholder token or the body.
-public struct TransportRequest: Sendable, Hashable, CustomStringConvertible {
+public struct TransportRequest: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// `GET` or `POST`.
     public var method: String
     /// The absolute URL.
@@ -35,10 +35,24 @@ public struct TransportRequest: Sendable, Hashable, CustomStringConvertible {
 
     /// `POST https://… [Authorization: <redacted>, Content-Type: application/json] 123 bytes`.
     public var description: String {
-        let fields = headers.sorted { $0.key < $1.key }.map { name, value in
-            "\(name): \(name.caseInsensitiveCompare("Authorization") == .orderedSame ? "<redacted>" : value)"
-        }
+        let fields = redactedHeaders.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         return "\(method) \(url.absoluteString) [\(fields.joined(separator: ", "))] \(body?.count ?? 0) bytes"
+    }
+
+    /// The same, as children for `dump` and debuggers: the body by its size only.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: ["method": method, "url": url, "headers": redactedHeaders, "bodyBytes": body?.count ?? 0, "timeout": timeout, "maximumResponseSize": maximumResponseSize as Any],
+            displayStyle: .struct
+        )
+    }
+
+    /// The header fields with the `Authorization` value replaced.
+    private var redactedHeaders: [String: String] {
+        headers.reduce(into: [:]) { fields, field in
+            fields[field.key] = field.key.caseInsensitiveCompare("Authorization") == .orderedSame ? "<redacted>" : field.value
+        }
     }
 }
 

@@ -7,7 +7,7 @@ import ProvisioningModels
 /// Written by the authorization (UI) extension after the cardholder signed in
 /// (``ExtensionSignIn``), read by the non-UI extension. It lives in a ``SecretStore`` only.
 /// Its description never shows the token.
-public struct ExtensionSession: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct ExtensionSession: Sendable, Hashable, Codable, CustomStringConvertible, CustomReflectable {
     /// The cardholder JWT.
     public var cardholderToken: String
     /// When the extensions stop using it.
@@ -25,6 +25,11 @@ public struct ExtensionSession: Sendable, Hashable, Codable, CustomStringConvert
     /// Whether it may still be used at `now`.
     public func isValid(at now: Date) -> Bool {
         now < expiresAt && !cardholderToken.isEmpty && !userId.isEmpty
+    }
+
+    /// The user and the expiry; never the token (for `dump` and debuggers too).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["userId": userId, "expiresAt": expiresAt, "cardholderToken": "<redacted>"], displayStyle: .struct)
     }
 
     /// The user and the expiry; never the token.

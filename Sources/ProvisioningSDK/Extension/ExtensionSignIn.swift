@@ -2,7 +2,7 @@ import Foundation
 
 /// The cardholder the app's own sign-in produced in the authorization (UI) extension.
 /// Its description never shows the token.
-public struct SignedInCardholder: Sendable, CustomStringConvertible {
+public struct SignedInCardholder: Sendable, CustomStringConvertible, CustomReflectable {
     /// The cardholder JWT.
     public var cardholderToken: String
     /// The cardholder's user id (the JWT's `sub`).
@@ -15,6 +15,11 @@ public struct SignedInCardholder: Sendable, CustomStringConvertible {
         self.cardholderToken = cardholderToken
         self.userId = userId
         self.tokenExpiresAt = tokenExpiresAt
+    }
+
+    /// The user and the expiry; never the token (for `dump` and debuggers too).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["userId": userId, "tokenExpiresAt": tokenExpiresAt as Any, "cardholderToken": "<redacted>"], displayStyle: .struct)
     }
 
     /// The user and the expiry; never the token.

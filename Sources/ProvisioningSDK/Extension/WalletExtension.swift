@@ -262,9 +262,10 @@ public final class WalletExtension: Sendable {
         }
     }
 
-    /// The longest the extension waits for the shared folder's lock (1 s): the app holds it
-    /// for milliseconds, to wipe the folder at sign-out.
-    static let lockPatience: Duration = .seconds(1)
+    /// The longest the extension waits for the shared folder's lock (250 ms): the app holds it
+    /// for milliseconds, to wipe the folder at sign-out. It comes on top of the refresh and art
+    /// budgets (at most 19 s together), so Wallet's 20 s still hold.
+    static let lockPatience: Duration = .milliseconds(250)
 
     /// Fetches art for `ids` within the art budget; whatever arrived in time is stored, each
     /// file only while `session` is still the stored one (art fetched for a cardholder who

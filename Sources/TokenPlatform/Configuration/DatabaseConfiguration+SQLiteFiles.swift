@@ -63,8 +63,10 @@ extension DatabaseConfiguration {
     /// - With `creating`, a missing database whose nearest existing directory this process
     ///   cannot write (the file, or the folders to it, would have to be made there).
     ///
-    /// A missing database without `creating` is the caller's to report (nil here), and so is
-    /// a symbolic link to a file that does not exist (``openStore(logger:)`` explains it).
+    /// - A symbolic link to a file that does not exist (SQLite would create its target
+    ///   readable by others; ``danglingLinkProblem(at:)``).
+    ///
+    /// A missing database without `creating` is the caller's to report (nil here).
     /// Through a symbolic link, the directory that counts is the target's, where SQLite puts
     /// the `-wal` and `-shm` files.
     package static func sqliteAccessProblem(at path: String, creating: Bool) -> String? {
@@ -90,9 +92,10 @@ extension DatabaseConfiguration {
         let failure = errno
         var link = stat()
         if lstat(path, &link) == 0, link.st_mode & S_IFMT == S_IFLNK {
-            // A dangling link is refused before a first start makes keys and secrets; an
-            // unreachable one is left to opening it, which says why.
-            return failure == ENOENT && creating ? danglingLinkProblem(at: path) : nil
+            // A dangling link is refused here (before a first start makes keys and secrets, and
+            // rather than taken for a database lacking its migrations); an unreachable one is
+            // left to opening it, which says why.
+            return failure == ENOENT ? danglingLinkProblem(at: path) : nil
         }
         switch failure {
         case EACCES:

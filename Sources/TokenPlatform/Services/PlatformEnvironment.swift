@@ -154,10 +154,8 @@ extension PlatformEnvironment {
             at: now(), actor: actor, action: Self.commandNotRecorded, subject: "token:\(reference)",
             detail: "\(command) confirmed by the token service; TMP's record not changed: \(why)"
         )
-        let store = store
         do {
-            // In a task of its own, as the outcome it goes with (``recordCommandOutcome(reference:audit:_:)``).
-            try await Task { try await store.recordAudit(entry) }.value
+            try await recordCommandAudit(entry)
         } catch {
             logger.error(
                 "could not record a token service command in the audit trail",
@@ -167,13 +165,22 @@ extension PlatformEnvironment {
     }
 
     /// ``TMPStore/updateToken(reference:audit:_:)`` for the outcome of a command the token
-    /// service carried out (or may have), run in a task of its own: a caller cancelled once the
-    /// command was sent (a shutdown past its grace, say) still records what the token service
-    /// now holds, and its audit entry, rather than leave them to the token service's event and
-    /// the realignment — a store may refuse a cancelled task's work.
+    /// service answered, run in a task of its own: a caller cancelled after that answer (a
+    /// shutdown past its grace, say) still records what the token service now holds, and its
+    /// audit entry, rather than leave them to the token service's event and the realignment —
+    /// a store may refuse a cancelled task's work. (A caller cancelled while its command is
+    /// with the token service is answered at once, the command not confirmed: see
+    /// ``TimeLimitedTokenServiceConnector``.)
     func recordCommandOutcome(reference: String, audit: AuditEntry, _ decide: @escaping @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         let store = store
         return try await Task { try await store.updateToken(reference: reference, audit: audit, decide) }.value
+    }
+
+    /// ``TMPStore/recordAudit(_:)`` for a command the token service answered, in a task of its
+    /// own as ``recordCommandOutcome(reference:audit:_:)``.
+    func recordCommandAudit(_ entry: AuditEntry) async throws {
+        let store = store
+        try await Task { try await store.recordAudit(entry) }.value
     }
 
     /// Just before a suspension is sent for `token`, as TMP records it in the command's turn.

@@ -44,6 +44,18 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
         public var description: String { "\(command) not sent: its caller was cancelled first" }
     }
 
+    /// The error of a command whose limit passed before it was handed to the token service
+    /// connector (an executor too busy to start it in time): nothing was sent.
+    public struct TimedOutBeforeSending: TokenServiceCommandNotSent, Sendable, Hashable, CustomStringConvertible {
+        /// The command not sent.
+        public var command: String
+        /// The limit that passed.
+        public var limit: Duration
+
+        /// Says which command was not sent and why; never names a card or a PAN.
+        public var description: String { "\(command) not sent: its limit of \(limit.formattedSeconds) passed before it could be handed to the token service" }
+    }
+
     /// The default limit of one command: 10 seconds.
     public static let defaultLimit: Duration = .seconds(10)
 
@@ -95,7 +107,7 @@ public struct TimeLimitedTokenServiceConnector: TokenServiceConnector {
     /// outlives its caller. Cancelling the caller cancels the command and answers
     /// `CancellationError` at once; a caller cancelled before the command was handed to `call`
     /// sends nothing and gets ``CancelledBeforeSending``. The limit passing before the command
-    /// was handed over (a starved executor) answers ``TimedOut`` and sends nothing either.
+    /// was handed over (a starved executor) sends nothing either: ``TimedOutBeforeSending``.
     private func run(_ command: String, _ token: TokenRecord, _ call: @escaping @Sendable (TokenRecord) async throws -> Void) async throws {
         let (limit, clock, abandoned) = (limit, clock, abandoned)
         let reference = token.tokenUniqueReference
@@ -233,9 +245,13 @@ private final class Race: @unchecked Sendable {
                     registered = true
                     abandoned.add(token)
                 }
-            } else if case .failure(let error) = outcome, error is CancellationError {
+            } else if case .failure(let error) = outcome {
                 // Never handed over, and from now on it cannot be: nothing was sent.
-                outcome = .failure(TimeLimitedTokenServiceConnector.CancelledBeforeSending(command: command))
+                if error is CancellationError {
+                    outcome = .failure(TimeLimitedTokenServiceConnector.CancelledBeforeSending(command: command))
+                } else if let timedOut = error as? TimeLimitedTokenServiceConnector.TimedOut {
+                    outcome = .failure(TimeLimitedTokenServiceConnector.TimedOutBeforeSending(command: command, limit: timedOut.limit))
+                }
             }
             guard let continuation else {
                 early = outcome

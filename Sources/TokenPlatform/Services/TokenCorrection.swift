@@ -113,7 +113,7 @@ struct TokenCorrection {
             do {
                 try await environment.tokenService.resume(now)
                 let resent = AuditEntry(at: environment.now(), actor: actor, action: "token.active", subject: "token:\(reference)", detail: "resume sent again: customer service resumed the token while its suspension was sent again")
-                try? await environment.store.recordAudit(resent)
+                try? await environment.recordCommandAudit(resent)
                 return .undone(now)
             } catch {
                 environment.logger.error(
@@ -171,7 +171,7 @@ struct TokenCorrection {
             current.pendingCommand == command ? .setPending(nil) : .unchanged
         }
         if written { return recorded }
-        do { try await environment.store.recordAudit(audit) } catch {
+        do { try await environment.recordCommandAudit(audit) } catch {
             environment.logger.error("could not record a re-sent command in the audit trail", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"])
             return nil
         }
@@ -183,7 +183,7 @@ struct TokenCorrection {
     private func writePending(of token: TokenRecord, audit: AuditEntry, _ decide: @escaping @Sendable (TokenRecord) -> TokenChange) async -> (token: TokenRecord, written: Bool) {
         let reference = token.tokenUniqueReference
         do {
-            return switch try await environment.store.updateToken(reference: reference, audit: audit, { current, _ in decide(current) }) {
+            return switch try await environment.recordCommandOutcome(reference: reference, audit: audit, { current, _ in decide(current) }) {
             case .updated(_, let after): (after, true)
             case .unchanged(let current), .rejected(let current, _): (current, false)
             case .notFound: (token, false)

@@ -31,7 +31,8 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
     }
 
     /// A SQLite write whose turn on the writer queue came later than `wait` after it was
-    /// asked for: it began nothing, so nothing of it was stored.
+    /// asked for, while another process held the database's lock: it began nothing, so
+    /// nothing of it was stored.
     static func writerBusy(_ wait: Duration) -> DatabaseUnavailable {
         var error = DatabaseUnavailable("the database's writer did not take the write within \(wait.formattedSeconds) (another process holding its lock, or a disk this slow)")
         error.waitRanOut = true

@@ -19,7 +19,8 @@ import NIOConcurrencyHelpers
 ///   but its database statements;
 /// - if the commit itself fails, every caller in the batch gets that error;
 /// - with one caller at a time nothing waits: the first write starts a transaction at once;
-/// - a write not taken into a transaction within the queue wait fails without running.
+/// - a write not taken into a transaction within the queue wait, when a write has failed
+///   since for a lock another process holds, fails without running.
 ///
 /// Only writes that do not depend on each other belong here (inserts of new rows); writes
 /// that read and decide keep their own transaction through `DatabaseWriter.write`. Both run
@@ -39,15 +40,20 @@ package final class GroupCommit: Sendable {
     package static let maximumBatch = 512
 
     private let writer: any DatabaseWriter
-    /// The longest a write may wait to be taken into a transaction; nil for no limit.
+    /// The longest a write may wait to be taken into a transaction once a write queued after it
+    /// found the database locked; nil for no limit.
     private let queueWait: Duration?
+    /// When a write on `writer` last failed for a lock another process held.
+    private let busy: WriterBusyRecord
     private let state = NIOLockedValueBox(State())
 
-    /// Group commit on `writer`; a write not taken into a transaction within `queueWait` of
-    /// being queued fails (``DatabaseUnavailable``) without running.
-    package init(writer: any DatabaseWriter, queueWait: Duration? = nil) {
+    /// Group commit on `writer`. A write still waiting to be taken into a transaction
+    /// `queueWait` after it was queued, when a write has failed for a lock another process
+    /// held since (``WriterBusyRecord``), fails (``DatabaseUnavailable``) without running.
+    package init(writer: any DatabaseWriter, queueWait: Duration? = nil, busy: WriterBusyRecord = WriterBusyRecord()) {
         self.writer = writer
         self.queueWait = queueWait
+        self.busy = busy
     }
 
     /// Writes queued and not yet taken into a transaction (diagnostics and tests).
@@ -102,9 +108,11 @@ package final class GroupCommit: Sendable {
             // busy timeout of a lock another process holds) fail without running.
             if let queueWait = self.queueWait {
                 let now = ContinuousClock.now
-                let late = batch.filter { now - $0.queuedAt > queueWait }
+                let busy = self.busy
+                func isLate(_ queuedAt: ContinuousClock.Instant) -> Bool { now - queuedAt > queueWait && busy.failed(since: queuedAt) }
+                let late = batch.filter { isLate($0.queuedAt) }
                 if !late.isEmpty {
-                    batch.removeAll { now - $0.queuedAt > queueWait }
+                    batch.removeAll { isLate($0.queuedAt) }
                     for item in late { item.fail(DatabaseUnavailable.writerBusy(queueWait)) }
                     if batch.isEmpty { return }
                 }
@@ -136,8 +144,30 @@ package final class GroupCommit: Sendable {
                 for answer in answers { answer(nil) }
             } catch {
                 // BEGIN or COMMIT failed: nothing in this batch was stored.
+                self.busy.note(error)
                 for item in batch { item.fail(error) }
             }
         }
+    }
+}
+
+/// When a write on one SQLite writer last failed because another process held the database's
+/// lock past the busy timeout: writes queued before that are then known to wait for a lock
+/// still held, and need not each wait out the timeout again.
+package final class WriterBusyRecord: Sendable {
+    private let last = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+
+    package init() {}
+
+    /// Notes `error` if it is SQLite's busy (a lock held past the busy timeout).
+    package func note(_ error: any Error) {
+        guard let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY else { return }
+        let now = ContinuousClock.now
+        last.withLockedValue { $0 = now }
+    }
+
+    /// Whether a write failed busy after `instant`.
+    package func failed(since instant: ContinuousClock.Instant) -> Bool {
+        last.withLockedValue { $0.map { $0 > instant } ?? false }
     }
 }

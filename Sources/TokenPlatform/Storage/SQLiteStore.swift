@@ -13,6 +13,8 @@ public struct SQLiteStore: TMPStore {
     /// The longest a write may wait for its turn on the writer queue (the busy timeout; nil,
     /// no limit, in memory, where no other process can hold the lock).
     private let queueWait: Duration?
+    /// When a write last failed for a lock another process held (shared with ``groupCommit``).
+    private let busy = WriterBusyRecord()
     /// Read-only connections for the single-statement reads (nil in memory); see `read(_:)`.
     private let readers: ReadConnections?
     /// Every call into the connections passes it; ``close()`` shuts it first.
@@ -39,7 +41,7 @@ public struct SQLiteStore: TMPStore {
         // sync among the writes of a batch. Only the writer connection commits.
         try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         queueWait = busyTimeout
-        groupCommit = GroupCommit(writer: writer, queueWait: busyTimeout)
+        groupCommit = GroupCommit(writer: writer, queueWait: busyTimeout, busy: busy)
         readers = try ReadConnections(path: path, count: configuration.maximumReaderCount, busyTimeout: busyTimeout)
     }
 
@@ -53,7 +55,7 @@ public struct SQLiteStore: TMPStore {
     private init(writer: any DatabaseWriter) {
         self.writer = writer
         self.queueWait = nil
-        self.groupCommit = GroupCommit(writer: writer, queueWait: nil)
+        self.groupCommit = GroupCommit(writer: writer, queueWait: nil, busy: busy)
         self.readers = nil
     }
 
@@ -91,23 +93,29 @@ public struct SQLiteStore: TMPStore {
     /// `writer.write` once past the gate: a transaction of its own on the writer queue.
     ///
     /// A write whose turn on the writer queue came more than the queue wait after it was asked
-    /// for fails at once (``DatabaseUnavailable``, `503`) without beginning a transaction: while
-    /// another process holds the database's lock, each write ahead of it waited out its busy
-    /// timeout, and the ones behind must not each wait for theirs in turn.
+    /// for, when a write failed busy since (another process holds the database's lock past the
+    /// busy timeout), fails at once (``DatabaseUnavailable``, `503`) without beginning a
+    /// transaction: the ones behind a write that waited out its busy timeout must not each
+    /// wait for theirs in turn. A write that merely waited behind slow ones goes ahead.
     private func write<T: Sendable>(_ updates: @Sendable (Database) throws -> T) async throws -> T {
         try gate.enter()
         defer { gate.leave() }
         let asked = ContinuousClock.now
-        let queueWait = queueWait
-        return try await writer.writeWithoutTransaction { db in
-            if let queueWait, ContinuousClock.now - asked > queueWait { throw DatabaseUnavailable.writerBusy(queueWait) }
-            var result: T?
-            try db.inTransaction {
-                result = try updates(db)
-                return .commit
+        let (queueWait, busy) = (queueWait, busy)
+        do {
+            return try await writer.writeWithoutTransaction { db in
+                if let queueWait, ContinuousClock.now - asked > queueWait, busy.failed(since: asked) { throw DatabaseUnavailable.writerBusy(queueWait) }
+                var result: T?
+                try db.inTransaction {
+                    result = try updates(db)
+                    return .commit
+                }
+                guard let result else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "transaction body did not run") }
+                return result
             }
-            guard let result else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "transaction body did not run") }
-            return result
+        } catch {
+            busy.note(error)
+            throw error
         }
     }
 
