@@ -31,8 +31,11 @@ package final class GroupCommit: Sendable {
     /// is known (`nil` = committed, else the commit's error).
     private typealias Item = @Sendable (Database, _ isolated: Bool) -> (succeeded: Bool, answer: @Sendable ((any Error)?) -> Void)
 
+    /// A queued write, how to fail it unrun, and when it was queued.
+    private typealias Queued = (run: Item, fail: @Sendable (any Error) -> Void, queuedAt: ContinuousClock.Instant)
+
     private struct State {
-        var queue: [(run: Item, fail: @Sendable (any Error) -> Void, queuedAt: ContinuousClock.Instant)] = []
+        var queue: [Queued] = []
         var draining = false
     }
 
@@ -104,16 +107,20 @@ package final class GroupCommit: Sendable {
             }
             if batch.isEmpty { return }
             defer { self.drain() }
-            // Writes that waited past the limit (the batches ahead of them each waited out the
-            // busy timeout of a lock another process holds) fail without running.
+            // Writes that waited past the limit while a lock another process holds made a write
+            // fail busy since they were queued fail without running.
             if let queueWait = self.queueWait {
                 let now = ContinuousClock.now
                 let busy = self.busy
-                func isLate(_ queuedAt: ContinuousClock.Instant) -> Bool { now - queuedAt > queueWait && busy.failed(since: queuedAt) }
-                let late = batch.filter { isLate($0.queuedAt) }
+                // Judged once per write: a busy failure noted meanwhile must not split the two.
+                var onTime: [Queued] = []
+                var late: [@Sendable (any Error) -> Void] = []
+                for item in batch {
+                    if now - item.queuedAt > queueWait, busy.failed(since: item.queuedAt) { late.append(item.fail) } else { onTime.append(item) }
+                }
                 if !late.isEmpty {
-                    batch.removeAll { isLate($0.queuedAt) }
-                    for item in late { item.fail(DatabaseUnavailable.writerBusy(queueWait)) }
+                    batch = onTime
+                    for fail in late { fail(DatabaseUnavailable.writerBusy(queueWait)) }
                     if batch.isEmpty { return }
                 }
             }
