@@ -15,7 +15,7 @@ import TokenPlatform
         let commits = CommitCounter()
         let group: GroupCommit
 
-        init() throws {
+        init(queueWait: Duration? = nil, busy: WriterBusyRecord = WriterBusyRecord()) throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("group-commit-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             var configuration = Configuration()
@@ -27,7 +27,7 @@ import TokenPlatform
                 try db.execute(sql: "CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER NOT NULL REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
             }
             pool.add(transactionObserver: commits, extent: .observerLifetime)
-            group = GroupCommit(writer: pool)
+            group = GroupCommit(writer: pool, queueWait: queueWait, busy: busy)
         }
 
         func insert(_ id: Int) async throws -> Int {
@@ -68,6 +68,32 @@ import TokenPlatform
         func databaseDidChange(with event: DatabaseEvent) {}
         func databaseDidCommit(_ db: Database) { lock.withLock { committed += 1 } }
         func databaseDidRollback(_ db: Database) { lock.withLock { rolledBack += 1 } }
+    }
+
+    /// A write that waited past the queue wait behind slow writes is taken all the same; one
+    /// queued before a write failed busy (a lock another process holds) fails unrun.
+    @Test func aLateWriteFailsOnlyOnceALockFailedAWriteSinceItWasQueued() async throws {
+        let busy = WriterBusyRecord()
+        let fixture = try Fixture(queueWait: .milliseconds(20), busy: busy)
+        defer { fixture.remove() }
+        var gate = fixture.holdWriter()
+        let first = Task { try await fixture.insert(1) }
+        try await fixture.waitForQueued(1)
+        try await Task.sleep(for: .milliseconds(60))
+        gate.signal()
+        #expect(try await first.value == 1)
+
+        gate = fixture.holdWriter()
+        let second = Task { try await fixture.insert(2) }
+        try await fixture.waitForQueued(1)
+        try await Task.sleep(for: .milliseconds(60))
+        busy.note(DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked"))
+        gate.signal()
+        let refused = await #expect(throws: DatabaseUnavailable.self) { try await second.value }
+        #expect(refused?.reason.hasPrefix("the database's writer did not take the write within 0.02 s") == true, "\(String(describing: refused))")
+        #expect(try fixture.count("item") == 1)
+        // Once taken, later writes go ahead again (the failure came before they were queued).
+        #expect(try await fixture.insert(3) == 3)
     }
 
     @Test func aLoneWriteCommitsAtOnce() async throws {
