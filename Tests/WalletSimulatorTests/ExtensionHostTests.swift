@@ -16,6 +16,8 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     var requiresAuthentication = false
     var passEntriesAvailable = true
     var remotePassEntriesAvailable = false
+    /// The entries list comes back empty whatever `status` said.
+    var offersNothing = false
     /// The account the entry targets (nil: none set).
     var offeredAccount: String?
     /// The entry's title and art size, and a last change to its configuration.
@@ -53,7 +55,8 @@ final class HandwrittenExtension: PKIssuerProvisioningExtensionHandler, @uncheck
     }
 
     override func passEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
-        completion([entry(identifier: "card-mc")])
+        let offered = entry(identifier: "card-mc")
+        completion(offersNothing ? [] : [offered])
     }
 
     override func remotePassEntries(completion: @escaping ([PKIssuerProvisioningExtensionPassEntry]) -> Void) {
@@ -298,6 +301,18 @@ struct ExtensionHostTests {
         _ = await host.status(of: handler)
         #expect(await host.entries(of: handler, for: .phone).violations == ["Wallet does not ask passEntries: status said no cards can be added to the iPhone"])
         #expect(handler.entryCalls == 1)
+    }
+
+    /// `passEntriesAvailable` promises at least one entry: an empty list after it is reported
+    /// (Wallet would show the issuer with nothing to add).
+    @Test func anEmptyListAfterAStatusThatPromisedEntriesIsAViolation() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.offersNothing = true
+        let host = patientHost()
+        _ = await host.status(of: handler)
+        let entries = await host.entries(of: handler, for: .phone)
+        #expect(entries.value == [])
+        #expect(entries.violations == ["status said cards can be added to the iPhone, but passEntries offered none"])
     }
 
     @Test func aLateStatusLetsWalletAskForNothing() async throws {

@@ -124,7 +124,8 @@ public struct SimulatedExtensionHost: Sendable {
     /// a payment configuration with the cardholder name, the card's last digits and the
     /// payment network — and must not offer a card already on that device (a live pass of its
     /// `primaryAccountIdentifier`, or without one, of its last digits). Every entry that
-    /// falls short is a violation of the call; the entries are returned as answered.
+    /// falls short is a violation of the call, and so is an empty list after a `status` that
+    /// said entries were available ("at least one"); the entries are returned as answered.
     ///
     /// Wallet asks only after a `status` that allows it (see the type's description); asked
     /// out of that order, the handler is not called and the call comes back with no value and
@@ -142,6 +143,11 @@ public struct SimulatedExtensionHost: Sendable {
         flows.recordOffer(entries.value ?? [], of: handler, device: device)
         guard let offered = entries.value else { return entries }
         var checked = entries
+        if offered.isEmpty {
+            // `passEntriesAvailable` promises at least one (PassKit's header): Wallet would show
+            // the issuer with nothing to add.
+            checked.violations.append("status said cards can be added to the \(device == .watch ? "Apple Watch" : "iPhone"), but \(name) offered none")
+        }
         checked.violations += offered.flatMap { shortcomings(of: $0) }
         return checked
     }
