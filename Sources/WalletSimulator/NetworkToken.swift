@@ -6,8 +6,9 @@ import ProvisioningModels
 public struct NetworkToken: Sendable, Hashable {
     /// The token reference; the pass's `deviceAccountIdentifier`.
     public var tokenUniqueReference: String
-    /// The card's reference at TMP; the pass's `primaryAccountIdentifier`, shared by the
-    /// card's passes on iPhone and Watch.
+    /// The card's reference at TMP (its `panUniqueReference`). Not the pass's
+    /// `primaryAccountIdentifier`: Wallet makes that one itself, per card account, shared by
+    /// the card's passes on iPhone and Watch.
     public var panUniqueReference: String
     /// Last four digits of the card number; the pass's `primaryAccountNumberSuffix`.
     public var panLast4: String

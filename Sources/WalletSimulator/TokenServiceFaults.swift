@@ -20,6 +20,10 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// When set, the token service's own risk check declines every tokenization with this
     /// reason code, before it asks TMP (so TMP records nothing).
     public var declineTokenization: String?
+    /// When set, the token service's own risk check turns an issuer's approval (green) into
+    /// additional authentication (yellow), as a network may: the token is created INACTIVE
+    /// and waits for the issuer app's activation.
+    public var downgradeApprovalToYellow: Bool
     /// Operations that hang for ``hangDuration`` and then fail as timed out, changing nothing.
     ///
     /// A timed-out decision has reached TMP (TMP decided and used the activation data), but
@@ -45,6 +49,7 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// Creates a set of faults; the default injects none.
     public init(
         declineTokenization: String? = nil,
+        downgradeApprovalToYellow: Bool = false,
         timeOut: Set<TokenServiceOperation> = [],
         applyThenTimeOut: Set<TokenServiceOperation> = [],
         retryTimedOutDecision: Bool = false,
@@ -53,6 +58,7 @@ public struct TokenServiceFaults: Sendable, Hashable {
         duplicateEvents: Set<TokenEventType> = []
     ) {
         self.declineTokenization = declineTokenization
+        self.downgradeApprovalToYellow = downgradeApprovalToYellow
         self.timeOut = timeOut
         self.applyThenTimeOut = applyThenTimeOut
         self.retryTimedOutDecision = retryTimedOutDecision

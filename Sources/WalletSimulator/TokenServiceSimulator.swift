@@ -212,7 +212,7 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         let path: AuthorizationPath
         switch decision.decision {
         case .declined: return .declined(TokenizationDecline(reason: decision.reason, source: .issuer))
-        case .approved: path = .green
+        case .approved: path = configuration.faults.downgradeApprovalToYellow ? .yellow : .green
         case .requireAdditionalAuthentication: path = .yellow
         }
         guard let panUniqueReference = decision.panUniqueReference, !panUniqueReference.isEmpty else {

@@ -22,6 +22,28 @@ struct FaultInjectionTests {
         }
     }
 
+    /// The network turns TMP's green into yellow (its own risk check): TMP records the token
+    /// INACTIVE, as the network holds it, and the issuer app's activation makes it ACTIVE.
+    @Test func anApprovalTheNetworkTurnsYellowWaitsForTheAppsActivation() async throws {
+        let tmp = try await LiveTMP(policy: .immediate)
+        try await tmp.run { session in
+            let card = try await session.putCard("c1")
+            await session.simulator.setFaults(TokenServiceFaults(downgradeApprovalToYellow: true))
+            let outcome = try await session.simulator.tokenize(try await session.addPaymentPass("c1").tokenization)
+            let token = try #require(outcome.token)
+            #expect(token.status == .inactive && token.authorizationPath == .yellow)
+            #expect(try await tmp.store.latestTokenizationDecision(panUniqueReference: card.panUniqueReference, deviceType: .phone)?.decision == .approved)
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(token.tokenUniqueReference)?.status == .inactive)
+
+            await session.simulator.setFaults(.none)
+            #expect(try await session.activate(token.tokenUniqueReference).issuerMobileAppAuthResponse == .approved)
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.token(token.tokenUniqueReference)?.status == .active)
+            #expect(try await session.tmpToken(token.tokenUniqueReference)?.status == .active)
+        }
+    }
+
     @Test func aDecisionThatComesTooLateIsDeclinedAndCreatesNoToken() async throws {
         let tmp = try await LiveTMP(policy: .immediate)
         try await tmp.run { session in
