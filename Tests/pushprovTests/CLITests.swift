@@ -105,23 +105,21 @@ struct CLI {
     }
 
     private static func runBlocking(_ arguments: [String], environment: [String: String], currentDirectory: String?, timeout: Duration, asUser user: UInt32?) throws -> Result {
-        let process = Process()
+        let executable: String
+        let fullArguments: [String]
         if let user {
-            process.executableURL = URL(fileURLWithPath: setpriv)
-            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", binary.path] + arguments
+            executable = setpriv
+            fullArguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", binary.path] + arguments
         } else {
-            process.executableURL = binary
-            process.arguments = arguments
+            executable = binary.path
+            fullArguments = arguments
         }
-        process.environment = childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment)
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
+        let process = try SpawnedProcess(
+            executable: executable, arguments: fullArguments,
+            environment: childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment),
+            currentDirectory: currentDirectory, output: .separate
+        )
         let watchdog = Watchdog()
-        process.terminationHandler = { _ in watchdog.exit() }
-        try process.run()
         // SIGTERM at the limit (a server stops on it), SIGKILL if that has not ended it in 5 s.
         let pid = process.processIdentifier
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
@@ -131,9 +129,10 @@ struct CLI {
             guard watchdog.finished.wait(timeout: .now() + 5) == .timedOut else { return }
             watchdog.stop(pid, with: SIGKILL)
         }.start()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let stdout = process.standardOutput?.readDataToEndOfFile() ?? Data()
+        let stderr = process.standardError?.readDataToEndOfFile() ?? Data()
         process.waitUntilExit()
+        watchdog.exit()
         if watchdog.stoppedIt { throw Timeout(arguments: arguments, limit: timeout) }
         return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }

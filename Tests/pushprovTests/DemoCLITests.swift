@@ -114,15 +114,11 @@ struct DemoCLITests {
     }
 
     /// Starts `pushprov demo` (its output discarded) with `temporaryFolder` as its `TMPDIR`.
-    static func startDemo(temporaryFolder: URL) throws -> Process {
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["demo"]
-        process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporaryFolder.path])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    static func startDemo(temporaryFolder: URL) throws -> SpawnedProcess {
+        try SpawnedProcess(
+            executable: CLI.binary.path, arguments: ["demo"],
+            environment: CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: ["TMPDIR": temporaryFolder.path]), output: .discarded
+        )
     }
 
     /// The process ids whose parent is `parent` (from /proc).

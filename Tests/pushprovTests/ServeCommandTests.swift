@@ -12,7 +12,7 @@ import FoundationNetworking
 struct ServeCommandTests {
     final class Server: @unchecked Sendable {
         // @unchecked: `output` is only touched while holding `lock`.
-        let process = Process()
+        private(set) var process: SpawnedProcess!
         let lock = NSLock()
         var output = ""
         /// Whether the server's output has ended (it exited and everything it wrote was read).
@@ -21,13 +21,11 @@ struct ServeCommandTests {
 
         init(dataDirectory: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) throws {
             self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-serve-\(UUID().uuidString)").path
-            process.executableURL = CLI.binary
-            process.arguments = ["serve", "--port", "0", "--data-dir", self.dataDirectory] + arguments
-            process.environment = CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment)
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            process = try SpawnedProcess(
+                executable: CLI.binary.path, arguments: ["serve", "--port", "0", "--data-dir", self.dataDirectory] + arguments,
+                environment: CLI.childEnvironment(inherited: ProcessInfo.processInfo.environment, adding: environment), output: .combined
+            )
+            process.standardOutput?.readabilityHandler = { [weak self] handle in
                 let data = handle.availableData
                 if data.isEmpty { handle.readabilityHandler = nil }
                 let chunk = String(decoding: data, as: UTF8.self)
@@ -36,9 +34,6 @@ struct ServeCommandTests {
                     if data.isEmpty { self?.ended = true }
                 }
             }
-            // Foundation closes its own copy of the pipe's write end once the server runs, so the
-            // output ends (an empty read) when the server exits.
-            try process.run()
         }
 
         var text: String { lock.withLock { output } }
