@@ -16,7 +16,7 @@ import Musl
 /// the removal leaves a folder behind. Here the child gets a folder of the supervisor's as its
 /// `TMPDIR` (0700, `pushprov-demo-run-<UUID>`), and the supervisor removes that folder after
 /// the child has exited — normally, on Ctrl-C, a TERM, a HUP (the terminal closed) or a QUIT,
-/// each passed on to the child (Foundation starts it in a process group of its own, so the
+/// each passed on to the child (started in a process group of its own, ``ChildProcess``, so the
 /// terminal signals only this process), or on a crash — when nothing can write to it any more.
 /// A child whose supervisor is gone (killed with KILL, say) notices within half a second and
 /// exits, and the folder is removed after it (``watchForOrphaning()``). Job control reaches the
@@ -67,27 +67,23 @@ enum DemoSupervisor {
         }
         defer { try? FileManager.default.removeItem(at: folder) }
 
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-        child.arguments = Array(CommandLine.arguments.dropFirst())
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = folder.path
         environment[childVariable] = String(getpid())
-        child.environment = environment
 
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            child.terminationHandler = { process in
-                forwarder.ended()
-                let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-                continuation.resume(returning: status)
-            }
+            let child: pid_t
             do {
-                try child.run()
+                child = try ChildProcess.spawn("/proc/self/exe", arguments: Array(CommandLine.arguments.dropFirst()), environment: environment, discardOutput: false)
             } catch {
                 continuation.resume(throwing: CLIError("cannot start the demo's process: \(error)"))
                 return
             }
-            forwarder.started(child.processIdentifier)
+            forwarder.started(child)
+            ChildProcess.whenEnded(child) { status in
+                forwarder.ended()
+                continuation.resume(returning: status)
+            }
         }
     }
 
@@ -105,12 +101,10 @@ enum DemoSupervisor {
             // Removed once this process is gone, so no write of the demo's can race it: a
             // shell that waits for this process id to end, then removes the folder.
             if folder.lastPathComponent.hasPrefix("pushprov-demo-run-") {
-                let reaper = Process()
-                reaper.executableURL = URL(fileURLWithPath: "/bin/sh")
-                reaper.arguments = ["-c", "while kill -0 \"$1\" 2>/dev/null; do sleep 0.1; done; rm -rf -- \"$2\"", "sh", String(getpid()), folder.path]
-                reaper.standardOutput = FileHandle.nullDevice
-                reaper.standardError = FileHandle.nullDevice
-                try? reaper.run()
+                _ = try? ChildProcess.spawn(
+                    "/bin/sh", arguments: ["-c", "while kill -0 \"$1\" 2>/dev/null; do sleep 0.1; done; rm -rf -- \"$2\"", "sh", String(getpid()), folder.path],
+                    environment: ProcessInfo.processInfo.environment, discardOutput: true
+                )
             }
             FileHandle.standardError.write(Data("pushprov demo: the supervising process is gone; stopping\n".utf8))
             exit(1)
