@@ -21,17 +21,36 @@ enum ChildProcess {
         var description: String { String(cString: strerror(code)) }
     }
 
-    /// Starts `executable` with `arguments` (after its own name) and exactly `environment`; its
-    /// standard input from `/dev/null`, and its output there too when `discardOutput`, else
-    /// this process's. Returns its process id.
-    static func spawn(_ executable: String, arguments: [String], environment: [String: String], discardOutput: Bool) throws(SpawnError) -> pid_t {
+    /// Where a child's standard output or error goes.
+    enum Stream {
+        /// Where this process's goes.
+        case inherit
+        /// To `/dev/null`.
+        case discard
+        /// To this open descriptor (duplicated onto the stream's number in the child).
+        case descriptor(Int32)
+    }
+
+    /// Starts `executable` with `arguments` (after its own name) and exactly `environment`, in
+    /// `currentDirectory` when given; its standard input from `/dev/null`. Returns its process id.
+    static func spawn(
+        _ executable: String, arguments: [String], environment: [String: String],
+        standardOutput: Stream = .inherit, standardError: Stream = .inherit, currentDirectory: String? = nil
+    ) throws(SpawnError) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        if discardOutput {
-            posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+        for (stream, number) in [(standardOutput, STDOUT_FILENO), (standardError, STDERR_FILENO)] {
+            switch stream {
+            case .inherit: break
+            case .discard: posix_spawn_file_actions_addopen(&actions, number, "/dev/null", O_WRONLY, 0)
+            case .descriptor(let descriptor): posix_spawn_file_actions_adddup2(&actions, descriptor, number)
+            }
+        }
+        if let currentDirectory {
+            guard let addChdir else { throw SpawnError(code: ENOSYS) }
+            _ = addChdir(&actions, currentDirectory)
         }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -58,6 +77,13 @@ enum ChildProcess {
         guard failure == 0 else { throw SpawnError(code: failure) }
         return pid
     }
+
+    /// glibc's `posix_spawn_file_actions_addchdir_np` (2.29 and later), which Swift's Glibc
+    /// module does not declare.
+    private static let addChdir: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
+    }()
 
     /// Waits, on a thread of its own, for child `pid` to end, then calls `ended` with its exit
     /// status, or 128 + the number of the signal that ended it.

@@ -74,7 +74,7 @@ enum DemoSupervisor {
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
             let child: pid_t
             do {
-                child = try ChildProcess.spawn("/proc/self/exe", arguments: Array(CommandLine.arguments.dropFirst()), environment: environment, discardOutput: false)
+                child = try ChildProcess.spawn("/proc/self/exe", arguments: Array(CommandLine.arguments.dropFirst()), environment: environment)
             } catch {
                 continuation.resume(throwing: CLIError("cannot start the demo's process: \(error)"))
                 return
@@ -103,7 +103,7 @@ enum DemoSupervisor {
             if folder.lastPathComponent.hasPrefix("pushprov-demo-run-") {
                 _ = try? ChildProcess.spawn(
                     "/bin/sh", arguments: ["-c", "while kill -0 \"$1\" 2>/dev/null; do sleep 0.1; done; rm -rf -- \"$2\"", "sh", String(getpid()), folder.path],
-                    environment: ProcessInfo.processInfo.environment, discardOutput: true
+                    environment: ProcessInfo.processInfo.environment, standardOutput: .discard, standardError: .discard
                 )
             }
             FileHandle.standardError.write(Data("pushprov demo: the supervising process is gone; stopping\n".utf8))

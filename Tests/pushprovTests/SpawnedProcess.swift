@@ -1,4 +1,5 @@
 import Foundation
+@testable import pushprov
 
 #if canImport(Glibc)
 import Glibc
@@ -12,9 +13,9 @@ import Darwin
 ///
 /// Not Foundation's `Process`: on Linux its `run()` intermittently crashes the whole test
 /// binary with a read past a buffer while it lists `/proc/self/fd` (swift-corelibs-foundation
-/// pull request 5472, fixed after Swift 6.3.1), and this suite starts a hundred children. As
-/// `Process` does, the child gets its own process group, an empty signal mask and default
-/// handling for every signal; its standard input is `/dev/null`.
+/// pull request 5472, fixed after Swift 6.3.1), and this suite starts a hundred children. The
+/// child is started as `pushprov demo` starts its own (``ChildProcess``): its own process group,
+/// an empty signal mask, every signal's default action, `/dev/null` as standard input.
 final class SpawnedProcess: @unchecked Sendable {
     // @unchecked: `status` is only touched while holding `lock`.
     /// Where the child's standard output and error go.
@@ -39,26 +40,11 @@ final class SpawnedProcess: @unchecked Sendable {
     /// Starts `executable` with `arguments` (not counting its own name) and exactly `environment`;
     /// in `currentDirectory` when given.
     init(executable: String, arguments: [String], environment: [String: String], currentDirectory: String? = nil, output: Output) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        sigdelset(&defaults, SIGKILL)
-        sigdelset(&defaults, SIGSTOP)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        // Pipes made close-on-exec: only the ends duplicated onto 1 and 2 reach the child.
+        // Pipes are made and marked close-on-exec under the lock the spawn is made under, so no
+        // other child of these tests inherits a pipe's write end (its reader would then wait
+        // for that child too).
+        Self.spawning.lock()
+        defer { Self.spawning.unlock() }
         var pipes: [(read: Int32, write: Int32)] = []
         defer { for pipe in pipes { close(pipe.write) } }
         func makePipe() throws -> (read: Int32, write: Int32) {
@@ -68,60 +54,35 @@ final class SpawnedProcess: @unchecked Sendable {
             pipes.append((ends[0], ends[1]))
             return (ends[0], ends[1])
         }
-        // Pipes are made and marked close-on-exec under the lock the spawn is made under, so no
-        // other child of these tests inherits a pipe's write end (its reader would then wait
-        // for that child too).
-        Self.spawning.lock()
-        defer { Self.spawning.unlock() }
-        var outRead: Int32?
-        var errRead: Int32?
+        let streams: (out: ChildProcess.Stream, err: ChildProcess.Stream)
+        var reads: (out: Int32?, err: Int32?) = (nil, nil)
         switch output {
         case .discarded:
-            posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+            streams = (.discard, .discard)
         case .separate:
-            let out = try makePipe()
-            let err = try makePipe()
-            posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO)
-            posix_spawn_file_actions_adddup2(&actions, err.write, STDERR_FILENO)
-            (outRead, errRead) = (out.read, err.read)
+            let (out, err) = (try makePipe(), try makePipe())
+            streams = (.descriptor(out.write), .descriptor(err.write))
+            reads = (out.read, err.read)
         case .combined:
             let both = try makePipe()
-            posix_spawn_file_actions_adddup2(&actions, both.write, STDOUT_FILENO)
-            posix_spawn_file_actions_adddup2(&actions, both.write, STDERR_FILENO)
-            outRead = both.read
+            streams = (.descriptor(both.write), .descriptor(both.write))
+            reads.out = both.read
         }
-        if let currentDirectory {
-            guard let addChdir = Self.addChdir else { throw POSIXError(.ENOSYS) }
-            _ = addChdir(&actions, currentDirectory)
-        }
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid = pid_t()
-        let failure = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-        guard failure == 0 else {
+        do {
+            processIdentifier = try ChildProcess.spawn(
+                executable, arguments: arguments, environment: environment,
+                standardOutput: streams.out, standardError: streams.err, currentDirectory: currentDirectory
+            )
+        } catch {
             for pipe in pipes { close(pipe.read) }
-            throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO)
+            throw error
         }
-        processIdentifier = pid
-        standardOutput = outRead.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
-        standardError = errRead.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        standardOutput = reads.out.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        standardError = reads.err.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
     }
 
     /// Held while pipes are made and a child spawned (see `init`).
     private static let spawning = NSLock()
-
-    /// glibc's `posix_spawn_file_actions_addchdir_np` (2.29 and later), which Swift's Glibc
-    /// module does not declare.
-    private static let addChdir: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32)? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addchdir_np") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
-    }()
 
     /// Whether the child has not exited yet (reaping it if it has).
     var isRunning: Bool { reap(blocking: false) == nil }
