@@ -40,16 +40,20 @@ public final class DemoPlatform: Sendable {
     ///   - database: a database setting as `pushprov serve --database` takes it; nil for a
     ///     temporary SQLite file.
     ///   - tokenServiceNow: the token service's clock (tests move it to expire activation data).
+    ///   - tokenEvents: when the token service sends its events to TMP; with
+    ///     ``TokenEventDeliveryMode/manual`` a test decides when TMP hears of a new token
+    ///     (``TokenServiceSimulator/drainEvents()``).
     public static func start(
         database: String? = nil,
         tokenServiceNow: @escaping @Sendable () -> Date = { Date() },
+        tokenEvents: TokenEventDeliveryMode = .background,
         logger: Logger = Logger(label: "pushprov.demo") { _ in SwiftLogNoOpLogHandler() }
     ) async throws -> DemoPlatform {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-\(UUID().uuidString)")
         // Owner-only whatever the umask: the server refuses a data directory others can write.
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         do {
-            return try await start(in: directory, database: database, tokenServiceNow: tokenServiceNow, logger: logger)
+            return try await start(in: directory, database: database, tokenServiceNow: tokenServiceNow, tokenEvents: tokenEvents, logger: logger)
         } catch {
             // It holds the run's keys (keys.json, secrets.json): nothing of a failed start stays.
             try? FileManager.default.removeItem(at: directory)
@@ -61,6 +65,7 @@ public final class DemoPlatform: Sendable {
         in directory: URL,
         database: String?,
         tokenServiceNow: @escaping @Sendable () -> Date,
+        tokenEvents: TokenEventDeliveryMode,
         logger: Logger
     ) async throws -> DemoPlatform {
         let pki = try SimulatedApplePKI()
@@ -77,7 +82,7 @@ public final class DemoPlatform: Sendable {
         // The demo's own settings only: nothing from the caller's PUSHPROV_* environment.
         let configuration = try settings.resolve(environment: [:])
 
-        let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink), now: tokenServiceNow, logger: logger)
+        let tokenService = TokenServiceSimulator(configuration: .init(activationLink: activationLink, eventDelivery: tokenEvents), now: tokenServiceNow, logger: logger)
         // The demo brings new keys each run; on a database it shares (`--database`), cards of
         // earlier runs stay there, encrypted with keys it does not have, and it never reads them.
         let environment = try await TMPServer.makeEnvironment(configuration: configuration, connector: tokenService, checkingStoredCards: database == nil, logger: logger)

@@ -8,6 +8,11 @@ import ProvisioningModels
 /// ``statusUpdates()``; provisioning and activation refresh it when they end. Given a
 /// ``WalletExtensionSharing``, it also writes every status it publishes to the App Group
 /// for the Wallet extensions (``sharedStorage``), and ``signOut()`` wipes it.
+///
+/// A pass an in-app flow added stands for its card until TMP lists its token
+/// (``AddedPass``, ``passesAwaitingIssuer``): the network tells TMP of a new token by an
+/// event that can arrive after the add sheet has closed. While such a pass is awaited, the
+/// wallet reads the status again on its own (``recheckDelays``) and publishes each read.
 public actor IssuerWallet {
     /// TMP.
     public let client: TMPClient
@@ -27,6 +32,16 @@ public actor IssuerWallet {
     // started after the one last published may replace it.
     private var readsStarted = 0
     private var lastPublishedRead = 0
+    /// Passes in-app flows added that TMP did not list at the last read.
+    public private(set) var passesAwaitingIssuer: [AddedPass] = []
+    /// The waits between the reads made while ``passesAwaitingIssuer`` is not empty, from the
+    /// read after an add; after the last one the wallet reads only when asked.
+    public nonisolated let recheckDelays: [Duration]
+    /// The default waits: about 30 s in all, the time a network's `CREATED` event usually
+    /// takes and then some.
+    public static let defaultRecheckDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
+    private let now: @Sendable () -> Date
+    private var recheck: Task<Void, Never>?
 
     /// Creates the entry point.
     ///
@@ -38,12 +53,16 @@ public actor IssuerWallet {
     ///     within ``AddPassRequestGenerator/defaultBudget``.
     ///   - sharing: where to leave the snapshot and art for the Wallet extensions; every
     ///     status published (after sign-in, refreshes, provisioning, activation) is written there.
-    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil, sharing: WalletExtensionSharing? = nil) {
+    ///   - recheckDelays: the waits between reads while an added pass is awaited.
+    ///   - now: the clock that ages ``passesAwaitingIssuer``.
+    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil, sharing: WalletExtensionSharing? = nil, recheckDelays: [Duration] = IssuerWallet.defaultRecheckDelays, now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
         self.passLibrary = passLibrary
         self.activationLinks = activationLinks
         self.generator = generator ?? AddPassRequestGenerator(client: client)
         self.sharedStorage = sharing.map { SharedWalletStorage(sharing: $0, client: client) }
+        self.recheckDelays = recheckDelays
+        self.now = now
     }
 
     // MARK: Status
@@ -56,9 +75,15 @@ public actor IssuerWallet {
     public func refreshStatus() async throws(TMPClientError) -> WalletStatusSnapshot {
         readsStarted += 1
         let read = readsStarted
-        let snapshot = try await WalletStatusReader(client: client, passLibrary: passLibrary).read()
+        let awaited = passesAwaitingIssuer
+        let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: now())
         if read > lastPublishedRead {
             lastPublishedRead = read
+            // What this read learnt of the records it was given; ones added meanwhile stay.
+            let given = Set(awaited.map(\.id))
+            let kept = Dictionary(uniqueKeysWithValues: stillAwaited.map { ($0.id, $0) })
+            passesAwaitingIssuer = passesAwaitingIssuer.compactMap { given.contains($0.id) ? kept[$0.id] : $0 }
+            if passesAwaitingIssuer.isEmpty { stopRechecking() }
             await publish(snapshot, read: read)
         }
         return snapshot
@@ -73,6 +98,8 @@ public actor IssuerWallet {
     public func signOut() async throws {
         lastPublishedRead = readsStarted
         latestStatus = nil
+        passesAwaitingIssuer = []
+        stopRechecking()
         try await sharedStorage?.signOut()
     }
 
@@ -109,16 +136,63 @@ public actor IssuerWallet {
             throw .unavailable("this device has no Wallet pass library")
         }
         let configuration = try AddPassConfiguration(for: status, target: target)
-        return ProvisioningSession(configuration: configuration, generator: generator) { [weak self] in
-            try? await self?.refreshStatus()
+        let card = status.card
+        return ProvisioningSession(configuration: configuration, generator: generator) { [weak self] result in
+            await self?.flowEnded(result, card: card, target: target)
         }
+    }
+
+    /// Keeps the pass of a flow that ended added for its card, reads the status, and keeps
+    /// reading for a while if TMP does not list the pass yet.
+    private func flowEnded(_ result: WalletAddResult, card: CardSummary, target: DeviceType) async -> WalletStatusSnapshot? {
+        if case .added(let pass) = result {
+            let record = AddedPass(externalCardId: card.externalCardId, device: pass?.device ?? target, deviceAccountIdentifier: pass?.deviceAccountIdentifier, panLast4: card.panLast4, addedAt: now())
+            // A newer add of the same pass (Wallet handing the same one over again) replaces it.
+            passesAwaitingIssuer.removeAll { $0.deviceAccountIdentifier != nil && $0.deviceAccountIdentifier == record.deviceAccountIdentifier }
+            passesAwaitingIssuer.append(record)
+        }
+        let snapshot = try? await refreshStatus()
+        if case .added = result, !passesAwaitingIssuer.isEmpty { startRechecking() }
+        return snapshot
+    }
+
+    // MARK: Rechecks
+
+    private func startRechecking() {
+        recheck?.cancel()
+        let delays = recheckDelays
+        recheck = Task { [weak self] in
+            for delay in delays {
+                do { try await Task.sleep(for: delay) } catch { return }
+                guard let self, await self.keepsRechecking() else { return }
+                _ = try? await self.refreshStatus()
+            }
+        }
+    }
+
+    private func keepsRechecking() -> Bool {
+        !Task.isCancelled && !passesAwaitingIssuer.isEmpty
+    }
+
+    private func stopRechecking() {
+        recheck?.cancel()
+        recheck = nil
     }
 
     // MARK: Activation
 
+    /// How many times activation asks TMP again for a just-added pass TMP does not know yet,
+    /// after the first waits of ``recheckDelays`` (1 + 2 + 4 s by default).
+    public static let activationRetries = 3
+
     /// Acts on an activation deep link: checks it is the issuer's, finds the pass with its
     /// `serialNumber` on the iPhone or the Watch, asks TMP to activate that pass's token,
     /// and refreshes the status (whatever TMP answered).
+    ///
+    /// For a pass an in-app flow just added (``passesAwaitingIssuer``) that TMP does not
+    /// know yet (`token_not_found`), TMP is asked again after each of the first
+    /// ``activationRetries`` waits of ``recheckDelays``; then the error is
+    /// ``ActivationError/Kind/awaitingIssuer``.
     ///
     /// Throws ``ActivationError`` for a malformed link, an unknown pass, or a failed call;
     /// TMP's `DECLINED` and `FAILED` are results, not errors.
@@ -128,11 +202,23 @@ public actor IssuerWallet {
         guard let pass = passes.first(where: { $0.serialNumber == serialNumber }) else {
             throw ActivationError(.unknownPass, "no pass with that serial number on this iPhone or the paired Apple Watch")
         }
+        // A pass an in-app flow just added may reach the app's link before TMP heard of its
+        // token from the network: TMP is asked again after the first rechecks' waits.
+        let awaited = passesAwaitingIssuer.contains { $0.deviceAccountIdentifier == pass.deviceAccountIdentifier }
+        var waits = awaited ? Array(recheckDelays.prefix(Self.activationRetries)) : []
         let response: TokenActivationResponse
-        do {
-            response = try await client.activateToken(tokenUniqueReference: pass.deviceAccountIdentifier)
-        } catch {
-            throw ActivationError(.network, error.message, clientError: error)
+        while true {
+            do {
+                response = try await client.activateToken(tokenUniqueReference: pass.deviceAccountIdentifier)
+                break
+            } catch where error.code == "token_not_found" && awaited {
+                guard !waits.isEmpty else {
+                    throw ActivationError(.awaitingIssuer, "the card network has not yet told the issuer about this pass; try again in a moment", clientError: error)
+                }
+                do { try await Task.sleep(for: waits.removeFirst()) } catch { throw ActivationError(.network, "the activation was cancelled", clientError: TMPClientError(operation: .activateToken, kind: .cancelled, code: "cancelled", message: "the activation was cancelled")) }
+            } catch {
+                throw ActivationError(.network, error.message, clientError: error)
+            }
         }
         let status = try? await refreshStatus()
         return ActivationResult(outcome: response.issuerMobileAppAuthResponse, comment: response.comment, cardLast4Digits: response.cardLast4Digits, pass: pass, status: status)

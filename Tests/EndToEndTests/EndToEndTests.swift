@@ -23,21 +23,22 @@ final class World {
     let sheet: SimulatedAddPaymentPassSheet
     let alice: IssuerWallet
 
-    init(tokenServiceNow: @escaping @Sendable () -> Date = { Date() }, network: ((DemoPlatform) -> any SimulatedPaymentNetwork)? = nil, pki: SimulatedApplePKI? = nil) async throws {
-        platform = try await DemoPlatform.start(tokenServiceNow: tokenServiceNow)
+    init(tokenServiceNow: @escaping @Sendable () -> Date = { Date() }, tokenEvents: TokenEventDeliveryMode = .background, network: ((DemoPlatform) -> any SimulatedPaymentNetwork)? = nil, pki: SimulatedApplePKI? = nil, recheckDelays: [Duration] = IssuerWallet.defaultRecheckDelays) async throws {
+        platform = try await DemoPlatform.start(tokenServiceNow: tokenServiceNow, tokenEvents: tokenEvents)
         _ = try await DemoData.load(into: platform)
         await platform.tokenService.addObserver(WalletTokenObserver(wallet: wallet))
         sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: pki ?? platform.pki, network: network?(platform) ?? TokenServicePaymentNetwork(platform.tokenService))
-        alice = try Self.app(for: DemoData.alice, platform: platform)
+        alice = try Self.app(for: DemoData.alice, platform: platform, recheckDelays: recheckDelays)
     }
 
-    static func app(for user: String, platform: DemoPlatform) throws -> IssuerWallet {
+    static func app(for user: String, platform: DemoPlatform, recheckDelays: [Duration] = IssuerWallet.defaultRecheckDelays) throws -> IssuerWallet {
         let token = try platform.cardholderToken(userId: user)
         let link = DemoPlatform.activationLink
         return IssuerWallet(
             client: TMPClient(configuration: .init(baseURL: platform.baseURL, retry: .none), cardholderToken: { token }),
             passLibrary: PassKitPassLibrary(),
-            activationLinks: ActivationLinkRoute(scheme: link.scheme, host: link.host, path: link.path)
+            activationLinks: ActivationLinkRoute(scheme: link.scheme, host: link.host, path: link.path),
+            recheckDelays: recheckDelays
         )
     }
 
@@ -345,6 +346,72 @@ struct EndToEndTests {
             #expect(world.wallet.laterViolations.isEmpty)
             #expect(try await world.audit().filter { $0 == "card.seal" }.count == 2)
             #expect(try await world.tokens().count == 1)
+        }
+    }
+
+    @Test func aCardJustAddedIsNotOfferedAgainBeforeTMPHearsOfItsToken() async throws {
+        // The network's events reach TMP after Wallet's sheet has closed (held back here until
+        // the test lets them go): the pass is in Wallet, and TMP does not know its token yet.
+        try await World(tokenEvents: .manual, recheckDelays: Array(repeating: .milliseconds(25), count: 400)).run { world in
+            _ = try await world.alice.refreshStatus()
+            let (outcome, sheet) = try await world.add()
+            #expect(outcome == .added(.phone))
+            let pass = try #require(sheet.pass)
+            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier) == nil)
+            // The window: an app that did not see the add (another instance) offers the card again.
+            let unaware = try #require(try await World.app(for: DemoData.alice, platform: world.platform).refreshStatus()[DemoData.visaCard])
+            #expect(unaware.phone.action == .addToWallet && unaware.primaryAccountIdentifier == nil)
+            // The app that added it keeps the pass for the card: not offered again, not offered
+            // for activation yet (TMP would not know the token), and the Watch can be added.
+            let status = try #require(await world.alice.latestStatus?[DemoData.visaCard])
+            #expect(status.phone.state == .requiresActivation && status.phone.action == .none && status.phone.awaitingIssuer)
+            #expect(status.phone.pass?.deviceAccountIdentifier == pass.deviceAccountIdentifier)
+            #expect(status.primaryAccountIdentifier == pass.primaryAccountIdentifier)
+            #expect(status.watch.action == .addToWallet)
+            let (watchOutcome, watchSheet) = try await world.add(to: .watch)
+            #expect(watchOutcome == .added(.watch))
+            #expect(watchSheet.violations.isEmpty)
+            #expect(await world.alice.passesAwaitingIssuer.count == 2)
+
+            // TMP hears of both tokens; the app's own rechecks publish TMP's word.
+            await world.platform.tokenService.drainEvents()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while await !world.alice.passesAwaitingIssuer.isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(await world.alice.passesAwaitingIssuer.isEmpty)
+            let known = try #require(await world.alice.latestStatus?[DemoData.visaCard])
+            #expect(known.phone.state == .requiresActivation && known.phone.action == .activate && !known.phone.awaitingIssuer)
+            #expect(known.watch.pass?.serialNumber == watchSheet.pass?.serialNumber && !known.watch.awaitingIssuer)
+            #expect(try await world.tokens().count == 2)
+        }
+    }
+
+    @Test func anActivationLinkAheadOfTheNetworksEventWaitsForTMPToKnowTheToken() async throws {
+        // Wallet opens the app's activation link right after the add, before the network's
+        // CREATED event has reached TMP (held back here).
+        try await World(tokenEvents: .manual, recheckDelays: Array(repeating: .milliseconds(100), count: 3)).run { world in
+            _ = try await world.alice.refreshStatus()
+            let (outcome, sheet) = try await world.add()
+            #expect(outcome == .added(.phone))
+            let pass = try #require(sheet.pass)
+            let link = try #require(world.wallet.openedLinks.last)
+            // TMP never hears of it within the retries: a clear error, nothing activated.
+            let early = await #expect(throws: ActivationError.self) { try await world.alice.handleActivationLink(link) }
+            #expect(early?.kind == .awaitingIssuer)
+            #expect(early?.clientError?.code == "token_not_found")
+            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier) == nil)
+            // TMP hears of it while the app waits: the activation goes through.
+            let platform = world.platform
+            let release = Task {
+                try await Task.sleep(for: .milliseconds(40))
+                await platform.tokenService.drainEvents()
+            }
+            let result = try await world.alice.handleActivationLink(link)
+            try await release.value
+            #expect(result.outcome == .approved)
+            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier)?.status == .active)
+            #expect(result.status?[DemoData.visaCard]?.phone.state == .active)
         }
     }
 

@@ -8,13 +8,17 @@ public struct ActivationError: Error, Sendable, Hashable, CustomStringConvertibl
         case unknownPass = "unknown_pass"
         /// `tokens/activations` failed (network, timeout, server error); see ``clientError``.
         case network = "network"
+        /// The pass was just added in the app and TMP still does not know its token (the card
+        /// network's event has not reached it) after the wallet waited a few seconds for it:
+        /// try again shortly. ``clientError`` is TMP's `token_not_found`.
+        case awaitingIssuer = "awaiting_issuer"
     }
 
     /// The kind, whose raw value is the stable code.
     public var kind: Kind
     /// What is wrong, for people; never contains a token or a PAN.
     public var message: String
-    /// The client's error when ``kind`` is ``Kind/network``.
+    /// The client's error when ``kind`` is ``Kind/network`` or ``Kind/awaitingIssuer``.
     public var clientError: TMPClientError?
 
     /// Creates an error.

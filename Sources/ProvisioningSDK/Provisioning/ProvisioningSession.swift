@@ -12,7 +12,7 @@ public final class ProvisioningSession: Sendable {
     /// The sheet's configuration: card, target device and what Wallet shows.
     public let configuration: AddPassConfiguration
     private let generator: AddPassRequestGenerator
-    private let refresh: @Sendable () async -> WalletStatusSnapshot?
+    private let finished: @Sendable (WalletAddResult) async -> WalletStatusSnapshot?
     private let state = Locked(State())
 
     private struct State {
@@ -22,10 +22,17 @@ public final class ProvisioningSession: Sendable {
     }
 
     /// Creates a session; `refresh` re-reads the wallet status when the flow ends.
-    public init(configuration: AddPassConfiguration, generator: AddPassRequestGenerator, refresh: @escaping @Sendable () async -> WalletStatusSnapshot?) {
+    public convenience init(configuration: AddPassConfiguration, generator: AddPassRequestGenerator, refresh: @escaping @Sendable () async -> WalletStatusSnapshot?) {
+        self.init(configuration: configuration, generator: generator, finished: { _ in await refresh() })
+    }
+
+    /// Creates a session; `finished` is told Wallet's result once, when the flow ends, and
+    /// answers the wallet status read after it (``IssuerWallet`` keeps an added pass for its
+    /// card there, then reads).
+    public init(configuration: AddPassConfiguration, generator: AddPassRequestGenerator, finished: @escaping @Sendable (WalletAddResult) async -> WalletStatusSnapshot?) {
         self.configuration = configuration
         self.generator = generator
-        self.refresh = refresh
+        self.finished = finished
     }
 
     /// Answers Wallet's request for the card data; returns within the generator's budget,
@@ -71,7 +78,7 @@ public final class ProvisioningSession: Sendable {
             state.outcome = outcome
             return (outcome, true)
         }
-        return (outcome, isFirst ? await refresh() : nil)
+        return (outcome, isFirst ? await finished(result) : nil)
     }
 
     /// The outcome of a flow: Wallet's word on success and cancellation, the issuer's

@@ -20,7 +20,8 @@ public enum WalletCardAction: String, Sendable, Hashable, Codable, CaseIterable 
     case activate
     /// "In Wallet": a label (or a link to the pass), nothing to do.
     case inWallet
-    /// Nothing to show (suspended, or adding cannot work on this device).
+    /// Nothing to show (suspended, adding cannot work on this device, or a just-added pass
+    /// waits for TMP to know its token: ``DeviceWalletStatus/awaitingIssuer``).
     case none
 }
 
@@ -33,12 +34,31 @@ public struct DeviceWalletStatus: Sendable, Hashable, Codable {
     /// The pass the state comes from: nil when no pass of this card is on the device; with
     /// state `notAdded`, a pass whose token TMP deactivated that Wallet still shows as live.
     public var pass: WalletPass?
+    /// Whether the state comes from a pass the add sheet has just added that TMP does not list
+    /// yet (``AddedPass``): the state is PassKit's alone, and a pass that requires activation
+    /// is not offered for it until TMP knows its token (``IssuerWallet`` reads again shortly).
+    /// An app may show "Finishing setup" here.
+    public var awaitingIssuer: Bool
 
     /// Creates a status.
-    public init(state: WalletCardState, action: WalletCardAction, pass: WalletPass?) {
+    public init(state: WalletCardState, action: WalletCardAction, pass: WalletPass?, awaitingIssuer: Bool = false) {
         self.state = state
         self.action = action
         self.pass = pass
+        self.awaitingIssuer = awaitingIssuer
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case state, action, pass, awaitingIssuer
+    }
+
+    /// Decodes a status; one encoded before ``awaitingIssuer`` existed reads as false.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        state = try container.decode(WalletCardState.self, forKey: .state)
+        action = try container.decode(WalletCardAction.self, forKey: .action)
+        pass = try container.decodeIfPresent(WalletPass.self, forKey: .pass)
+        awaitingIssuer = try container.decodeIfPresent(Bool.self, forKey: .awaitingIssuer) ?? false
     }
 }
 

@@ -5,8 +5,11 @@ import ProvisioningModels
 ///
 /// Rules:
 /// - A pass belongs to a card when TMP's `tokens/searches` lists the pass's
-///   `deviceAccountIdentifier` as a token of that card. A pass TMP does not know belongs to
-///   no card.
+///   `deviceAccountIdentifier` as a token of that card. A pass TMP does not list belongs to
+///   no card, except one the add sheet just reported added for a card (``AddedPass``): until
+///   TMP lists it, it stands for that card with the state PassKit gives it, and
+///   ``DeviceWalletStatus/awaitingIssuer`` says so. Such a pass is never offered for
+///   activation (TMP cannot activate a token it does not know yet).
 /// - Per device, the pass with the best state wins (active, then requires activation, then
 ///   suspended). A `DEACTIVATED` token or a pass PassKit reports as deactivated counts as not
 ///   added.
@@ -34,38 +37,46 @@ public enum WalletStatusCalculator {
         public var addablePrimaryAccountIdentifiers: Set<String>
         /// Whether an Apple Watch is paired, when the app knows (``PassLibrary/isWatchPaired()``).
         public var watchPaired: Bool?
+        /// Passes the add sheet reported added, which TMP may not list yet.
+        public var addedPasses: [AddedPass]
 
         /// Creates an input.
-        public init(cards: [CardSummary], passes: [WalletPass], tokens: [TokenSearchResult], passLibraryAvailable: Bool, addablePrimaryAccountIdentifiers: Set<String>, watchPaired: Bool? = nil) {
+        public init(cards: [CardSummary], passes: [WalletPass], tokens: [TokenSearchResult], passLibraryAvailable: Bool, addablePrimaryAccountIdentifiers: Set<String>, watchPaired: Bool? = nil, addedPasses: [AddedPass] = []) {
             self.cards = cards
             self.passes = passes
             self.tokens = tokens
             self.passLibraryAvailable = passLibraryAvailable
             self.addablePrimaryAccountIdentifiers = addablePrimaryAccountIdentifiers
             self.watchPaired = watchPaired
+            self.addedPasses = addedPasses
         }
     }
 
-    /// The passes of each card (keyed by `externalCardId`), each with its token's state.
-    public static func passesByCard(passes: [WalletPass], tokens: [TokenSearchResult]) -> [String: [(pass: WalletPass, token: TokenStatus)]] {
+    /// The passes of each card (keyed by `externalCardId`), each with its token's state as
+    /// TMP lists it, or nil for a pass TMP does not list that `addedPasses` gives the card.
+    public static func passesByCard(passes: [WalletPass], tokens: [TokenSearchResult], addedPasses: [AddedPass] = []) -> [String: [(pass: WalletPass, token: TokenStatus?)]] {
         let tokensByReference = Dictionary(tokens.map { ($0.tokenUniqueReference, $0) }, uniquingKeysWith: { first, _ in first })
-        var result: [String: [(pass: WalletPass, token: TokenStatus)]] = [:]
+        let added = Dictionary(addedPasses.compactMap { record in record.deviceAccountIdentifier.map { ($0, record) } }, uniquingKeysWith: { first, _ in first })
+        var result: [String: [(pass: WalletPass, token: TokenStatus?)]] = [:]
         for pass in passes {
-            guard let token = tokensByReference[pass.deviceAccountIdentifier] else { continue }
-            result[token.externalCardId, default: []].append((pass, token.tokenStatus))
+            if let token = tokensByReference[pass.deviceAccountIdentifier] {
+                result[token.externalCardId, default: []].append((pass, token.tokenStatus))
+            } else if let record = added[pass.deviceAccountIdentifier], record.device == pass.device {
+                result[record.externalCardId, default: []].append((pass, nil))
+            }
         }
         return result
     }
 
     /// The `primaryAccountIdentifier` of every card that has a pass on either device: the
     /// ones to ask PassKit `canAddSecureElementPass` about.
-    public static func primaryAccountIdentifiers(passes: [WalletPass], tokens: [TokenSearchResult]) -> [String: String] {
-        passesByCard(passes: passes, tokens: tokens).compactMapValues { primaryAccountIdentifier(of: $0.map(\.pass)) }
+    public static func primaryAccountIdentifiers(passes: [WalletPass], tokens: [TokenSearchResult], addedPasses: [AddedPass] = []) -> [String: String] {
+        passesByCard(passes: passes, tokens: tokens, addedPasses: addedPasses).compactMapValues { primaryAccountIdentifier(of: $0.map(\.pass)) }
     }
 
     /// Every card's status.
     public static func statuses(_ input: Input) -> WalletStatusSnapshot {
-        let byCard = passesByCard(passes: input.passes, tokens: input.tokens)
+        let byCard = passesByCard(passes: input.passes, tokens: input.tokens, addedPasses: input.addedPasses)
         let cards = input.cards.map { card in
             let owned = byCard[card.externalCardId] ?? []
             let account = primaryAccountIdentifier(of: owned.map(\.pass))
@@ -97,20 +108,42 @@ public enum WalletStatusCalculator {
         }
     }
 
+    /// The state of a just-added pass TMP does not list yet: PassKit's word alone.
+    public static func state(ofAddedPass pass: WalletPass) -> WalletCardState {
+        switch pass.activationState {
+        case .activated: .active
+        case .requiresActivation, .activating: .requiresActivation
+        case .suspended: .suspended
+        case .deactivated: .notAdded
+        }
+    }
+
+    private static func state(pass: WalletPass, token: TokenStatus?) -> WalletCardState {
+        token.map { state(pass: pass, token: $0) } ?? state(ofAddedPass: pass)
+    }
+
     private static func primaryAccountIdentifier(of passes: [WalletPass]) -> String? {
         let candidates = passes.filter { !$0.primaryAccountIdentifier.isEmpty }
         return (candidates.first { $0.device == .phone } ?? candidates.first)?.primaryAccountIdentifier
     }
 
-    private static func bestState(_ passes: [(pass: WalletPass, token: TokenStatus)]) -> (state: WalletCardState, pass: WalletPass?) {
-        let states = passes.map { (state: state(pass: $0.pass, token: $0.token), pass: $0.pass) }
-        if let best = states.filter({ $0.state != .notAdded }).min(by: { rank($0.state) < rank($1.state) }) {
-            return (best.state, best.pass)
+    private struct Found {
+        var state: WalletCardState
+        var pass: WalletPass?
+        /// The state comes from a just-added pass TMP does not list yet.
+        var awaitingIssuer = false
+    }
+
+    private static func bestState(_ passes: [(pass: WalletPass, token: TokenStatus?)]) -> Found {
+        let states = passes.map { Found(state: state(pass: $0.pass, token: $0.token), pass: $0.pass, awaitingIssuer: $0.token == nil) }
+        // Among equals, a pass TMP lists wins over one it does not list yet.
+        if let best = states.filter({ $0.state != .notAdded }).min(by: { (rank($0.state), $0.awaitingIssuer ? 1 : 0) < (rank($1.state), $1.awaitingIssuer ? 1 : 0) }) {
+            return best
         }
         // None usable. A pass whose token TMP deactivated while Wallet still shows it (PassKit
         // catches up later) is still the card's pass on the device: kept, so the Wallet
         // extension knows it is dead and may offer the card again, as the app does.
-        return (.notAdded, states.first { $0.pass.activationState != .deactivated }?.pass)
+        return Found(state: .notAdded, pass: states.first { $0.pass?.activationState != .deactivated && !$0.awaitingIssuer }?.pass)
     }
 
     private static func rank(_ state: WalletCardState) -> Int {
@@ -122,14 +155,14 @@ public enum WalletStatusCalculator {
         }
     }
 
-    private static func deviceStatus(_ found: (state: WalletCardState, pass: WalletPass?), canAdd: Bool) -> DeviceWalletStatus {
+    private static func deviceStatus(_ found: Found, canAdd: Bool) -> DeviceWalletStatus {
         let action: WalletCardAction =
             switch found.state {
             case .notAdded: canAdd ? .addToWallet : .none
-            case .requiresActivation: .activate
+            case .requiresActivation: found.awaitingIssuer ? .none : .activate
             case .active: .inWallet
             case .suspended: .none
             }
-        return DeviceWalletStatus(state: found.state, action: action, pass: found.pass)
+        return DeviceWalletStatus(state: found.state, action: action, pass: found.pass, awaitingIssuer: found.awaitingIssuer)
     }
 }
