@@ -27,6 +27,11 @@ public actor IssuerWallet {
 
     /// The latest status read, if any.
     public private(set) var latestStatus: WalletStatusSnapshot?
+    /// When ``latestStatus`` was read.
+    private var latestStatusReadAt: Date?
+    /// How old ``latestStatus`` may be for ``beginProvisioning(externalCardId:target:)`` to
+    /// decide on it without reading again.
+    public nonisolated let statusMaxAge: TimeInterval
     private var subscribers: [UUID: AsyncStream<WalletStatusSnapshot>.Continuation] = [:]
     // Reads overlap (the actor is re-entered while one awaits the network): only a read that
     // started after the one last published may replace it.
@@ -54,14 +59,17 @@ public actor IssuerWallet {
     ///   - sharing: where to leave the snapshot and art for the Wallet extensions; every
     ///     status published (after sign-in, refreshes, provisioning, activation) is written there.
     ///   - recheckDelays: the waits between reads while an added pass is awaited.
-    ///   - now: the clock that ages ``passesAwaitingIssuer``.
-    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil, sharing: WalletExtensionSharing? = nil, recheckDelays: [Duration] = IssuerWallet.defaultRecheckDelays, now: @escaping @Sendable () -> Date = { Date() }) {
+    ///   - statusMaxAge: how old the latest status may be for an add to start from it (60 s
+    ///     by default); an older one is read again first.
+    ///   - now: the clock that ages ``passesAwaitingIssuer`` and ``latestStatus``.
+    public init(client: TMPClient, passLibrary: any PassLibrary, activationLinks: ActivationLinkRoute, generator: AddPassRequestGenerator? = nil, sharing: WalletExtensionSharing? = nil, recheckDelays: [Duration] = IssuerWallet.defaultRecheckDelays, statusMaxAge: TimeInterval = 60, now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
         self.passLibrary = passLibrary
         self.activationLinks = activationLinks
         self.generator = generator ?? AddPassRequestGenerator(client: client)
         self.sharedStorage = sharing.map { SharedWalletStorage(sharing: $0, client: client) }
         self.recheckDelays = recheckDelays
+        self.statusMaxAge = statusMaxAge
         self.now = now
     }
 
@@ -76,7 +84,8 @@ public actor IssuerWallet {
         readsStarted += 1
         let read = readsStarted
         let awaited = passesAwaitingIssuer
-        let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: now())
+        let startedAt = now()
+        let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: startedAt)
         if read > lastPublishedRead {
             lastPublishedRead = read
             // What this read learnt of the records it was given; ones added meanwhile stay.
@@ -84,7 +93,7 @@ public actor IssuerWallet {
             let kept = Dictionary(uniqueKeysWithValues: stillAwaited.map { ($0.id, $0) })
             passesAwaitingIssuer = passesAwaitingIssuer.compactMap { given.contains($0.id) ? kept[$0.id] : $0 }
             if passesAwaitingIssuer.isEmpty { stopRechecking() }
-            await publish(snapshot, read: read)
+            await publish(snapshot, read: read, readAt: startedAt)
         }
         return snapshot
     }
@@ -99,6 +108,7 @@ public actor IssuerWallet {
         lastPublishedRead = readsStarted
         latestStatus = nil
         passesAwaitingIssuer = []
+        latestStatusReadAt = nil
         stopRechecking()
         try await sharedStorage?.signOut()
     }
@@ -117,16 +127,21 @@ public actor IssuerWallet {
     // MARK: In-app provisioning
 
     /// Starts adding a card to `target`: the add sheet's configuration and the session that
-    /// answers Wallet. Uses ``latestStatus`` (reading it first if there is none yet).
+    /// answers Wallet. Decides on ``latestStatus`` when it is at most ``statusMaxAge`` old;
+    /// otherwise reads the status first (the card may have been blocked, or added from Wallet,
+    /// since). If that read fails, an older status is used all the same (the flow's own
+    /// `signed-cards` call then meets the same trouble and ends with its reason); with none at
+    /// all, the read's error is thrown as ``ProvisioningFailure/server(_:)``.
     public func beginProvisioning(externalCardId: String, target: DeviceType) async throws(ProvisioningFailure) -> ProvisioningSession {
         let snapshot: WalletStatusSnapshot
-        if let latestStatus {
+        if let latestStatus, let readAt = latestStatusReadAt, now().timeIntervalSince(readAt) <= statusMaxAge {
             snapshot = latestStatus
         } else {
             do {
                 snapshot = try await refreshStatus()
             } catch {
-                throw .server(error)
+                guard let latestStatus else { throw .server(error) }
+                snapshot = latestStatus
             }
         }
         guard let status = snapshot[externalCardId] else {
@@ -226,8 +241,9 @@ public actor IssuerWallet {
 
     // MARK: Publishing
 
-    private func publish(_ snapshot: WalletStatusSnapshot, read: Int) async {
+    private func publish(_ snapshot: WalletStatusSnapshot, read: Int, readAt: Date) async {
         latestStatus = snapshot
+        latestStatusReadAt = readAt
         for continuation in subscribers.values {
             continuation.yield(snapshot)
         }
