@@ -98,7 +98,7 @@ final class WalletCardsModel {
             if let status = result.status { cards = status.cards }
             message = result.outcome == .approved ? "Your card is ready for Apple Pay." : result.comment
         } catch {
-            message = error.message  // malformed_link, unknown_pass or network
+            message = error.message  // malformed_link, unknown_pass, network or awaiting_issuer
         }
     }
     // README-END
