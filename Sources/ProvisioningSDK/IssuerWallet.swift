@@ -47,6 +47,8 @@ public actor IssuerWallet {
     public static let defaultRecheckDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
     private let now: @Sendable () -> Date
     private var recheck: Task<Void, Never>?
+    /// Sign-outs so far: work begun for one cardholder checks it before it records anything.
+    private var signOuts = 0
 
     /// Creates the entry point.
     ///
@@ -107,6 +109,7 @@ public actor IssuerWallet {
     public func signOut() async throws {
         lastPublishedRead = readsStarted
         latestStatus = nil
+        signOuts += 1
         passesAwaitingIssuer = []
         latestStatusReadAt = nil
         stopRechecking()
@@ -152,20 +155,24 @@ public actor IssuerWallet {
         }
         let configuration = try AddPassConfiguration(for: status, target: target)
         let card = status.card
+        let signOuts = signOuts
         return ProvisioningSession(configuration: configuration, generator: generator) { [weak self] result in
-            await self?.flowEnded(result, card: card, target: target)
+            await self?.flowEnded(result, card: card, target: target, signOuts: signOuts)
         }
     }
 
     /// Keeps the pass of a flow that ended added for its card, reads the status, and keeps
     /// reading for a while if TMP does not list the pass yet.
-    private func flowEnded(_ result: WalletAddResult, card: CardSummary, target: DeviceType) async -> WalletStatusSnapshot? {
-        if case .added(let pass) = result {
+    private func flowEnded(_ result: WalletAddResult, card: CardSummary, target: DeviceType, signOuts: Int) async -> WalletStatusSnapshot? {
+        // A flow the cardholder began before signing out keeps nothing for the next one.
+        if case .added(let pass) = result, signOuts == self.signOuts {
             let record = AddedPass(externalCardId: card.externalCardId, device: pass?.device ?? target, deviceAccountIdentifier: pass?.deviceAccountIdentifier, panLast4: card.panLast4, addedAt: now())
             // A newer add of the same pass (Wallet handing the same one over again) replaces it.
             passesAwaitingIssuer.removeAll { $0.deviceAccountIdentifier != nil && $0.deviceAccountIdentifier == record.deviceAccountIdentifier }
             passesAwaitingIssuer.append(record)
         }
+        // The status is not read for a cardholder who has signed out meanwhile.
+        guard signOuts == self.signOuts else { return nil }
         let snapshot = try? await refreshStatus()
         if case .added = result, !passesAwaitingIssuer.isEmpty { startRechecking() }
         return snapshot
@@ -221,6 +228,7 @@ public actor IssuerWallet {
         // token from the network: TMP is asked again after the first rechecks' waits.
         let awaited = passesAwaitingIssuer.contains { $0.deviceAccountIdentifier == pass.deviceAccountIdentifier }
         var waits = awaited ? Array(recheckDelays.prefix(Self.activationRetries)) : []
+        let signOuts = signOuts
         let response: TokenActivationResponse
         while true {
             do {
@@ -231,11 +239,15 @@ public actor IssuerWallet {
                     throw ActivationError(.awaitingIssuer, "the card network has not yet told the issuer about this pass; try again in a moment", clientError: error)
                 }
                 do { try await Task.sleep(for: waits.removeFirst()) } catch { throw ActivationError(.network, "the activation was cancelled", clientError: TMPClientError(operation: .activateToken, kind: .cancelled, code: "cancelled", message: "the activation was cancelled")) }
+                guard signOuts == self.signOuts else {
+                    throw ActivationError(.network, "the cardholder signed out during the activation", clientError: TMPClientError(operation: .activateToken, kind: .cancelled, code: "cancelled", message: "the cardholder signed out during the activation"))
+                }
             } catch {
                 throw ActivationError(.network, error.message, clientError: error)
             }
         }
-        let status = try? await refreshStatus()
+        // Not read for a cardholder who has signed out meanwhile.
+        let status = signOuts == self.signOuts ? try? await refreshStatus() : nil
         return ActivationResult(outcome: response.issuerMobileAppAuthResponse, comment: response.comment, cardLast4Digits: response.cardLast4Digits, pass: pass, status: status)
     }
 

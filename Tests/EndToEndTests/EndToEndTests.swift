@@ -390,27 +390,40 @@ struct EndToEndTests {
     @Test func anActivationLinkAheadOfTheNetworksEventWaitsForTMPToKnowTheToken() async throws {
         // Wallet opens the app's activation link right after the add, before the network's
         // CREATED event has reached TMP (held back here).
-        try await World(tokenEvents: .manual, recheckDelays: Array(repeating: .milliseconds(100), count: 3)).run { world in
-            _ = try await world.alice.refreshStatus()
-            let (outcome, sheet) = try await world.add()
+        try await World(tokenEvents: .manual).run { world in
+            // Once told to, the token service's events go to TMP when TMP has just answered
+            // an activation 404: the app then knows only by asking again.
+            let releaseOnNotFound = Locked(false)
+            let releases = Locked<[Task<Void, Never>]>([])
+            let platform = world.platform
+            let token = try platform.cardholderToken(userId: DemoData.alice)
+            let link = DemoPlatform.activationLink
+            let app = IssuerWallet(
+                client: TMPClient(configuration: .init(baseURL: platform.baseURL, retry: .none), cardholderToken: { token }) { event in
+                    guard event.operation == .activateToken, event.kind == .answered(status: 404), releaseOnNotFound.current else { return }
+                    releases.withValue { $0.append(Task { await platform.tokenService.drainEvents() }) }
+                },
+                passLibrary: PassKitPassLibrary(),
+                activationLinks: ActivationLinkRoute(scheme: link.scheme, host: link.host, path: link.path),
+                recheckDelays: Array(repeating: .milliseconds(250), count: 3)
+            )
+            _ = try await app.refreshStatus()
+            let (outcome, sheet) = try await DemoScenario.presentInApp(app, card: DemoData.visaCard, target: .phone, sheet: world.sheet)
             #expect(outcome == .added(.phone))
             let pass = try #require(sheet.pass)
-            let link = try #require(world.wallet.openedLinks.last)
+            let activationLink = try #require(world.wallet.openedLinks.last)
             // TMP never hears of it within the retries: a clear error, nothing activated.
-            let early = await #expect(throws: ActivationError.self) { try await world.alice.handleActivationLink(link) }
+            let early = await #expect(throws: ActivationError.self) { try await app.handleActivationLink(activationLink) }
             #expect(early?.kind == .awaitingIssuer)
             #expect(early?.clientError?.code == "token_not_found")
-            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier) == nil)
-            // TMP hears of it while the app waits: the activation goes through.
-            let platform = world.platform
-            let release = Task {
-                try await Task.sleep(for: .milliseconds(40))
-                await platform.tokenService.drainEvents()
-            }
-            let result = try await world.alice.handleActivationLink(link)
-            try await release.value
+            #expect(try await platform.store.token(reference: pass.deviceAccountIdentifier) == nil)
+            // TMP hears of it after its first 404: the app's next try goes through.
+            releaseOnNotFound.withValue { $0 = true }
+            let result = try await app.handleActivationLink(activationLink)
+            for release in releases.current { await release.value }
+            #expect(!releases.current.isEmpty, "TMP never answered 404: the wait was not exercised")
             #expect(result.outcome == .approved)
-            #expect(try await world.platform.store.token(reference: pass.deviceAccountIdentifier)?.status == .active)
+            #expect(try await platform.store.token(reference: pass.deviceAccountIdentifier)?.status == .active)
             #expect(result.status?[DemoData.visaCard]?.phone.state == .active)
         }
     }

@@ -121,6 +121,33 @@ struct AddedPassTests {
         #expect(both.map(\.deviceAccountIdentifier) == ["T-new", nil])
     }
 
+    @Test func aPassNotInTheLibraryYetKeepsItsDeviceFromBeingOfferedTheCardAgain() throws {
+        // Added to the Watch from the iPhone; the Watch pass has not reached the library yet.
+        let phonePass = Fixtures.pass("T-phone", account: "account-1", device: .phone)
+        let tokens = [Fixtures.token("T-phone", card: "card-1", status: .active)]
+        let card = try #require(Self.status(passes: [phonePass], tokens: tokens, added: [Self.record("T-watch", device: .watch)])["card-1"])
+        #expect(card.watch.state == .notAdded && card.watch.action == .none && card.watch.awaitingIssuer)
+        #expect(card.phone.state == .active && card.phone.action == .inWallet && !card.phone.awaitingIssuer)
+        // Without the record the Watch is offered the card again.
+        let unaware = try #require(Self.status(passes: [phonePass], tokens: tokens, added: [])["card-1"])
+        #expect(unaware.watch.action == .addToWallet)
+        // A record Wallet handed no pass for, not matched yet, does the same.
+        let unmatched = try #require(Self.status(passes: [phonePass], tokens: tokens, added: [Self.record(nil, device: .watch)])["card-1"])
+        #expect(unmatched.watch.action == .none && unmatched.watch.awaitingIssuer)
+    }
+
+    @Test func aWatchRecordWithoutAPassMatchesThePassSharingItsOwnCardsAccount() throws {
+        // The Watch pass shares the account of the card's iPhone pass, which TMP lists.
+        let phonePass = Fixtures.pass("T-phone", account: "account-1", device: .phone)
+        let watchPass = Fixtures.pass("T-watch", account: "account-1", device: .watch, state: .requiresActivation)
+        let tokens = [Fixtures.token("T-phone", card: "card-1", status: .active)]
+        let matched = AddedPass.matched([Self.record(nil, device: .watch)], passes: [phonePass, watchPass], tokens: tokens)
+        #expect(matched.map(\.deviceAccountIdentifier) == ["T-watch"])
+        // Another card's account is still not taken.
+        let otherCards = AddedPass.matched([Self.record(nil, card: "card-2", device: .watch)], passes: [phonePass, watchPass], tokens: tokens)
+        #expect(otherCards.map(\.deviceAccountIdentifier) == [nil])
+    }
+
     @Test func decodingAStatusEncodedBeforeTheFlagReadsItAsFalse() throws {
         let json = Data(#"{"state":"active","action":"inWallet"}"#.utf8)
         let status = try JSONDecoder().decode(DeviceWalletStatus.self, from: json)
@@ -206,6 +233,50 @@ struct IssuerWalletAddedPassTests {
         #expect(await wallet.passesAwaitingIssuer.isEmpty)
         let fresh = try #require(try await wallet.refreshStatus()["card-1"])
         #expect(fresh.phone.action == .addToWallet && !fresh.phone.awaitingIssuer)
+    }
+
+    @Test func aFlowEndingAfterSignOutKeepsNothingForTheNextCardholder() async throws {
+        let server = Server()
+        let wallet = Self.wallet(server, delays: [.milliseconds(10)])
+        _ = try await wallet.refreshStatus()
+        let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
+        try await wallet.signOut()
+        let searches = server.searches.current
+        let (outcome, status) = await session.finish(.added(Self.pass))
+        #expect(outcome == .added(.phone))
+        #expect(status == nil)
+        #expect(await wallet.passesAwaitingIssuer.isEmpty)
+        #expect(await wallet.latestStatus == nil)
+        #expect(server.searches.current == searches)
+    }
+
+    @Test func aSignOutDuringAnActivationsWaitEndsItWithoutReadingForTheNextCardholder() async throws {
+        let server = Server()
+        let activations = Locked(0)
+        let transport = ScriptedTransport { request, attempt in
+            if ScriptedTransport.operation(of: request) == .activateToken {
+                activations.withValue { $0 += 1 }
+                return ScriptedTransport.error(404, code: "token_not_found", message: "no token for this user")
+            }
+            return try await server.transport.send(request)
+        }
+        let wallet = IssuerWallet(client: Fixtures.client(transport), passLibrary: FakePassLibrary(passes: [Self.pass]), activationLinks: ActivationLinkTests.route, recheckDelays: [.milliseconds(300), .milliseconds(300), .milliseconds(300)])
+        _ = try await wallet.refreshStatus()
+        let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
+        _ = await session.finish(.added(Self.pass))
+        let link = try #require(URL(string: "bankapp://wallet-activation?serialNumber=\(Self.pass.serialNumber)"))
+        let activation = Task { try await wallet.handleActivationLink(link) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while activations.current < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try await wallet.signOut()
+        let result = await activation.result
+        guard case .failure(let error as ActivationError) = result else {
+            Issue.record("the activation went on after the sign-out: \(result)")
+            return
+        }
+        #expect(error.kind == .network && error.clientError?.kind == .cancelled)
+        #expect(activations.current == 1)
+        #expect(await wallet.latestStatus == nil)
     }
 
     @Test func aCancelledOrFailedFlowRemembersNothing() async throws {

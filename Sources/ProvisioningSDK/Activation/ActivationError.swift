@@ -6,7 +6,9 @@ public struct ActivationError: Error, Sendable, Hashable, CustomStringConvertibl
         case malformedLink = "malformed_link"
         /// No pass with that serial number on this iPhone or the paired Watch.
         case unknownPass = "unknown_pass"
-        /// `tokens/activations` failed (network, timeout, server error); see ``clientError``.
+        /// `tokens/activations` failed (network, timeout, server error), or a wait for TMP to
+        /// know a just-added pass was cancelled or overtaken by a sign-out (``clientError``'s
+        /// kind `cancelled`); see ``clientError``.
         case network = "network"
         /// The pass was just added in the app and TMP still does not know its token (the card
         /// network's event has not reached it) after the wallet waited a few seconds for it:

@@ -83,7 +83,8 @@ public struct ExtensionSnapshot: Sendable, Hashable {
     /// `absent`, `dead` (a pass whose token TMP deactivated), `requiresActivation`, `active`
     /// or `suspended`.
     public struct DevicePresence: Sendable, Hashable, Codable {
-        /// Whether Wallet on the device holds a pass of the card TMP knows (whatever its state).
+        /// Whether Wallet on the device holds a pass of the card (whatever its state): one TMP
+        /// knows, or one the app has just added that TMP does not know yet.
         public var hasPass: Bool
         /// The card's state there; `notAdded` with ``hasPass`` means a dead (deactivated) pass.
         public var state: WalletCardState

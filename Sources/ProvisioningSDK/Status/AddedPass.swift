@@ -7,10 +7,12 @@ import ProvisioningModels
 /// Between the sheet's end and the network's `CREATED` event reaching TMP (usually seconds,
 /// longer when the network's events are late), `tokens/searches` does not know the new pass,
 /// so it belongs to no card. Without this record the status would offer "Add to Apple
-/// Wallet" again for the card just added (which Wallet then refuses), not know the card's
-/// `primaryAccountIdentifier` (so not offer the Watch), and let the Wallet extension offer
-/// the card again. ``IssuerWallet`` makes one when an in-app flow ends added and drops it
-/// once TMP lists the token, the pass is gone, or ``lifetime`` has passed.
+/// Wallet" again for the card just added (which Wallet then refuses) and not know the card's
+/// `primaryAccountIdentifier` (so not offer the Watch). ``IssuerWallet`` makes one when an
+/// in-app flow ends added and drops it once TMP lists the token, the pass is gone, or
+/// ``lifetime`` has passed. While the pass has not reached the pass library yet (a Watch's
+/// passes reach the iPhone's library with a delay), the record alone keeps the device from
+/// being offered the card again.
 public struct AddedPass: Sendable, Hashable, Identifiable {
     /// How long a pass is kept for its card while TMP does not list it: longer than any
     /// network's event delay seen, short enough that a pass TMP never hears of (its token
@@ -49,19 +51,26 @@ public struct AddedPass: Sendable, Hashable, Identifiable {
 
     /// `records` with each one Wallet handed no pass for matched to its pass, where exactly
     /// one fits: a live pass on the record's device that TMP does not list, with the card's
-    /// last four digits, whose account belongs to no card TMP lists a pass of and that no
-    /// other record has. Records that find none, or more than one, stay as they are.
+    /// last four digits, whose account is not another card's (by a pass TMP lists for that
+    /// card; the record's own card's account is fine: a Watch pass shares the iPhone pass's)
+    /// and that no other record has. Records that find none, or more than one, stay as they are.
     public static func matched(_ records: [AddedPass], passes: [WalletPass], tokens: [TokenSearchResult]) -> [AddedPass] {
         guard records.contains(where: { $0.deviceAccountIdentifier == nil }) else { return records }
-        let listed = Set(tokens.map(\.tokenUniqueReference))
-        let listedAccounts = Set(passes.filter { listed.contains($0.deviceAccountIdentifier) }.map(\.primaryAccountIdentifier))
+        let cardOfToken = Dictionary(tokens.map { ($0.tokenUniqueReference, $0.externalCardId) }, uniquingKeysWith: { first, _ in first })
+        let listed = Set(cardOfToken.keys)
+        // Each account's cards, as TMP lists the passes of it.
+        var cardsOfAccount: [String: Set<String>] = [:]
+        for pass in passes {
+            if let card = cardOfToken[pass.deviceAccountIdentifier] { cardsOfAccount[pass.primaryAccountIdentifier, default: []].insert(card) }
+        }
         var claimed = Set(records.compactMap(\.deviceAccountIdentifier))
         return records.map { record in
             guard record.deviceAccountIdentifier == nil else { return record }
             let candidates = passes.filter { pass in
                 pass.device == record.device && pass.activationState != .deactivated
                     && !listed.contains(pass.deviceAccountIdentifier) && !claimed.contains(pass.deviceAccountIdentifier)
-                    && pass.primaryAccountNumberSuffix == record.panLast4 && !listedAccounts.contains(pass.primaryAccountIdentifier)
+                    && pass.primaryAccountNumberSuffix == record.panLast4
+                    && cardsOfAccount[pass.primaryAccountIdentifier, default: []].subtracting([record.externalCardId]).isEmpty
             }
             guard candidates.count == 1, let pass = candidates.first else { return record }
             claimed.insert(pass.deviceAccountIdentifier)

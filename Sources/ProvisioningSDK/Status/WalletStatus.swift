@@ -37,7 +37,8 @@ public struct DeviceWalletStatus: Sendable, Hashable, Codable {
     /// Whether the state comes from a pass the add sheet has just added that TMP does not list
     /// yet (``AddedPass``): the state is PassKit's alone, and a pass that requires activation
     /// is not offered for it until TMP knows its token (``IssuerWallet`` reads again shortly).
-    /// An app may show "Finishing setup" here.
+    /// With state `notAdded` (and no action), Wallet reported the add but its pass has not
+    /// reached the pass library yet. An app may show "Finishing setup" here.
     public var awaitingIssuer: Bool
 
     /// Creates a status.

@@ -9,7 +9,10 @@ import ProvisioningModels
 ///   no card, except one the add sheet just reported added for a card (``AddedPass``): until
 ///   TMP lists it, it stands for that card with the state PassKit gives it, and
 ///   ``DeviceWalletStatus/awaitingIssuer`` says so. Such a pass is never offered for
-///   activation (TMP cannot activate a token it does not know yet).
+///   activation (TMP cannot activate a token it does not know yet). A record whose pass is
+///   not in the library yet (a Watch's passes reach the iPhone's library with a delay) makes
+///   its device `notAdded` with no action and ``DeviceWalletStatus/awaitingIssuer``, so the
+///   card is not offered there again meanwhile.
 /// - Per device, the pass with the best state wins (active, then requires activation, then
 ///   suspended). A `DEACTIVATED` token or a pass PassKit reports as deactivated counts as not
 ///   added.
@@ -84,14 +87,15 @@ public enum WalletStatusCalculator {
             let watchState = bestState(owned.filter { $0.pass.device == .watch })
             let canAddHere = input.passLibraryAvailable && card.status == .active
             let passKitAgrees = account.map { input.addablePrimaryAccountIdentifiers.contains($0) } ?? true
-            let phone = deviceStatus(phoneState, canAdd: canAddHere && passKitAgrees)
+            let unseen = unseenAdds(of: card.externalCardId, input: input)
+            let phone = deviceStatus(phoneState, canAdd: canAddHere && passKitAgrees, unseenAdd: unseen.contains(.phone))
             // With the card on the iPhone, PassKit's "can add" is about the Watch alone; a
             // known pairing answers that better, provided the Watch holds no live pass of the
             // account at all (also one TMP does not list, which no card here owns).
             let watchCanTakeIt = input.watchPaired.map { paired in
                 paired && !input.passes.contains { $0.device == .watch && $0.primaryAccountIdentifier == account && $0.activationState != .deactivated }
             } ?? passKitAgrees
-            let watch = deviceStatus(watchState, canAdd: canAddHere && watchCanTakeIt && account != nil && phoneState.state != .notAdded)
+            let watch = deviceStatus(watchState, canAdd: canAddHere && watchCanTakeIt && account != nil && phoneState.state != .notAdded, unseenAdd: unseen.contains(.watch))
             return CardWalletStatus(card: card, primaryAccountIdentifier: account, phone: phone, watch: watch)
         }
         return WalletStatusSnapshot(cards: cards, passLibraryAvailable: input.passLibraryAvailable)
@@ -155,7 +159,22 @@ public enum WalletStatusCalculator {
         }
     }
 
-    private static func deviceStatus(_ found: Found, canAdd: Bool) -> DeviceWalletStatus {
+    /// The devices where an add of the card was reported whose pass the library does not
+    /// show yet (or, Wallet having handed over none, no pass was matched to it).
+    private static func unseenAdds(of externalCardId: String, input: Input) -> Set<DeviceType> {
+        var devices = Set<DeviceType>()
+        for record in input.addedPasses where record.externalCardId == externalCardId {
+            let seen = record.deviceAccountIdentifier.map { reference in input.passes.contains { $0.deviceAccountIdentifier == reference && $0.device == record.device } } ?? false
+            if !seen { devices.insert(record.device) }
+        }
+        return devices
+    }
+
+    private static func deviceStatus(_ found: Found, canAdd: Bool, unseenAdd: Bool) -> DeviceWalletStatus {
+        if found.state == .notAdded && unseenAdd {
+            // Wallet reported the add; its pass has not reached this library yet.
+            return DeviceWalletStatus(state: .notAdded, action: .none, pass: found.pass, awaitingIssuer: true)
+        }
         let action: WalletCardAction =
             switch found.state {
             case .notAdded: canAdd ? .addToWallet : .none
