@@ -40,6 +40,16 @@ extension TokenServiceSimulator {
         }
         guard let rule = Self.rule(for: operation) else { preconditionFailure("\(operation) is not a lifecycle command") }
         // Read after the possible wait: the actor may have run other calls meanwhile.
+        try apply(rule, named: operation.rawValue, to: reference)
+        if configuration.faults.applyThenTimeOut.contains(operation) {
+            try? await sleep(configuration.faults.hangDuration)
+            throw .timedOut(operation)
+        }
+    }
+
+    /// Changes the token `reference` by `rule` (nothing when it is already in the target state),
+    /// queues the rule's event for TMP and tells the observers.
+    private func apply(_ rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType), named name: String, to reference: String) throws(TokenServiceSimulatorError) {
         guard var token = tokens[reference] else { throw .unknownToken(reference) }
         if token.status == rule.target { return }
         guard rule.from.contains(token.status) else {
@@ -48,17 +58,31 @@ extension TokenServiceSimulator {
         token.status = rule.target
         token.updatedAt = now()
         tokens[reference] = token
-        logger.info("token \(operation.rawValue)", metadata: ["token": "\(Redaction.prefix(reference))", "status": "\(rule.target.rawValue)"])
+        logger.info("token \(name)", metadata: ["token": "\(Redaction.prefix(reference))", "status": "\(rule.target.rawValue)"])
         enqueueEvent(rule.event, for: token)
-        // On the actor, with no suspension since the change: two commands for one token
-        // notify in the order they changed it.
+        // On the actor, with no suspension since the change: two changes of one token notify
+        // in the order they were made.
         for observer in observers {
             observer.tokenStateDidChange(tokenUniqueReference: reference, to: rule.target)
         }
-        if configuration.faults.applyThenTimeOut.contains(operation) {
-            try? await sleep(configuration.faults.hangDuration)
-            throw .timedOut(operation)
-        }
+    }
+
+    /// Changes a token at the network's or the device's own initiative, not TMP's: the
+    /// cardholder removed the pass from Wallet (``NetworkTokenChange/passRemoved``), the
+    /// device was reported lost (``NetworkTokenChange/deviceLost``) or found again
+    /// (``NetworkTokenChange/deviceFound``). The token changes, the device's Wallet is told
+    /// (observers), and the event goes to TMP like any other; no injected fault applies.
+    ///
+    /// - Throws: `unknownToken`, or `illegalTransition` for a change the token's state does
+    ///   not allow (a lost device's token that is not active, say); nothing changes then.
+    public func change(_ change: NetworkTokenChange, tokenUniqueReference reference: String) throws(TokenServiceSimulatorError) {
+        let rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType) =
+            switch change {
+            case .passRemoved: ([.inactive, .active, .suspended], .deactivated, .deactivated)
+            case .deviceLost: ([.active], .suspended, .suspended)
+            case .deviceFound: ([.suspended], .active, .resumed)
+            }
+        try apply(rule, named: change.rawValue, to: reference)
     }
 
     /// What a command does: the states it applies to, the state it leads to, the event it echoes.
@@ -71,4 +95,15 @@ extension TokenServiceSimulator {
         case .tokenizationDecision: nil
         }
     }
+}
+
+/// A token change the network or the device makes of its own accord (see
+/// ``TokenServiceSimulator/change(_:tokenUniqueReference:)``).
+public enum NetworkTokenChange: String, Sendable, Hashable, CaseIterable {
+    /// The cardholder removed the pass from Wallet: the token is deactivated.
+    case passRemoved = "pass-removed"
+    /// The device was reported lost (Find My): its active token is suspended.
+    case deviceLost = "device-lost"
+    /// The lost device was found: its suspended token is resumed.
+    case deviceFound = "device-found"
 }

@@ -428,6 +428,53 @@ struct EndToEndTests {
         }
     }
 
+    @Test func changesTheDeviceOrTheCardholderMakeReachTMPAndTheApp() async throws {
+        // Not TMP's commands: the network suspends a lost device's token and resumes it once
+        // the device is found; the cardholder removes the pass from Wallet.
+        try await World().run { world in
+            _ = try await world.alice.refreshStatus()
+            let (outcome, sheet) = try await world.add()
+            #expect(outcome == .added(.phone))
+            let pass = try #require(sheet.pass)
+            let reference = pass.deviceAccountIdentifier
+            let network = world.platform.tokenService
+            #expect(try await world.alice.handleActivationLink(try #require(world.wallet.openedLinks.last)).outcome == .approved)
+
+            try await network.change(.deviceLost, tokenUniqueReference: reference)
+            await network.drainEvents()
+            #expect(try await world.platform.store.token(reference: reference)?.status == .suspended)
+            #expect(world.wallet.pass(serialNumber: pass.serialNumber)?.activationState == .suspended)
+            let lost = try #require(try await world.alice.refreshStatus()[DemoData.visaCard])
+            #expect(lost.phone.state == .suspended && lost.phone.action == .none)
+            // The issuer's block and unblock leave the network's suspension alone.
+            try await world.platform.setCardStatus(DemoData.visaCard, .blocked)
+            try await world.platform.setCardStatus(DemoData.visaCard, .active)
+            await network.drainEvents()
+            #expect(try await world.platform.store.token(reference: reference)?.status == .suspended)
+            #expect(await network.token(reference)?.status == .suspended)
+
+            try await network.change(.deviceFound, tokenUniqueReference: reference)
+            await network.drainEvents()
+            #expect(try await world.platform.store.token(reference: reference)?.status == .active)
+            #expect(try await world.alice.refreshStatus()[DemoData.visaCard]?.phone.action == .inWallet)
+
+            let removed = try await TokenServicePaymentNetwork(network).removePass(serialNumber: pass.serialNumber, from: world.wallet)
+            #expect(removed?.serialNumber == pass.serialNumber)
+            #expect(world.wallet.pass(serialNumber: pass.serialNumber) == nil)
+            await network.drainEvents()
+            #expect(try await world.platform.store.token(reference: reference)?.status == .deactivated)
+            let gone = try #require(try await world.alice.refreshStatus()[DemoData.visaCard])
+            #expect(gone.phone.state == .notAdded && gone.phone.action == .addToWallet && gone.phone.pass == nil)
+            // Every change is in the token's audit trail, none of them TMP's command.
+            let trail = try await world.platform.store.auditEntries(subject: "token:\(reference)")
+            #expect(trail.filter { $0.actor == "tsp" }.map(\.action).suffix(3) == ["token.event.suspended", "token.event.resumed", "token.event.deactivated"], "\(trail.map { "\($0.actor) \($0.action)" })")
+            // And a change the token's state does not allow changes nothing.
+            await #expect(throws: TokenServiceSimulatorError.self) { try await network.change(.deviceLost, tokenUniqueReference: reference) }
+            #expect(await network.pendingEvents.isEmpty)
+            #expect(await network.token(reference)?.status == .deactivated)
+        }
+    }
+
     @Test func theWatchCannotBeTargetedBeforeTheIPhoneHasTheCard() async throws {
         try await World().run { world in
             _ = try await world.alice.refreshStatus()

@@ -248,6 +248,19 @@ public final class SimulatedWallet: Sendable {
         }
     }
 
+    /// The cardholder removes the pass with this serial number from Wallet ("Remove Card"):
+    /// it leaves the device's library at once. Returns the pass removed, nil when there is
+    /// none. The network hears of it through ``TokenServiceSimulator/change(_:tokenUniqueReference:)``
+    /// with ``NetworkTokenChange/passRemoved`` (``TokenServicePaymentNetwork/removePass(serialNumber:from:)``
+    /// does both).
+    @discardableResult
+    public func removePass(serialNumber: String) -> SimulatedPass? {
+        state.withLock { state in
+            guard let index = state.passes.firstIndex(where: { $0.serialNumber == serialNumber }) else { return nil }
+            return state.passes.remove(at: index)
+        }
+    }
+
     /// Sets the activation state of the pass of token `deviceAccountIdentifier`; false when
     /// no pass has that token yet. Such a change is remembered, and a pass of that token added
     /// later takes it (a token the network changed while its pass was being added).

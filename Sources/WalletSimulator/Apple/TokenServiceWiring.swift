@@ -30,6 +30,19 @@ public struct TokenServicePaymentNetwork: SimulatedPaymentNetwork {
     public func activationLink(tokenUniqueReference: String, serialNumber: String) async -> URL? {
         try? await tokenService.activationLink(forToken: tokenUniqueReference, serialNumber: serialNumber)
     }
+
+    /// The cardholder removes a pass from `wallet`: the pass leaves the device, and the
+    /// network deactivates its token, which TMP hears of by its event. Returns the pass
+    /// removed, nil when `wallet` has no pass with that serial number.
+    ///
+    /// - Throws: the token service's error when it does not know the pass's token (the pass
+    ///   is removed all the same, as on a device).
+    @discardableResult
+    public func removePass(serialNumber: String, from wallet: SimulatedWallet) async throws(TokenServiceSimulatorError) -> SimulatedPass? {
+        guard let pass = wallet.removePass(serialNumber: serialNumber) else { return nil }
+        try await tokenService.change(.passRemoved, tokenUniqueReference: pass.deviceAccountIdentifier)
+        return pass
+    }
 }
 
 /// The simulated device learning of the network's token changes: the pass of the token takes
