@@ -45,6 +45,11 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// Token events sent twice with the same event id; TMP must acknowledge the second as a
     /// duplicate and change nothing.
     public var duplicateEvents: Set<TokenEventType>
+    /// Events overtake each other: each event is queued ahead of the one queued just before
+    /// it while that one still waits (is not being sent), as a network whose events take
+    /// different paths delivers them. TMP must judge each by its time (`occurredAt`), not by
+    /// its arrival: an event older than what it knows is acknowledged stale.
+    public var reorderEvents: Bool
 
     /// Creates a set of faults; the default injects none.
     public init(
@@ -55,7 +60,8 @@ public struct TokenServiceFaults: Sendable, Hashable {
         retryTimedOutDecision: Bool = false,
         hangDuration: Duration = .zero,
         dropEvents: Set<TokenEventType> = [],
-        duplicateEvents: Set<TokenEventType> = []
+        duplicateEvents: Set<TokenEventType> = [],
+        reorderEvents: Bool = false
     ) {
         self.declineTokenization = declineTokenization
         self.downgradeApprovalToYellow = downgradeApprovalToYellow
@@ -65,6 +71,7 @@ public struct TokenServiceFaults: Sendable, Hashable {
         self.hangDuration = hangDuration
         self.dropEvents = dropEvents
         self.duplicateEvents = duplicateEvents
+        self.reorderEvents = reorderEvents
     }
 
     /// No failure injected.

@@ -33,7 +33,12 @@ extension TokenServiceSimulator {
             record(TokenEventDelivery(event: event, outcome: .dropped))
             return
         }
-        outbox.append(event)
+        // The head is being sent while a delivery runs: only a waiting event can be overtaken.
+        if configuration.faults.reorderEvents, outbox.count >= (deliveryTask == nil ? 1 : 2) {
+            outbox.insert(event, at: outbox.count - 1)
+        } else {
+            outbox.append(event)
+        }
         if configuration.faults.duplicateEvents.contains(type) { outbox.append(event) }
         if configuration.eventDelivery == .background { _ = startDelivery() }
     }

@@ -189,6 +189,56 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test func eventsThatOvertakeEachOtherEndInTheNetworksState() async throws {
+        // The block's SUSPENDED echo arrives after the unblock's RESUMED echo.
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.drainEvents()
+            await session.simulator.setFaults(TokenServiceFaults(reorderEvents: true))
+            tmp.advance(1)
+            _ = try await session.setCardStatus("c1", .blocked)
+            tmp.advance(1)
+            _ = try await session.setCardStatus("c1", .active)
+            #expect(await session.simulator.pendingEvents.map(\.event) == [.resumed, .suspended])
+            await session.simulator.drainEvents()
+            let log = await session.simulator.deliveryLog.suffix(2)
+            #expect(log.map(\.event.event) == [.resumed, .suspended])
+            guard case .stale? = log.last?.outcome else {
+                Issue.record("the overtaken suspension was not stale: \(String(describing: log.last?.outcome))")
+                return
+            }
+            #expect(await session.simulator.token(reference)?.status == .active)
+            #expect(try await session.tmpToken(reference)?.status == .active)
+        }
+    }
+
+    @Test func changesTheNetworkMadeThatOvertakeEachOtherEndInTheNetworksState() async throws {
+        // A device lost then found, its events arriving found first: TMP never sees the
+        // token suspended, and ends where the network is.
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.drainEvents()
+            await session.simulator.setFaults(TokenServiceFaults(reorderEvents: true))
+            tmp.advance(1)
+            try await session.simulator.change(.deviceLost, tokenUniqueReference: reference)
+            tmp.advance(1)
+            try await session.simulator.change(.deviceFound, tokenUniqueReference: reference)
+            await session.simulator.drainEvents()
+            let log = await session.simulator.deliveryLog.suffix(2)
+            #expect(log.map(\.event.event) == [.resumed, .suspended])
+            guard case .stale? = log.last?.outcome else {
+                Issue.record("the overtaken suspension was not stale: \(String(describing: log.last?.outcome))")
+                return
+            }
+            #expect(try await session.tmpToken(reference)?.status == .active)
+            #expect(Array(tmp.observer.changes.current.suffix(2)) == ["\(reference) \(TokenStatus.suspended.rawValue)", "\(reference) \(TokenStatus.active.rawValue)"])
+        }
+    }
+
     @Test func duplicatedEventsAreAcknowledgedOnceAndChangeNothingTwice() async throws {
         let tmp = try await LiveTMP(policy: .immediate)
         try await tmp.run { session in
