@@ -130,6 +130,45 @@ struct HTTPFrontTests {
         #expect(metrics.render().contains(#"pushprov_http_connection_failures_total{reason="stalled_reader"} 1"#))
     }
 
+    @Test func aHeadTrickledInLosesItsConnectionAfterTheHeadTimeoutWhileAnIdleKeepAliveOneStays() async throws {
+        // Slowloris: a head sent a byte at a time, each within the idle timeout.
+        let router = Router()
+        router.get("/health") { _, _ -> Response in Response(status: .ok) }
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let metrics = PlatformMetrics()
+        try await TestTMP.runLive({ onRunning in
+            TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, requestHeadTimeout: .seconds(1), metrics: metrics, onServerRunning: onRunning)
+        }) { _, port in
+            let closedAfter = try await blocking { () -> Duration? in
+                let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
+                try connection.send("GET /health HTTP/1.1\r\n")
+                let started = ContinuousClock.now
+                while ContinuousClock.now - started < .seconds(15) {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    if !connection.sendUnlessClosed("X") { return ContinuousClock.now - started }
+                }
+                return nil
+            }
+            #expect(closedAfter != nil, "the server kept a connection whose head never ended")
+            if let closedAfter { #expect(closedAfter < .seconds(10), "closed after \(closedAfter)") }
+            // A keep-alive client silent between requests for longer than the head timeout is
+            // not cut off: the head's time starts with its first bytes.
+            let statuses = try await blocking { () -> [Int] in
+                let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
+                try connection.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                let first = try connection.readResponse().status
+                Thread.sleep(forTimeInterval: 2)
+                // A head in two parts, well within the head timeout, is answered too.
+                try connection.send("GET /health HTTP/1.1\r\n")
+                Thread.sleep(forTimeInterval: 0.2)
+                try connection.send("Host: localhost\r\n\r\n")
+                return [first, try connection.readResponse().status]
+            }
+            #expect(statuses == [200, 200])
+        }
+        #expect(metrics.render().contains(#"pushprov_http_connection_failures_total{reason="request_head_timeout"} 1"#))
+    }
+
     /// `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response; a
     /// request NIO cannot parse gets 400
     /// (from NIO's protocol error handler) and the connection closes, as does an HTTP/1.1

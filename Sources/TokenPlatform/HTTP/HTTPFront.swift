@@ -44,6 +44,11 @@ public struct TMPHTTPServer: Service {
     /// How long a request may take to arrive whole, from its head to its end (4 MB of card
     /// art at 1 Mbit/s takes about 32 s).
     public static let defaultRequestReadTimeout: Duration = .seconds(60)
+    /// How long a request's head may take to arrive whole, from the read that brought its
+    /// first bytes (a head trickled in byte by byte, slowloris, would otherwise hold the
+    /// connection for as long as each byte comes within the idle timeout). Real clients send a
+    /// head in one packet.
+    public static let defaultRequestHeadTimeout: Duration = .seconds(10)
     /// The most a request's head may hold: 100 header fields, 16 KiB in one field, 32 KiB in
     /// all (NIO's defaults, 65,534 fields and 80 KiB, let one request cost tens of milliseconds
     /// of parsing). A head over them is answered 400 and its connection closed. The largest
@@ -67,6 +72,7 @@ public struct TMPHTTPServer: Service {
     let bodyLimit: BodyLimit
     let idleTimeout: Duration
     let requestReadTimeout: Duration
+    let requestHeadTimeout: Duration
     let maximumConnections: Int?
     let metrics: PlatformMetrics?
     let onServerRunning: @Sendable (Int) async -> Void
@@ -84,6 +90,7 @@ public struct TMPHTTPServer: Service {
         bodyLimit: @escaping BodyLimit = { _ in TMPHTTPServer.maximumBodySize },
         idleTimeout: Duration = TMPHTTPServer.defaultIdleTimeout,
         requestReadTimeout: Duration = TMPHTTPServer.defaultRequestReadTimeout,
+        requestHeadTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout,
         maximumConnections: Int? = nil,
         metrics: PlatformMetrics? = nil,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -96,6 +103,7 @@ public struct TMPHTTPServer: Service {
         self.bodyLimit = { head in min(bodyLimit(head), TMPHTTPServer.maximumBodySize) }
         self.idleTimeout = idleTimeout
         self.requestReadTimeout = requestReadTimeout
+        self.requestHeadTimeout = requestHeadTimeout
         self.maximumConnections = maximumConnections
         self.metrics = metrics
         self.onServerRunning = onServerRunning
@@ -110,6 +118,7 @@ public struct TMPHTTPServer: Service {
             bodyLimit: bodyLimit,
             idleTimeout: idleTimeout,
             requestReadTimeout: requestReadTimeout,
+            requestHeadTimeout: requestHeadTimeout,
             logger: logger,
             metrics: metrics
         )
@@ -172,6 +181,7 @@ struct HTTP1Front: ServerChildChannel {
     let bodyLimit: TMPHTTPServer.BodyLimit
     let idleTimeout: Duration
     let requestReadTimeout: Duration
+    var requestHeadTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout
     let logger: Logger
     let metrics: PlatformMetrics?
 
@@ -194,7 +204,7 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(CloseMarker(metrics: metrics))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, metrics: metrics))
+            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, headTimeout: requestHeadTimeout, metrics: metrics))
             return Value(channel: channel)
         }
     }
@@ -433,6 +443,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let respond: RequestResponder
     private let bodyLimit: TMPHTTPServer.BodyLimit
     private let readTimeout: Duration
+    private let headTimeout: Duration
     private var head: HTTPRequest?
     private var limit = 0
     private var body = ByteBuffer()
@@ -440,6 +451,11 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var received = 0
     /// Closes the connection if the request being read is not whole by then.
     private var readDeadline: Scheduled<Void>?
+    /// Closes the connection if the head whose first bytes have come is not whole by then.
+    private var headDeadline: Scheduled<Void>?
+    /// The read being handled brought a request's end: what else it brought is the next
+    /// request's beginning, if anything, and its head's time starts at the next read.
+    private var endedInThisRead = false
     /// A request of this connection is with the router (NIO's pipelining assistance holds the
     /// next one until its response is written).
     private var answering = false
@@ -468,22 +484,29 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Where connections closed for a failure of the client's are counted.
     private let metrics: PlatformMetrics?
 
-    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration, metrics: PlatformMetrics? = nil) {
+    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration, headTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout, metrics: PlatformMetrics? = nil) {
         self.respond = respond
         self.bodyLimit = bodyLimit
         self.readTimeout = readTimeout
+        self.headTimeout = headTimeout
         self.metrics = metrics
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         readDeadline?.cancel()
         readDeadline = nil
+        headDeadline?.cancel()
+        headDeadline = nil
         stallDeadline?.cancel()
         stallDeadline = nil
     }
 
     /// After a read that left a request incomplete, its remaining parts get until the deadline.
     /// (A request that arrives whole in one read, as nearly all do, costs no timer.)
+    ///
+    /// A read that brought bytes but no head (the head's first part) starts the head's time;
+    /// its head must be whole within ``TMPHTTPServer/defaultRequestHeadTimeout``. Not while
+    /// a request is being answered: NIO's pipelining assistance holds what comes meanwhile.
     func channelReadComplete(context: ChannelHandlerContext) {
         if head != nil, readDeadline == nil {
             let channel = context.channel
@@ -492,13 +515,23 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 metrics?.recordConnectionFailure(.requestReadTimeout)
                 channel.close(promise: nil)
             }
+        } else if head == nil, headDeadline == nil, !endedInThisRead, !answering, !closing, !answeredEarly, !inputClosed {
+            let channel = context.channel
+            let metrics = metrics
+            headDeadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: TimeAmount(headTimeout)) {
+                metrics?.recordConnectionFailure(.requestHeadTimeout)
+                channel.close(promise: nil)
+            }
         }
+        endedInThisRead = false
         context.fireChannelReadComplete()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            headDeadline?.cancel()
+            headDeadline = nil
             // Nothing after an early answer or a response that closes the connection is
             // carried out; the request being read was the last.
             guard !closing, !answeredEarly else { return }
@@ -545,6 +578,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             readDeadline?.cancel()
             readDeadline = nil
+            endedInThisRead = true
             // The rest of a request answered early, or of one sent after the last: discarded.
             guard !closing, !answeredEarly else { return }
             // An end without a head follows only a head that could not be converted, whose

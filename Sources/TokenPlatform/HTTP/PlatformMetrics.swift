@@ -45,6 +45,9 @@ public final class PlatformMetrics: Sendable {
         /// A request not whole ``TMPHTTPServer/defaultRequestReadTimeout`` after its head (a
         /// body trickled in).
         case requestReadTimeout = "request_read_timeout"
+        /// A request's head not whole ``TMPHTTPServer/defaultRequestHeadTimeout`` after its
+        /// first bytes came (a head trickled in: slowloris).
+        case requestHeadTimeout = "request_head_timeout"
         /// A client that took none of the responses waiting for it within the read timeout.
         case stalledReader = "stalled_reader"
     }
