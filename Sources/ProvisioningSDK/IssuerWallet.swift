@@ -132,10 +132,14 @@ public actor IssuerWallet {
     /// Starts adding a card to `target`: the add sheet's configuration and the session that
     /// answers Wallet. Decides on ``latestStatus`` when it is at most ``statusMaxAge`` old;
     /// otherwise reads the status first (the card may have been blocked, or added from Wallet,
-    /// since). If that read fails, an older status is used all the same (the flow's own
-    /// `signed-cards` call then meets the same trouble and ends with its reason); with none at
-    /// all, the read's error is thrown as ``ProvisioningFailure/server(_:)``.
+    /// since). If that read fails for a reason that may pass (a timeout, TMP unreachable or
+    /// busy: ``TMPClientError/isTransient``), an older status is used all the same (the flow's
+    /// own `signed-cards` call then meets the same trouble and ends with its reason); any
+    /// other failure (a refused cardholder token, a cancelled task), or one with no status at
+    /// all, is thrown as ``ProvisioningFailure/server(_:)``.
     public func beginProvisioning(externalCardId: String, target: DeviceType) async throws(ProvisioningFailure) -> ProvisioningSession {
+        // Taken before any wait: a sign-out during the read ends what this flow would keep.
+        let signOuts = signOuts
         let snapshot: WalletStatusSnapshot
         if let latestStatus, let readAt = latestStatusReadAt, now().timeIntervalSince(readAt) <= statusMaxAge {
             snapshot = latestStatus
@@ -143,7 +147,7 @@ public actor IssuerWallet {
             do {
                 snapshot = try await refreshStatus()
             } catch {
-                guard let latestStatus else { throw .server(error) }
+                guard let latestStatus, error.isTransient else { throw .server(error) }
                 snapshot = latestStatus
             }
         }
@@ -155,7 +159,6 @@ public actor IssuerWallet {
         }
         let configuration = try AddPassConfiguration(for: status, target: target)
         let card = status.card
-        let signOuts = signOuts
         return ProvisioningSession(configuration: configuration, generator: generator) { [weak self] result in
             await self?.flowEnded(result, card: card, target: target, signOuts: signOuts)
         }

@@ -45,9 +45,10 @@ public struct TokenServiceFaults: Sendable, Hashable {
     /// Token events sent twice with the same event id; TMP must acknowledge the second as a
     /// duplicate and change nothing.
     public var duplicateEvents: Set<TokenEventType>
-    /// Events overtake each other: each event is queued ahead of the one queued just before
-    /// it while that one still waits (is not being sent), as a network whose events take
-    /// different paths delivers them. TMP must judge each by its time (`occurredAt`), not by
+    /// Events overtake each other: each new event is queued ahead of the last event in the
+    /// queue when that one still waits (is not being sent), as a network whose events take
+    /// different paths delivers them. With background delivery to a reachable TMP the head is
+    /// usually being sent, so only an event queued behind a waiting one overtakes it. TMP must judge each by its time (`occurredAt`), not by
     /// its arrival: an event older than what it knows is acknowledged stale.
     public var reorderEvents: Bool
 

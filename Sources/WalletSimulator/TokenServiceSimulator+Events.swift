@@ -2,7 +2,8 @@ import ProvisioningModels
 
 /// The token-event outbox: events leave in the order they were queued, one at a time, each
 /// with a unique event id; an event TMP could not be reached for stays at the head and is
-/// tried again by the next delivery, so a later event never overtakes it.
+/// tried again by the next delivery, so a later event never overtakes it (unless
+/// ``TokenServiceFaults/reorderEvents`` is injected).
 extension TokenServiceSimulator {
     /// Sends every queued event and returns when the queue is empty or TMP could not be
     /// reached (the undelivered events stay queued; see ``pendingEvents``).

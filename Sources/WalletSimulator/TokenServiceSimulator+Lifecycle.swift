@@ -40,18 +40,21 @@ extension TokenServiceSimulator {
         }
         guard let rule = Self.rule(for: operation) else { preconditionFailure("\(operation) is not a lifecycle command") }
         // Read after the possible wait: the actor may have run other calls meanwhile.
-        try apply(rule, named: operation.rawValue, to: reference)
-        if configuration.faults.applyThenTimeOut.contains(operation) {
+        let changed = try apply(rule, named: operation.rawValue, to: reference)
+        // Only a command that took effect loses its answer: one that finds the token already
+        // in its target state (TMP sending it again after a FAILED) succeeds as a no-op.
+        if changed, configuration.faults.applyThenTimeOut.contains(operation) {
             try? await sleep(configuration.faults.hangDuration)
             throw .timedOut(operation)
         }
     }
 
-    /// Changes the token `reference` by `rule` (nothing when it is already in the target state),
-    /// queues the rule's event for TMP and tells the observers.
-    private func apply(_ rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType), named name: String, to reference: String) throws(TokenServiceSimulatorError) {
+    /// Changes the token `reference` by `rule`, queues the rule's event for TMP and tells the
+    /// observers; false (nothing done) when the token is already in the target state.
+    @discardableResult
+    private func apply(_ rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType), named name: String, to reference: String) throws(TokenServiceSimulatorError) -> Bool {
         guard var token = tokens[reference] else { throw .unknownToken(reference) }
-        if token.status == rule.target { return }
+        if token.status == rule.target { return false }
         guard rule.from.contains(token.status) else {
             throw .illegalTransition(tokenUniqueReference: reference, from: token.status, to: rule.target)
         }
@@ -65,13 +68,15 @@ extension TokenServiceSimulator {
         for observer in observers {
             observer.tokenStateDidChange(tokenUniqueReference: reference, to: rule.target)
         }
+        return true
     }
 
     /// Changes a token at the network's or the device's own initiative, not TMP's: the
     /// cardholder removed the pass from Wallet (``NetworkTokenChange/passRemoved``), the
     /// device was reported lost (``NetworkTokenChange/deviceLost``) or found again
     /// (``NetworkTokenChange/deviceFound``). The token changes, the device's Wallet is told
-    /// (observers), and the event goes to TMP like any other; no injected fault applies.
+    /// (observers), and the event goes to TMP like any other: the event faults (drop,
+    /// duplicate, reorder) apply, the command timeouts do not.
     ///
     /// - Throws: `unknownToken`, or `illegalTransition` for a change the token's state does
     ///   not allow (a lost device's token that is not active, say); nothing changes then.

@@ -58,7 +58,9 @@ struct IssuerWalletPublishingTests {
 
     @Test func anAddWhoseFreshReadFailsStartsFromTheOlderStatus() async throws {
         let failing = Locked(false)
+        let refusal = Locked(false)
         let server = ScriptedTransport { request, _ in
+            if refusal.current { return ScriptedTransport.error(401, code: "unauthorized", message: "sign in again") }
             if failing.current { return ScriptedTransport.error(503, code: "database_unavailable", message: "try again") }
             guard ScriptedTransport.operation(of: request) == .listCards else { return ScriptedTransport.json([TokenSearchResult]()) }
             return ScriptedTransport.json(CardListResponse(cards: [Fixtures.card("card-1")]))
@@ -76,5 +78,9 @@ struct IssuerWalletPublishingTests {
         let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
         #expect(session.configuration.externalCardId == "card-1")
         #expect(server.requests(for: .listCards).count == 3)
+        // Not when the read was refused for good: the cardholder's token is no longer taken.
+        refusal.withValue { $0 = true }
+        let refused = await #expect(throws: ProvisioningFailure.self) { try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone) }
+        #expect(refused?.code == "unauthorized")
     }
 }

@@ -723,15 +723,16 @@ struct HTTPFrontTests {
 
     /// Connections closed before a request reached the router are counted by reason: a request
     /// NIO cannot parse (answered 400), a head that is no HTTP request, and one not whole within
-    /// the read timeout. The three series are there from the start, at zero.
+    /// the read timeout. Its four series are there from the start, at zero.
     @Test func connectionsClosedBeforeTheRouterAreCounted() async throws {
         let metrics = PlatformMetrics()
         let count = { (reason: String) -> String? in
             metrics.render().split(separator: "\n").first { $0.hasPrefix("pushprov_http_connection_failures_total{reason=\"\(reason)\"}") }.map(String.init)
         }
-        #expect(["unparsable_request", "request_read_timeout", "stalled_reader"].map(count) == [
+        #expect(["unparsable_request", "request_read_timeout", "request_head_timeout", "stalled_reader"].map(count) == [
             #"pushprov_http_connection_failures_total{reason="unparsable_request"} 0"#,
             #"pushprov_http_connection_failures_total{reason="request_read_timeout"} 0"#,
+            #"pushprov_http_connection_failures_total{reason="request_head_timeout"} 0"#,
             #"pushprov_http_connection_failures_total{reason="stalled_reader"} 0"#,
         ])
         try await Self.serveAsTheServerDoes(requestReadTimeout: .seconds(1), metrics: metrics) { _, port in

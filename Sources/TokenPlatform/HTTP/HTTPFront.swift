@@ -45,9 +45,10 @@ public struct TMPHTTPServer: Service {
     /// art at 1 Mbit/s takes about 32 s).
     public static let defaultRequestReadTimeout: Duration = .seconds(60)
     /// How long a request's head may take to arrive whole, from the read that brought its
-    /// first bytes (a head trickled in byte by byte, slowloris, would otherwise hold the
-    /// connection for as long as each byte comes within the idle timeout). Real clients send a
-    /// head in one packet.
+    /// first bytes: a head trickled in (slowloris) is cut off then instead of at the idle
+    /// timeout. Real clients send a head in one packet. A client silent until just before
+    /// the idle timeout, or whose head's first bytes come in the read that ended its previous
+    /// request, is bound by the idle timeout alone.
     public static let defaultRequestHeadTimeout: Duration = .seconds(10)
     /// The most a request's head may hold: 100 header fields, 16 KiB in one field, 32 KiB in
     /// all (NIO's defaults, 65,534 fields and 80 KiB, let one request cost tens of milliseconds
@@ -643,6 +644,10 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             return
         }
         inputClosed = true
+        // Nothing more will come: no head to wait for (NIO reports the end of input after the
+        // read completion that may have started the head's time).
+        headDeadline?.cancel()
+        headDeadline = nil
         // A request being answered closes the connection once its response is written.
         guard !answering else { return }
         // NIO's pipelining assistance may deliver a half-close it held back from inside the
