@@ -49,6 +49,8 @@ public actor IssuerWallet {
     private var recheck: Task<Void, Never>?
     /// Sign-outs so far: work begun for one cardholder checks it before it records anything.
     private var signOuts = 0
+    /// The Wallet extension's adds already kept as ``AddedPass``es.
+    private var importedExtensionAdds: Set<ExtensionAdd> = []
 
     /// Creates the entry point.
     ///
@@ -85,6 +87,7 @@ public actor IssuerWallet {
     public func refreshStatus() async throws(TMPClientError) -> WalletStatusSnapshot {
         readsStarted += 1
         let read = readsStarted
+        await importExtensionAdds()
         let awaited = passesAwaitingIssuer
         let startedAt = now()
         let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: startedAt)
@@ -96,8 +99,29 @@ public actor IssuerWallet {
             passesAwaitingIssuer = passesAwaitingIssuer.compactMap { given.contains($0.id) ? kept[$0.id] : $0 }
             if passesAwaitingIssuer.isEmpty { stopRechecking() }
             await publish(snapshot, read: read, readAt: startedAt)
+            // Adds of cards this read was the first to list wait for the next read.
+            await importExtensionAdds()
         }
         return snapshot
+    }
+
+    /// Keeps each recent add of the Wallet extension's (``ExtensionAdd``, in the shared
+    /// folder) for the signed-in cardholder as an ``AddedPass`` without a pass, once, for a
+    /// card the latest status lists; starts the rechecks if it kept any.
+    private func importExtensionAdds() async {
+        guard let sharedStorage else { return }
+        let now = now()
+        importedExtensionAdds = importedExtensionAdds.filter { now.timeIntervalSince($0.at) < SharedWalletDirectory.extensionAddLifetime }
+        let adds = sharedStorage.sharing.directory.readExtensionAdds(now: now).filter { !importedExtensionAdds.contains($0) }
+        guard !adds.isEmpty, let userId = await sharedStorage.sharing.userId() else { return }
+        var kept = false
+        for add in adds where !importedExtensionAdds.contains(add) && add.userId.isSameIdentifier(as: userId) {
+            guard let card = latestStatus?[add.externalCardId]?.card else { continue }
+            importedExtensionAdds.insert(add)
+            passesAwaitingIssuer.append(AddedPass(externalCardId: add.externalCardId, device: add.device, deviceAccountIdentifier: nil, panLast4: card.panLast4, addedAt: add.at))
+            kept = true
+        }
+        if kept { startRechecking() }
     }
 
     /// Sign-out: forgets the latest status and removes everything shared with the Wallet
@@ -111,6 +135,7 @@ public actor IssuerWallet {
         latestStatus = nil
         signOuts += 1
         passesAwaitingIssuer = []
+        importedExtensionAdds = []
         latestStatusReadAt = nil
         stopRechecking()
         try await sharedStorage?.signOut()

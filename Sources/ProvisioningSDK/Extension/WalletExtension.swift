@@ -262,6 +262,13 @@ public final class WalletExtension: Sendable {
         }
     }
 
+    /// Leaves an ``ExtensionAdd`` for the app, while `session` is still the stored one.
+    private func recordAdd(of entry: ExtensionEntryIdentifier, by session: ExtensionSession) {
+        let directory = configuration.directory
+        let add = ExtensionAdd(externalCardId: entry.externalCardId, device: entry.device, userId: session.userId, at: configuration.now())
+        _ = whileSignedIn(session) { try? directory.recordExtensionAdd(add, now: add.at) }
+    }
+
     /// The longest the extension waits for the shared folder's lock (250 ms): the app holds it
     /// for milliseconds, to wipe the folder at sign-out. It comes on top of the refresh and art
     /// budgets (at most 19 s together), so Wallet's 20 s still hold.
@@ -289,7 +296,8 @@ public final class WalletExtension: Sendable {
     /// ours, there is no valid session, TMP refuses or is too slow, or the returned task is
     /// cancelled. A new call supersedes one still running, which completes with nil at once.
     /// A session TMP refuses (`401`) is removed before `completion` is called, as
-    /// `passEntries` removes one, so `status` then asks for sign-in.
+    /// `passEntries` removes one, so `status` then asks for sign-in. After a sealed card is
+    /// handed over, an ``ExtensionAdd`` is left in the shared folder for the app.
     @discardableResult
     public func generateRequest(identifier: String, certificates: [Data], nonce: Data, nonceSignature: Data, completion: @escaping @Sendable (AddPassRequest?) -> Void) -> Task<AddPassRequestGenerator.Generation, Never> {
         guard let entry = ExtensionEntryIdentifier(rawValue: identifier), let session = sessions.validSession(at: configuration.now()) else {
@@ -308,6 +316,9 @@ public final class WalletExtension: Sendable {
                 // `status` asks for sign-in again rather than promise cards that cannot be added.
                 if case .server(let error)? = generation.failure, error.kind == .unauthorized { sessions.remove(session) }
                 once.complete(generation.request.isEmpty ? nil : generation.request)
+                // Wallet goes on to add the card: the app learns of it, so it does not offer the
+                // card again before TMP hears of the new token (best effort, after Wallet's answer).
+                if !generation.request.isEmpty { self.recordAdd(of: entry, by: session) }
                 return generation
             }
             pending = task
