@@ -47,6 +47,8 @@ public actor IssuerWallet {
     public static let defaultRecheckDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
     private let now: @Sendable () -> Date
     private var recheck: Task<Void, Never>?
+    /// Rounds of rechecks started: a round that ends clears ``recheck`` only if it is the last.
+    private var rechecks = 0
     /// Sign-outs so far: work begun for one cardholder checks it before it records anything.
     private var signOuts = 0
     /// The Wallet extension's adds already kept as ``AddedPass``es.
@@ -110,18 +112,20 @@ public actor IssuerWallet {
     /// card the latest status lists; starts the rechecks if it kept any.
     private func importExtensionAdds() async {
         guard let sharedStorage else { return }
+        let signOuts = signOuts
         let now = now()
         importedExtensionAdds = importedExtensionAdds.filter { now.timeIntervalSince($0.at) < SharedWalletDirectory.extensionAddLifetime }
         let adds = sharedStorage.sharing.directory.readExtensionAdds(now: now).filter { !importedExtensionAdds.contains($0) }
-        guard !adds.isEmpty, let userId = await sharedStorage.sharing.userId() else { return }
+        guard !adds.isEmpty, let userId = await sharedStorage.sharing.userId(), signOuts == self.signOuts else { return }
         var kept = false
         for add in adds where !importedExtensionAdds.contains(add) && add.userId.isSameIdentifier(as: userId) {
             guard let card = latestStatus?[add.externalCardId]?.card else { continue }
             importedExtensionAdds.insert(add)
-            passesAwaitingIssuer.append(AddedPass(externalCardId: add.externalCardId, device: add.device, deviceAccountIdentifier: nil, panLast4: card.panLast4, addedAt: add.at))
+            passesAwaitingIssuer.append(AddedPass(externalCardId: add.externalCardId, device: add.device, deviceAccountIdentifier: nil, panLast4: card.panLast4, addedAt: add.at, walletReportedAdd: false))
             kept = true
         }
-        if kept { startRechecking() }
+        // Called from a read the rechecks make too: a running round is left to go on.
+        if kept, recheck == nil { startRechecking() }
     }
 
     /// Sign-out: forgets the latest status and removes everything shared with the Wallet
@@ -176,6 +180,8 @@ public actor IssuerWallet {
                 snapshot = latestStatus
             }
         }
+        // The cardholder signed out during the read: no flow for their card.
+        guard signOuts == self.signOuts else { throw .cancelled }
         guard let status = snapshot[externalCardId] else {
             throw .notEligible("no card \(externalCardId) for this cardholder")
         }
@@ -211,13 +217,20 @@ public actor IssuerWallet {
     private func startRechecking() {
         recheck?.cancel()
         let delays = recheckDelays
+        rechecks += 1
+        let round = rechecks
         recheck = Task { [weak self] in
             for delay in delays {
                 do { try await Task.sleep(for: delay) } catch { return }
-                guard let self, await self.keepsRechecking() else { return }
+                guard let self, await self.keepsRechecking() else { break }
                 _ = try? await self.refreshStatus()
             }
+            await self?.rechecksEnded(round)
         }
+    }
+
+    private func rechecksEnded(_ round: Int) {
+        if round == rechecks { recheck = nil }
     }
 
     private func keepsRechecking() -> Bool {

@@ -148,6 +148,34 @@ struct AddedPassTests {
         #expect(otherCards.map(\.deviceAccountIdentifier) == [nil])
     }
 
+    @Test func aRecordWithoutAPassTakesOnlyAPassOfTheCardsOwnAccountOnceItIsKnown() throws {
+        // The card is on the iPhone (account-1, listed); a stray unlisted Watch pass with the
+        // same last four digits (a previous cardholder's, say) is not the card's new one.
+        let phonePass = Fixtures.pass("T-phone", account: "account-1", device: .phone)
+        let stray = Fixtures.pass("T-stray", account: "account-9", device: .watch)
+        let tokens = [Fixtures.token("T-phone", card: "card-1", status: .active)]
+        #expect(AddedPass.matched([Self.record(nil, device: .watch)], passes: [phonePass, stray], tokens: tokens).map(\.deviceAccountIdentifier) == [nil])
+        let fresh = Fixtures.pass("T-watch", account: "account-1", device: .watch)
+        #expect(AddedPass.matched([Self.record(nil, device: .watch)], passes: [phonePass, stray, fresh], tokens: tokens).map(\.deviceAccountIdentifier) == ["T-watch"])
+    }
+
+    @Test func aRecordGoesOnceTMPListsALiveTokenOfItsCardOnItsDevice() {
+        // Matched to the wrong pass, or never matched: TMP's word about the device ends it.
+        let listed = Fixtures.pass("T-new", account: "account-1", device: .phone)
+        let tokens = [Fixtures.token("T-new", card: "card-1", status: .inactive)]
+        #expect(AddedPass.stillAwaited([Self.record("T-other"), Self.record(nil)], passes: [listed, Fixtures.pass("T-other", account: "account-1", device: .phone)], tokens: tokens, now: Self.added).isEmpty)
+        // Not for the other device, nor for a deactivated token.
+        #expect(AddedPass.stillAwaited([Self.record(nil, device: .watch)], passes: [listed], tokens: tokens, now: Self.added).count == 1)
+        #expect(AddedPass.stillAwaited([Self.record(nil)], passes: [listed], tokens: [Fixtures.token("T-new", card: "card-1", status: .deactivated)], now: Self.added).count == 1)
+    }
+
+    @Test func anUnmatchedAddWalletDidNotReportKeepsNothingFromTheDevice() throws {
+        // The extension handed Wallet a sealed card; the add may have been declined.
+        let unreported = AddedPass(externalCardId: "card-1", device: .phone, deviceAccountIdentifier: nil, panLast4: "1111", addedAt: Self.added, walletReportedAdd: false)
+        let card = try #require(Self.status(passes: [], added: [unreported])["card-1"])
+        #expect(card.phone.action == .addToWallet && !card.phone.awaitingIssuer)
+    }
+
     @Test func decodingAStatusEncodedBeforeTheFlagReadsItAsFalse() throws {
         let json = Data(#"{"state":"active","action":"inWallet"}"#.utf8)
         let status = try JSONDecoder().decode(DeviceWalletStatus.self, from: json)

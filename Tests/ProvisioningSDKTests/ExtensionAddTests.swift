@@ -27,6 +27,10 @@ struct ExtensionAddTests {
         #expect(directory.readExtensionAdds(now: Self.start - 1).isEmpty)
         // A card id TMP would never issue is refused; a damaged file reads as none.
         #expect(throws: SharedStorageError.self) { try directory.recordExtensionAdd(ExtensionAdd(externalCardId: "../x", device: .phone, userId: "alice", at: Self.start), now: Self.start) }
+        // A record this SDK cannot read (a newer SDK's device, say) leaves the others readable.
+        try Data(#"[{"externalCardId":"card-x","device":"TABLET","userId":"alice","at":\#(Self.start.timeIntervalSinceReferenceDate)},{"externalCardId":"card-y","device":"PHONE","userId":"alice","at":\#(Self.start.timeIntervalSinceReferenceDate)}]"#.utf8).write(to: directory.extensionAddsURL)
+        #expect(directory.readExtensionAdds(now: Self.start).map(\.externalCardId) == ["card-y"])
+        #expect(throws: SharedStorageError.self) { try directory.recordExtensionAdd(ExtensionAdd(externalCardId: "card-1", device: .phone, userId: String(repeating: "u", count: 1025), at: Self.start), now: Self.start) }
         try Data("{not json".utf8).write(to: directory.extensionAddsURL)
         #expect(directory.readExtensionAdds(now: Self.start).isEmpty)
     }

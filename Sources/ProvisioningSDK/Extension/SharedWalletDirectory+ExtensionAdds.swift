@@ -32,7 +32,9 @@ extension SharedWalletDirectory {
     /// How long an extension add is kept and read: as long as an added pass waits to show in
     /// the pass library (``AddedPass/appearanceGrace``).
     public static let extensionAddLifetime: TimeInterval = AddedPass.appearanceGrace
-    private static let maximumExtensionAddBytes = 16 * 1024
+    private static let maximumExtensionAddBytes = 64 * 1024
+    /// The longest user id an extension add holds (longer ones are not recorded).
+    public static let maximumExtensionAddUserIdLength = 1024
 
     /// The file of recent extension adds.
     public var extensionAddsURL: URL { url.appendingPathComponent("extension-adds.json") }
@@ -41,26 +43,38 @@ extension SharedWalletDirectory {
     /// ``extensionAddLifetime`` at `now`; the file is replaced atomically. Call it under
     /// ``withLock(waitingAtMost:_:)`` (two extension processes may record at once).
     public func recordExtensionAdd(_ add: ExtensionAdd, now: Date) throws {
-        guard CardIdentifier.isValid(add.externalCardId), !add.userId.isEmpty else {
-            throw SharedStorageError(.invalidName, "an extension add needs a TMP card id and a cardholder")
+        guard Self.isPlausible(add) else {
+            throw SharedStorageError(.invalidName, "an extension add needs a TMP card id and a cardholder id of at most \(Self.maximumExtensionAddUserIdLength) bytes")
         }
         let kept = (readExtensionAdds(now: now) + [add]).suffix(Self.maximumExtensionAdds)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try JSONEncoder().encode(Array(kept)).write(to: extensionAddsURL, options: .atomic)
+        try JSONEncoder().encode(Array(kept)).write(to: extensionAddsURL, options: Self.atomicWrite)
     }
 
     /// The recent extension adds at `now`, oldest first: none for a missing, oversized or
-    /// damaged file; records with a card id TMP would never issue, or older than
-    /// ``extensionAddLifetime`` (or from the future), left out.
+    /// damaged file; a record this SDK cannot read (a newer one's), with a card id TMP would
+    /// never issue, or older than ``extensionAddLifetime`` (or from the future), left out.
     public func readExtensionAdds(now: Date) -> [ExtensionAdd] {
         guard let handle = try? FileHandle(forReadingFrom: extensionAddsURL) else { return [] }
         defer { try? handle.close() }
         guard let data = try? handle.read(upToCount: Self.maximumExtensionAddBytes + 1), data.count <= Self.maximumExtensionAddBytes,
-            let adds = try? JSONDecoder().decode([ExtensionAdd].self, from: data)
+            let records = try? JSONDecoder().decode([Lenient].self, from: data)
         else { return [] }
-        return adds.filter { add in
+        return records.compactMap(\.add).filter { add in
             let age = now.timeIntervalSince(add.at)
-            return CardIdentifier.isValid(add.externalCardId) && !add.userId.isEmpty && age >= 0 && age < Self.extensionAddLifetime
+            return Self.isPlausible(add) && age >= 0 && age < Self.extensionAddLifetime
         }.suffix(Self.maximumExtensionAdds).map { $0 }
+    }
+
+    private static func isPlausible(_ add: ExtensionAdd) -> Bool {
+        CardIdentifier.isValid(add.externalCardId) && !add.userId.isEmpty && add.userId.utf8.count <= maximumExtensionAddUserIdLength
+    }
+
+    /// One record of the file, or nil for one this SDK cannot read.
+    private struct Lenient: Decodable {
+        let add: ExtensionAdd?
+        init(from decoder: any Decoder) throws {
+            add = try? ExtensionAdd(from: decoder)
+        }
     }
 }

@@ -213,8 +213,8 @@ public struct SharedWalletDirectory: Sendable, Hashable {
 
     #if os(iOS)
     // Readable by the extensions whenever the phone has been unlocked once since boot.
-    private static let atomicWrite: Data.WritingOptions = [.atomic, .completeFileProtectionUntilFirstUserAuthentication]
+    static let atomicWrite: Data.WritingOptions = [.atomic, .completeFileProtectionUntilFirstUserAuthentication]
     #else
-    private static let atomicWrite: Data.WritingOptions = [.atomic]
+    static let atomicWrite: Data.WritingOptions = [.atomic]
     #endif
 }

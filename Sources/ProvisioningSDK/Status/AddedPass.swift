@@ -38,10 +38,15 @@ public struct AddedPass: Sendable, Hashable, Identifiable {
     public var panLast4: String
     /// When the flow ended.
     public var addedAt: Date
+    /// Whether Wallet reported the add (an in-app flow's end). An add the Wallet extension
+    /// recorded is known only to have been handed a sealed card, so until it is matched to a
+    /// pass it does not keep its device from offering the card.
+    public var walletReportedAdd: Bool
 
     /// Creates a record.
-    public init(id: UUID = UUID(), externalCardId: String, device: DeviceType, deviceAccountIdentifier: String?, panLast4: String, addedAt: Date) {
+    public init(id: UUID = UUID(), externalCardId: String, device: DeviceType, deviceAccountIdentifier: String?, panLast4: String, addedAt: Date, walletReportedAdd: Bool = true) {
         self.id = id
+        self.walletReportedAdd = walletReportedAdd
         self.externalCardId = externalCardId
         self.device = device
         self.deviceAccountIdentifier = deviceAccountIdentifier
@@ -51,17 +56,21 @@ public struct AddedPass: Sendable, Hashable, Identifiable {
 
     /// `records` with each one Wallet handed no pass for matched to its pass, where exactly
     /// one fits: a live pass on the record's device that TMP does not list, with the card's
-    /// last four digits, whose account is not another card's (by a pass TMP lists for that
-    /// card; the record's own card's account is fine: a Watch pass shares the iPhone pass's)
-    /// and that no other record has. Records that find none, or more than one, stay as they are.
+    /// last four digits, whose account is the card's own when TMP lists a pass of the card
+    /// (a Watch pass shares the iPhone pass's), else no other card's, and that no other record
+    /// has. Records that find none, or more than one, stay as they are.
     public static func matched(_ records: [AddedPass], passes: [WalletPass], tokens: [TokenSearchResult]) -> [AddedPass] {
         guard records.contains(where: { $0.deviceAccountIdentifier == nil }) else { return records }
         let cardOfToken = Dictionary(tokens.map { ($0.tokenUniqueReference, $0.externalCardId) }, uniquingKeysWith: { first, _ in first })
         let listed = Set(cardOfToken.keys)
         // Each account's cards, as TMP lists the passes of it.
         var cardsOfAccount: [String: Set<String>] = [:]
+        var accountsOfCard: [String: Set<String>] = [:]
         for pass in passes {
-            if let card = cardOfToken[pass.deviceAccountIdentifier] { cardsOfAccount[pass.primaryAccountIdentifier, default: []].insert(card) }
+            if let card = cardOfToken[pass.deviceAccountIdentifier] {
+                cardsOfAccount[pass.primaryAccountIdentifier, default: []].insert(card)
+                accountsOfCard[card, default: []].insert(pass.primaryAccountIdentifier)
+            }
         }
         var claimed = Set(records.compactMap(\.deviceAccountIdentifier))
         return records.map { record in
@@ -70,7 +79,8 @@ public struct AddedPass: Sendable, Hashable, Identifiable {
                 pass.device == record.device && pass.activationState != .deactivated
                     && !listed.contains(pass.deviceAccountIdentifier) && !claimed.contains(pass.deviceAccountIdentifier)
                     && pass.primaryAccountNumberSuffix == record.panLast4
-                    && cardsOfAccount[pass.primaryAccountIdentifier, default: []].subtracting([record.externalCardId]).isEmpty
+                    && (accountsOfCard[record.externalCardId].map { $0.contains(pass.primaryAccountIdentifier) }
+                        ?? cardsOfAccount[pass.primaryAccountIdentifier, default: []].subtracting([record.externalCardId]).isEmpty)
             }
             guard candidates.count == 1, let pass = candidates.first else { return record }
             claimed.insert(pass.deviceAccountIdentifier)
@@ -82,13 +92,16 @@ public struct AddedPass: Sendable, Hashable, Identifiable {
 
     /// The records of `records` still worth keeping after a read that found `passes` and
     /// TMP's `tokens` for them, at `now`: dropped once TMP lists the pass's token (for any
-    /// card: TMP's word decides from then on), once the pass is deactivated, once it is gone
-    /// from the library (or never showed) after ``appearanceGrace``, and after ``lifetime``.
+    /// card: TMP's word decides from then on), once TMP lists a live token of the record's
+    /// card on its device (the card is there by TMP's word), once the pass is deactivated,
+    /// once it is gone from the library (or never showed) after ``appearanceGrace``, and
+    /// after ``lifetime``.
     public static func stillAwaited(_ records: [AddedPass], passes: [WalletPass], tokens: [TokenSearchResult], now: Date) -> [AddedPass] {
         let listed = Set(tokens.map(\.tokenUniqueReference))
+        let onDevice = Set(passes.compactMap { pass in tokens.first { $0.tokenUniqueReference == pass.deviceAccountIdentifier && $0.tokenStatus != .deactivated && pass.activationState != .deactivated }.map { "\($0.externalCardId)|\(pass.device.rawValue)" } })
         return records.filter { record in
             let age = now.timeIntervalSince(record.addedAt)
-            guard age < lifetime else { return false }
+            guard age < lifetime, !onDevice.contains("\(record.externalCardId)|\(record.device.rawValue)") else { return false }
             if let reference = record.deviceAccountIdentifier {
                 if listed.contains(reference) { return false }
                 guard let pass = passes.first(where: { $0.deviceAccountIdentifier == reference }) else { return age < appearanceGrace }

@@ -163,7 +163,7 @@ public enum WalletStatusCalculator {
     /// show yet (or, Wallet having handed over none, no pass was matched to it).
     private static func unseenAdds(of externalCardId: String, input: Input) -> Set<DeviceType> {
         var devices = Set<DeviceType>()
-        for record in input.addedPasses where record.externalCardId == externalCardId {
+        for record in input.addedPasses where record.externalCardId == externalCardId && record.walletReportedAdd {
             let seen = record.deviceAccountIdentifier.map { reference in input.passes.contains { $0.deviceAccountIdentifier == reference && $0.device == record.device } } ?? false
             if !seen { devices.insert(record.device) }
         }
