@@ -307,6 +307,35 @@ struct IssuerWalletAddedPassTests {
         #expect(await wallet.latestStatus == nil)
     }
 
+    @Test func aReadThatBeganBeforeAnAddKeepsTheAddsRecordWhenItPublishes() async throws {
+        // Read A is held at TMP; meanwhile a flow ends added and its own read fails, so A,
+        // which was given no records, publishes last: the record added meanwhile stays.
+        let gate = AsyncGate()
+        let calls = Locked(0)
+        let server = ScriptedTransport { request, _ in
+            switch ScriptedTransport.operation(of: request) {
+            case .listCards:
+                let call = calls.withValue { $0 += 1; return $0 }
+                if call == 2 { await gate.wait() }
+                if call == 3 { return ScriptedTransport.error(503, code: "database_unavailable", message: "try again") }
+                return ScriptedTransport.json(CardListResponse(cards: [Fixtures.card("card-1")]))
+            default:
+                return ScriptedTransport.json([TokenSearchResult]())
+            }
+        }
+        let wallet = IssuerWallet(client: Fixtures.client(server, retry: .none), passLibrary: FakePassLibrary(passes: [Self.pass]), activationLinks: ActivationLinkTests.route, recheckDelays: [])
+        _ = try await wallet.refreshStatus()
+        let session = try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)
+        let readA = Task { try await wallet.refreshStatus() }
+        await gate.waitForArrivals(1)
+        let (_, status) = await session.finish(.added(Self.pass))
+        #expect(status == nil, "the flow's own read was to fail")
+        gate.open()
+        let published = try await readA.value
+        #expect(await wallet.passesAwaitingIssuer.map(\.deviceAccountIdentifier) == ["T-new"])
+        #expect(await wallet.latestStatus == published)
+    }
+
     @Test func aCancelledOrFailedFlowRemembersNothing() async throws {
         let server = Server()
         let wallet = Self.wallet(server, delays: [.milliseconds(10)])

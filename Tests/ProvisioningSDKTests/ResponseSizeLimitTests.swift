@@ -195,20 +195,18 @@ struct ResponseSizeLimitTests {
         }
     }
 
-    /// At a network's speed: the call fails as soon as the limit is passed, and the
-    /// connection closes long before the body's 256 MiB have been sent (about 100 KB here
-    /// on an idle machine; the bound leaves room for a loaded one).
+    /// At a network's speed: the call fails as soon as the limit is passed — as an oversized
+    /// body, not at its 10 s timeout, which would end a call that waited for all 256 MiB at
+    /// this pace — and the connection closes before the body has all been sent. (The error's
+    /// kind tells the two ends apart; a wall-clock bound once failed on a loaded machine.)
     @Test func anEndlessBodyIsRefusedOnceItPassesTheLimitLongBeforeItIsAllSent() async throws {
         try await Self.withServer { server, port in
-            let start = ContinuousClock.now
             let error = await #expect(throws: TMPClientError.self) {
                 _ = try await Self.client(port: port, query: "case=endless&pace=1", timeout: .seconds(10)).cards()
             }
-            let elapsed = ContinuousClock.now - start
             #expect(error?.kind == .malformedResponse)
             #expect(error?.code == "malformed_response")
             #expect(error?.message == "cards answered with an unexpected body (the response body has more than 65536 bytes; at most 65536 are accepted)")
-            #expect(elapsed < .seconds(5), "\(elapsed)")
             // The connection is gone: the server's next writes fail and its stream ends.
             let deadline = ContinuousClock.now + .seconds(10)
             while !server.streamEnded.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
@@ -225,12 +223,12 @@ struct ResponseSizeLimitTests {
     /// acts on the cancellation, later when the machine is loaded.
     @Test func anEndlessBodyAtLoopbackSpeedFailsAtOnce() async throws {
         try await Self.withServer { server, port in
-            let start = ContinuousClock.now
             let error = await #expect(throws: TMPClientError.self) {
                 _ = try await Self.client(port: port, query: "case=endless", timeout: .seconds(10)).cards()
             }
+            // Not the 10 s timeout: the error is the oversized body's.
+            #expect(error?.kind == .malformedResponse)
             #expect(error?.message == "cards answered with an unexpected body (the response body has more than 65536 bytes; at most 65536 are accepted)")
-            #expect(ContinuousClock.now - start < .seconds(5))
             // Whether the server's stream ended early says nothing here: at this speed it reaches
             // its 8 MiB cap either way (the paced test above checks the connection is dropped).
         }
@@ -238,14 +236,12 @@ struct ResponseSizeLimitTests {
 
     @Test func aDeclaredLengthOverTheLimitIsRefusedFromTheHead() async throws {
         try await Self.withServer { _, port in
-            let start = ContinuousClock.now
             let error = await #expect(throws: TMPClientError.self) {
                 _ = try await Self.client(port: port, query: "case=declared", timeout: .seconds(15)).cards()
             }
-            let elapsed = ContinuousClock.now - start
+            // Refused from the head (its declared size in the message), not at the timeout.
             #expect(error?.kind == .malformedResponse)
             #expect(error?.message == "cards answered with an unexpected body (the response body has 104857600 bytes; at most 65536 are accepted)")
-            #expect(elapsed < .seconds(5), "\(elapsed): refused from the head, not at the timeout")
         }
     }
 

@@ -116,8 +116,10 @@ struct HTTPFrontTests {
                 let connection = try RawConnection(port: port, receiveTimeout: .seconds(20))
                 try connection.send(String(repeating: "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n", count: 200))
                 // Reads nothing; notices the server's close when a write is refused (reset).
+                // The window is wide: on a loaded machine the kernel keeps taking bytes for a
+                // while, and each time it does the server's timer starts again.
                 let started = ContinuousClock.now
-                while ContinuousClock.now - started < .seconds(15) {
+                while ContinuousClock.now - started < .seconds(45) {
                     Thread.sleep(forTimeInterval: 0.2)
                     if !connection.sendUnlessClosed("x") { return ContinuousClock.now - started }
                 }
@@ -511,8 +513,11 @@ struct HTTPFrontTests {
             #expect(replies.last?.headers["connection"] == "close")
             // Each token was verified once.
             #expect(authenticator.cardholderVerifications == 2)
-            // The route logged the forged token's refusal, once.
-            #expect(platform.logs.current.filter { $0.contains("credential refused") && $0.contains("bad_signature") }.count == 1)
+            // The forged token's refusal is logged: by the route, and by the head as well only
+            // when the two come more than the log's one-line-a-second throttle apart (a loaded
+            // machine: this once failed with 2 lines when the test took 37 s).
+            let refusals = platform.logs.current.filter { $0.contains("credential refused") && $0.contains("bad_signature") }.count
+            #expect((1...2).contains(refusals), "\(refusals) lines")
         }
     }
 
