@@ -190,10 +190,12 @@ struct PoolRenewalTests {
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(1)))
     func aPoolThatLendsWhenAskedAfterASuccessfulProbeIsKept() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            // The pool's check gets 30 s instead of 250 ms: a loaded machine's slow lease is not
-            // what this tests (without the check the pool is replaced however long it is).
+            // The pool's check gets 30 s instead of 250 ms, and a call 10 s for a connection: a
+            // loaded machine's slow connect or lease is not what this tests (without the check
+            // the pool is replaced however long it is; a CI run on a slow host once found no
+            // connection within 2 s for the first call).
             let store = try await PostgresStore.connect(
-                url: url, connectionWait: .seconds(2), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
+                url: url, connectionWait: .seconds(10), statementTimeout: .seconds(10), silenceGrace: PostgresStore.silenceGrace,
                 schema: schema, probeInterval: .milliseconds(50), poolCheckWait: .seconds(30), logger: PostgresTestDatabase.logger
             )
             // As after a call whose wait ran out just before the pool could lend (it was slow
