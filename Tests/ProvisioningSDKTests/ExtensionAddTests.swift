@@ -49,6 +49,24 @@ struct ExtensionAddTests {
         #expect(refused.directory.readExtensionAdds(now: refused.date.now).isEmpty)
     }
 
+    /// Once Wallet has its answer, iOS may suspend the extension at any moment, and kills one
+    /// suspended while holding a lock on a shared-container file: the record is written first.
+    @Test func theAddIsRecordedBeforeWalletIsAnswered() async throws {
+        let world = try ExtensionHarness(transport: Fixtures.server(cards: [], tokens: []))
+        defer { world.remove() }
+        try world.signIn()
+        let directory = world.directory
+        let now = world.date.now
+        let atAnswer = Locked<(request: Bool, adds: [ExtensionAdd])?>(nil)
+        let task = world.walletExtension.generateRequest(identifier: "card-1", certificates: [Data([1]), Data([2])], nonce: Data("n".utf8), nonceSignature: Data([3])) { request in
+            atAnswer.withValue { $0 = (request != nil, directory.readExtensionAdds(now: now)) }
+        }
+        _ = await task.value
+        let answered = try #require(atAnswer.current)
+        #expect(answered.request)
+        #expect(answered.adds.map(\.externalCardId) == ["card-1"])
+    }
+
     @Test(arguments: [("alice", true), ("bob", false)])
     func theAppKeepsTheCardsNewPassForItUntilTMPListsIt(appUser: String, kept: Bool) async throws {
         let world = try ExtensionHarness(transport: Fixtures.server(cards: [], tokens: []))

@@ -296,8 +296,9 @@ public final class WalletExtension: Sendable {
     /// ours, there is no valid session, TMP refuses or is too slow, or the returned task is
     /// cancelled. A new call supersedes one still running, which completes with nil at once.
     /// A session TMP refuses (`401`) is removed before `completion` is called, as
-    /// `passEntries` removes one, so `status` then asks for sign-in. After a sealed card is
-    /// handed over, an ``ExtensionAdd`` is left in the shared folder for the app.
+    /// `passEntries` removes one, so `status` then asks for sign-in. Once the card is sealed, an
+    /// ``ExtensionAdd`` is left in the shared folder for the app before `completion` hands it
+    /// to Wallet (which may take the folder's lock up to 250 ms beyond the budget).
     @discardableResult
     public func generateRequest(identifier: String, certificates: [Data], nonce: Data, nonceSignature: Data, completion: @escaping @Sendable (AddPassRequest?) -> Void) -> Task<AddPassRequestGenerator.Generation, Never> {
         guard let entry = ExtensionEntryIdentifier(rawValue: identifier), let session = sessions.validSession(at: configuration.now()) else {
@@ -315,10 +316,15 @@ public final class WalletExtension: Sendable {
                 // TMP refused the session: it goes (unless another was saved since), so
                 // `status` asks for sign-in again rather than promise cards that cannot be added.
                 if case .server(let error)? = generation.failure, error.kind == .unauthorized { sessions.remove(session) }
-                once.complete(generation.request.isEmpty ? nil : generation.request)
                 // Wallet goes on to add the card: the app learns of it, so it does not offer the
-                // card again before TMP hears of the new token (best effort, after Wallet's answer).
+                // card again before TMP hears of the new token (best effort). Written before
+                // Wallet is answered, while the extension surely runs: once answered, iOS may
+                // suspend it at any moment, and a process suspended holding a lock on a file in
+                // the shared container is killed (`0xdead10cc`). It costs the answer at most the
+                // lock's patience (250 ms) and a small write, within Wallet's 20 s beside the
+                // generation's budget of at most 19 s.
                 if !generation.request.isEmpty { self.recordAdd(of: entry, by: session) }
+                once.complete(generation.request.isEmpty ? nil : generation.request)
                 return generation
             }
             pending = task
