@@ -14,6 +14,8 @@ public enum AppleIssuerEncryptionRules {
     public static let leafMarkerOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 39]
     /// Marker extension of the Apple Worldwide Developer Relations intermediate.
     public static let intermediateMarkerOID: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 15]
+    /// The common name Apple's policy requires of the intermediate (the leaf's issuer).
+    public static let intermediateCommonName = "Apple Worldwide Developer Relations CA - G2"
 
     /// Checks the leaf: end entity, P-256 key, keyEncipherment + keyAgreement in a critical
     /// key usage, critical marker.
@@ -39,10 +41,21 @@ public enum AppleIssuerEncryptionRules {
         return nil
     }
 
-    /// Checks the intermediate: a CA carrying Apple's WWDR marker extension, with a P-256 key.
+    /// Checks the intermediate: a CA that may sign certificates (RFC 5280: `keyCertSign` when
+    /// it states a key usage), named as Apple's WWDR CA - G2 (exactly one common name, that
+    /// one), carrying Apple's WWDR marker extension, with a P-256 key.
     public static func checkIntermediate(_ intermediate: Certificate) -> ChainRefusal? {
         guard case .isCertificateAuthority = try? intermediate.extensions.basicConstraints else {
             return ChainRefusal(.intermediateNotCertificateAuthority, "the second certificate is not a CA certificate; it must be the intermediate that issued the leaf")
+        }
+        if intermediate.extensions[oid: .X509ExtensionID.keyUsage] != nil {
+            guard let usage = try? intermediate.extensions.keyUsage, usage.keyCertSign else {
+                return ChainRefusal(.intermediateKeyUsage, "the intermediate's key usage does not include keyCertSign, so it may not sign the leaf")
+            }
+        }
+        let commonNames = intermediate.subject.flatMap { $0 }.filter { $0.type == .RDNAttributeType.commonName }.map { String($0.value) }
+        guard commonNames.count == 1, commonNames[0] == intermediateCommonName else {
+            return ChainRefusal(.intermediateNameMismatch, "the intermediate's common name must be \"\(intermediateCommonName)\", as Apple's policy requires")
         }
         guard intermediate.extensions[oid: intermediateMarkerOID] != nil else {
             return ChainRefusal(.intermediateMarkerMissing, "the intermediate lacks Apple's marker extension \(intermediateMarkerOID)")

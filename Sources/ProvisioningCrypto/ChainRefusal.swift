@@ -33,6 +33,10 @@ public struct ChainRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         case intermediateKeyNotP256 = "intermediate_key_not_p256"
         /// The intermediate is not a CA certificate.
         case intermediateNotCertificateAuthority = "intermediate_not_ca"
+        /// The intermediate states a key usage without keyCertSign.
+        case intermediateKeyUsage = "intermediate_key_usage"
+        /// The intermediate is not named "Apple Worldwide Developer Relations CA - G2".
+        case intermediateNameMismatch = "intermediate_name_mismatch"
         /// A certificate's signature does not verify with its issuer's key.
         case badSignature = "bad_signature"
         /// The chain does not end at a configured trust anchor.

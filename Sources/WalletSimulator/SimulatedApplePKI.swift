@@ -35,7 +35,8 @@ public struct SimulatedApplePKI: Sendable {
         let intermediateName = try DistinguishedName {
             CountryName("US")
             OrganizationName("PushProvisioning Simulator")
-            CommonName("Simulated Apple Worldwide Developer Relations CA - G2")
+            // The name Apple's policy requires of the intermediate; the root is the simulator's.
+            CommonName(AppleIssuerEncryptionRules.intermediateCommonName)
         }
         let leafName = try DistinguishedName {
             CountryName("US")

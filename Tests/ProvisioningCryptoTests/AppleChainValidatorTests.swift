@@ -186,6 +186,41 @@ struct ChainRefusalTests {
         #expect(refusal.message.contains("1.2.840.113635.100.6.2.15"))
     }
 
+    /// Apple's policy names the intermediate: another name (also beside the right one, or
+    /// Apple's with a suffix) is refused, even under a trusted root.
+    @Test(arguments: [
+        [AppleIssuerEncryptionRules.intermediateCommonName + " "],
+        ["Apple Worldwide Developer Relations CA - G3"],
+        [AppleIssuerEncryptionRules.intermediateCommonName, "Other CA"],
+        [],
+    ])
+    func refusesIntermediateWithAnotherName(_ commonNames: [String]) async throws {
+        var options = TestPKI.Options()
+        options.intermediateName = try DistinguishedName {
+            CountryName("US")
+            OrganizationName("Test Apple Inc.")
+            for name in commonNames { CommonName(name) }
+        }
+        let refusal = try await refusal(try pki.chain(options: options))
+        #expect(refusal.code == .intermediateNameMismatch)
+        #expect(refusal.message.contains("Apple Worldwide Developer Relations CA - G2"))
+    }
+
+    /// RFC 5280: an intermediate that states a key usage must allow keyCertSign to sign the
+    /// leaf; one that states none is not refused for it.
+    @Test func refusesIntermediateWhoseKeyUsageForbidsSigningCertificates() async throws {
+        var options = TestPKI.Options()
+        options.intermediateKeyUsage = KeyUsage(digitalSignature: true, cRLSign: true)
+        #expect(try await refusal(try pki.chain(options: options)).code == .intermediateKeyUsage)
+
+        options.intermediateKeyUsage = nil
+        let validator = pki.validator()
+        guard case .accepted = await validator.validate(try pki.chain(options: options)) else {
+            Issue.record("an intermediate stating no key usage was refused")
+            return
+        }
+    }
+
     @Test func refusesUntrustedRootWithIdenticalNames() async throws {
         // An impostor root with the anchor's exact name but its own key signs the intermediate.
         let impostorKey = P384.Signing.PrivateKey()

@@ -17,6 +17,10 @@ struct TestPKI {
         var intermediateKeyP384 = false
         var leafMarker: Marker = .critical
         var intermediateMarker = true
+        /// The intermediate's subject, also the leaf's issuer.
+        var intermediateName = TestPKI.intermediateName
+        /// The intermediate's key usage; nil for none stated.
+        var intermediateKeyUsage: KeyUsage? = KeyUsage(keyCertSign: true, cRLSign: true)
         var notValidBefore = Date(timeIntervalSince1970: 1_600_000_000)
         var notValidAfter = Date(timeIntervalSince1970: 1_900_000_000)
     }
@@ -29,7 +33,7 @@ struct TestPKI {
     static let intermediateName = try! DistinguishedName {
         CountryName("US")
         OrganizationName("Test Apple Inc.")
-        CommonName("Test Worldwide Developer Relations CA - G2")
+        CommonName(AppleIssuerEncryptionRules.intermediateCommonName)
     }
     static let leafName = try! DistinguishedName {
         CountryName("US")
@@ -64,10 +68,10 @@ struct TestPKI {
     }
 
     func intermediate(options: Options = Options(), signedBy issuerKey: P384.Signing.PrivateKey? = nil) throws -> Certificate {
-        var extensions = [
-            try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: 0), critical: true),
-            try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
-        ]
+        var extensions = [try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: 0), critical: true)]
+        if let usage = options.intermediateKeyUsage {
+            extensions.append(try Certificate.Extension(usage, critical: true))
+        }
         if options.intermediateMarker {
             extensions.append(Certificate.Extension(oid: AppleIssuerEncryptionRules.intermediateMarkerOID, critical: false, value: [0x05, 0x00]))
         }
@@ -78,7 +82,7 @@ struct TestPKI {
             notValidBefore: Date(timeIntervalSince1970: 1_400_000_000),
             notValidAfter: Date(timeIntervalSince1970: 2_100_000_000),
             issuer: root.subject,
-            subject: Self.intermediateName,
+            subject: options.intermediateName,
             signatureAlgorithm: .ecdsaWithSHA384,
             extensions: Certificate.Extensions(extensions),
             issuerPrivateKey: .init(issuerKey ?? rootKey)
@@ -114,7 +118,7 @@ struct TestPKI {
             publicKey: publicKey,
             notValidBefore: options.notValidBefore,
             notValidAfter: options.notValidAfter,
-            issuer: Self.intermediateName,
+            issuer: options.intermediateName,
             subject: Self.leafName,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: Certificate.Extensions(extensions),
