@@ -145,7 +145,9 @@ public final class AppleChainValidator: Sendable {
         return .accepted(
             AcceptedChain(
                 leafPublicKey: leafKey,
-                leafFingerprint: Data(SHA256.hash(data: derCertificates[0])).lowercaseHex,
+                // The signed body, not the whole DER: an ECDSA signature has two valid forms,
+                // (r, s) and (r, n − s), so a caller could send one leaf under two DER hashes.
+                leafFingerprint: Data(SHA256.hash(data: leaf.tbsCertificateBytes)).lowercaseHex,
                 leafSubject: leaf.subject.description,
                 anchorSubject: chainCertificates.last!.subject.description,
                 anchorFingerprint: chainCertificates.last!.sha256Fingerprint,

@@ -23,7 +23,9 @@ public enum ChainVerdict: Sendable {
 public struct AcceptedChain: Sendable {
     /// The leaf's P-256 key: the recipient for ECC_V2 sealing.
     public var leafPublicKey: P256.KeyAgreement.PublicKey
-    /// Lowercase hex SHA-256 of the leaf's DER, for audit records.
+    /// Lowercase hex SHA-256 of the leaf's signed body (its DER `tbsCertificate`), for audit
+    /// records: one value per certificate, whichever of its signature's two valid ECDSA forms
+    /// the caller sent (so not the hash of the whole DER that `openssl x509 -fingerprint` prints).
     public var leafFingerprint: String
     /// The leaf's subject, for diagnostics.
     public var leafSubject: String

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import ProvisioningCrypto
+import SwiftASN1
 import Testing
 import X509
 
@@ -21,7 +22,45 @@ struct RealAppleChainTests {
         #expect(chain.leafSubject.contains("ecc-crypto-services-encipherment_UC6-PROD"))
         #expect(chain.anchorSubject.contains("Apple Root CA - G3"))
         #expect(chain.anchorFingerprint == TrustAnchors.appleRootCAG3Fingerprint && chain.isAnchoredAtApplesRoot)
-        #expect(chain.leafFingerprint == Data(SHA256.hash(data: leaf)).lowercaseHex)
+        // SHA-256 of the leaf's tbsCertificate, computed apart (Python's `cryptography`).
+        #expect(chain.leafFingerprint == "9d9d37a09b476bba20508ee86628e705b23ad42cf4e4fc5a3ceed2eb30c5d8e9")
+    }
+
+    /// The leaf with its signature's other valid form, (r, n − s), is another DER of the same
+    /// certificate: accepted, with the same fingerprint for the audit.
+    @Test func theLeafsOtherSignatureFormHasTheSameFingerprint() async throws {
+        let other = try Self.withOtherSignatureForm(leaf)
+        #expect(other != leaf)
+        #expect(Data(SHA256.hash(data: other)) != Data(SHA256.hash(data: leaf)))
+        let validator = AppleChainValidator()
+        let original = try #require(await validator.validate([leaf, intermediate]).acceptedChain)
+        let malleated = try #require(await validator.validate([other, intermediate]).acceptedChain)
+        #expect(malleated.leafFingerprint == original.leafFingerprint)
+    }
+
+    /// `der` re-signed in the other form: the P-256 signature (r, s) becomes (r, n − s).
+    static func withOtherSignatureForm(_ der: Data) throws -> Data {
+        let certificate = try DER.parse(Array(der))
+        guard case .constructed(let nodes) = certificate.content else { throw ASN1Error.invalidASN1Object(reason: "not a SEQUENCE") }
+        let parts = Array(nodes)
+        let signature = try P256.Signing.ECDSASignature(derRepresentation: try ASN1BitString(derEncoded: parts[2]).bytes)
+        let raw = Array(signature.rawRepresentation)
+        let order = Array(Data(hex: "ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551")!)
+        var negated = [UInt8](repeating: 0, count: 32)
+        var borrow = 0
+        for i in (0..<32).reversed() {
+            let difference = Int(order[i]) - Int(raw[32 + i]) - borrow
+            negated[i] = UInt8((difference + 256) % 256)
+            borrow = difference < 0 ? 1 : 0
+        }
+        let other = try P256.Signing.ECDSASignature(rawRepresentation: raw[0..<32] + negated)
+        var serializer = DER.Serializer()
+        try serializer.appendConstructedNode(identifier: .sequence) { body in
+            body.serializeRawBytes(parts[0].encodedBytes)
+            body.serializeRawBytes(parts[1].encodedBytes)
+            try body.serialize(ASN1BitString(bytes: ArraySlice(other.derRepresentation)))
+        }
+        return Data(serializer.serializedBytes)
     }
 
     @Test func acceptsProductionChainWithTheRoot() async throws {

@@ -5,6 +5,7 @@ import ProvisioningModels
 import Testing
 import TokenPlatform
 import WalletSimulator
+import X509
 
 @Suite("Push Provisioning API")
 struct PushProvisioningRouteTests {
@@ -126,9 +127,9 @@ struct PushProvisioningRouteTests {
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
             #expect(attempt.nonceHash == nonceHash)
             #expect(attempt.nonceHash == ActivationDataVerifier.nonceHash(nonce))
-            // Lowercase hex SHA-256 of the leaf's DER, the first certificate the request sent.
-            let leaf = platform.pki.walletCertificates[0]
-            #expect(attempt.leafFingerprint == SHA256.hash(data: leaf).map { String(format: "%02x", $0) }.joined())
+            // Lowercase hex SHA-256 of the signed body of the leaf, the first certificate the request sent.
+            let leaf = try Certificate(derEncoded: Array(platform.pki.walletCertificates[0]))
+            #expect(attempt.leafFingerprint == SHA256.hash(data: leaf.tbsCertificateBytes).map { String(format: "%02x", $0) }.joined())
             #expect(attempt.createdAt == platform.clock.current)
             #expect(attempt.expiresAt == platform.clock.current.addingTimeInterval(ActivationDataIssuer.maximumLifetime))
             #expect(attempt.expiresAt == claims.expiresAt)
