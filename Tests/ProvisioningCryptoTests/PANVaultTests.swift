@@ -9,6 +9,27 @@ struct PANVaultTests {
     let pan = try! PrimaryAccountNumber("5555555555554444")
     let vault = PANVault(keys: .generate())
 
+    /// Known answers, computed apart (Python's `cryptography`: AES-256-GCM with AAD
+    /// `pushprov-pan-v1 NUL k1 NUL card-1`, nonce bytes 0–11; HMAC-SHA256): the stored form of
+    /// every PAN already in a database, and its lookup hash, may never change unnoticed.
+    @Test func readsAndFindsKnownAnswers() throws {
+        let keys = try PANVaultKeys(
+            encryptionKeys: ["k1": SymmetricKey(data: Data(0..<32))],
+            currentEncryptionKeyID: "k1",
+            lookupKey: SymmetricKey(data: Data(32..<64))
+        )
+        let known = PANVault(keys: keys)
+        let visa = try PrimaryAccountNumber("4111111111111111")
+        let stored = try #require(EncryptedPAN(serialized: "v1.k1.AAECAwQFBgcICQoLczPnKvTU8yq8cKa6gNhJXG16ecdSBIvLD/T9OFCMdbI="))
+        #expect(stored.keyID == "k1")
+        #expect(try known.decrypt(stored, cardID: "card-1") == visa)
+        #expect(known.lookupHash(visa) == "fba1c1bd2fb45c25a27551394013981853946afbe0225b3df27fcc2ad15d5047")
+        // What it writes has the same form: nonce, ciphertext and tag, base64, after `v1.k1.`.
+        let written = try known.encrypt(visa, cardID: "card-1")
+        #expect(written.serialized.hasPrefix("v1.k1.") && written.sealedBox.count == 12 + 16 + 16)
+        #expect(EncryptedPAN(serialized: written.serialized) == written)
+    }
+
     @Test func encryptsAndDecryptsForTheSameCard() throws {
         let encrypted = try vault.encrypt(pan, cardID: "card-1")
         #expect(encrypted.keyID == vault.keys.currentEncryptionKeyID)
