@@ -132,6 +132,81 @@ struct ExtensionEntriesTests {
         #expect(world.clock.now.offset == .seconds(3))
     }
 
+    /// Art that arrives after the art budget, once Wallet has its entries, is not written:
+    /// iOS may suspend the extension once it has answered, and kills one suspended while it
+    /// holds the shared folder's lock.
+    @Test func artArrivingAfterTheAnswerIsNotWritten() async throws {
+        var card = Fixtures.card("card-1")
+        card.artURL = "/issuer/push-provisioning/cards/card-1/art"
+        let listing = Fixtures.server(cards: [card], tokens: [], art: ["card-1": TestPNG.file()])
+        let late = AsyncGate()
+        let server = ScriptedTransport { request, _ in
+            // The art answers only after the answer to Wallet, whatever its cancellation.
+            if ScriptedTransport.operation(of: request) == .cardArt { await late.wait() }
+            return try await listing.send(request)
+        }
+        let world = try ExtensionHarness(transport: server, refreshBudget: .seconds(5), artBudget: .seconds(3))
+        defer { world.remove() }
+        try world.signIn()
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        while server.requests(for: .cardArt).isEmpty { await Task.yield() }
+        await world.clock.waitForSleepers(2)
+        world.clock.advance(by: .seconds(3))
+        #expect(await entries.value.first?.art == nil)
+        late.open()
+        for _ in 0..<100 {
+            try await Task.sleep(for: .milliseconds(10))
+            if world.directory.storedArtFileName(externalCardId: "card-1") != nil { break }
+        }
+        #expect(world.directory.storedArtFileName(externalCardId: "card-1") == nil)
+    }
+
+    /// Art whose write waits for the shared folder's lock when the art budget ends: the entries
+    /// wait for that write to end (here: refused for the lock, held past the patience) rather
+    /// than answer Wallet with the write still to come.
+    @Test func artWaitingForTheLockAtTheBudgetsEndIsNeverWrittenAfterTheAnswer() async throws {
+        var card = Fixtures.card("card-1")
+        card.artURL = "/issuer/push-provisioning/cards/card-1/art"
+        let listing = Fixtures.server(cards: [card], tokens: [], art: ["card-1": TestPNG.file()])
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        // Once the snapshot is written, another process (here: another descriptor of the lock
+        // file) takes the lock, and the art arrives.
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let server = ScriptedTransport { request, _ in
+            if ScriptedTransport.operation(of: request) == .cardArt {
+                Thread {
+                    try? directory.withLock {
+                        held.signal()
+                        release.wait()
+                    }
+                }.start()
+                held.wait()
+            }
+            return try await listing.send(request)
+        }
+        let world = try ExtensionHarness(folder: folder, transport: server, refreshBudget: .seconds(5), artBudget: .seconds(3))
+        try world.signIn()
+        let entries = Task { await world.walletExtension.passEntries(for: .phone) }
+        let start = ContinuousClock.now
+        while server.requests(for: .cardArt).isEmpty, ContinuousClock.now - start < .seconds(30) { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(!server.requests(for: .cardArt).isEmpty)
+        // The art has arrived; its write waits for the lock when the budget ends.
+        try await Task.sleep(for: .milliseconds(50))
+        await world.clock.waitForSleepers(1)
+        world.clock.advance(by: .seconds(3))
+        let answered = await entries.value
+        release.signal()
+        #expect(answered.first?.art == nil)
+        for _ in 0..<50 {
+            try await Task.sleep(for: .milliseconds(10))
+            if directory.storedArtFileName(externalCardId: "card-1") != nil { break }
+        }
+        #expect(directory.storedArtFileName(externalCardId: "card-1") == nil, "the art was written after Wallet had its answer")
+    }
+
     @Test func aRefusedSessionIsDroppedAndTheSnapshotAnswers() async throws {
         let world = try ExtensionHarness(transport: ScriptedTransport { _, _ in ScriptedTransport.error(401, code: "unauthorized", message: "token expired") })
         defer { world.remove() }

@@ -16,10 +16,10 @@ struct ExtensionHarness {
     let walletExtension: WalletExtension
 
     /// `watchPaired`: the pass library's word on a paired Watch (nil: it does not know).
-    init(passes: [WalletPass] = [], watchPaired: Bool? = nil, transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3), sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin) throws {
-        folder = try TemporaryDirectory()
-        directory = SharedWalletDirectory(containerURL: folder.url)
-        secrets = FileSecretStore(directory: folder.url.appendingPathComponent("secrets"))
+    init(folder: TemporaryDirectory? = nil, passes: [WalletPass] = [], watchPaired: Bool? = nil, transport: ScriptedTransport = Fixtures.server(cards: [], tokens: []), refreshBudget: Duration = .seconds(5), artBudget: Duration = .seconds(3), sessionMargin: Duration = WalletExtensionConfiguration.defaultSessionMargin) throws {
+        self.folder = try folder ?? TemporaryDirectory()
+        directory = SharedWalletDirectory(containerURL: self.folder.url)
+        secrets = FileSecretStore(directory: self.folder.url.appendingPathComponent("secrets"))
         self.passes = FakePassLibrary(passes: passes, watchPaired: watchPaired ?? true, pairingKnown: watchPaired != nil)
         self.transport = transport
         walletExtension = WalletExtension(configuration: WalletExtensionConfiguration(

@@ -271,21 +271,29 @@ public final class WalletExtension: Sendable {
 
     /// The longest the extension waits for the shared folder's lock (250 ms): the app holds it
     /// for milliseconds, to wipe the folder at sign-out. It comes on top of the refresh and art
-    /// budgets (at most 19 s together), so Wallet's 20 s still hold.
+    /// budgets (at most 19 s together), once after each, so Wallet's 20 s still hold.
     static let lockPatience: Duration = .milliseconds(250)
 
     /// Fetches art for `ids` within the art budget; whatever arrived in time is stored, each
     /// file only while `session` is still the stored one (art fetched for a cardholder who
     /// signed out meanwhile is dropped, and the rest not fetched).
+    ///
+    /// Returns only once no write can begin any more and none is under way: the fetch goes on
+    /// in the background past the budget (``Deadline``), and a write it began would hold the
+    /// shared folder's lock after Wallet has its answer. That wait is at most the lock's
+    /// patience and one file.
     private func fetchArt(_ ids: [String], session: ExtensionSession) async {
         let fetcher = CardArtFetcher(client: client(session), directory: configuration.directory)
+        let writes = WriteGate()
         _ = await Deadline.run(within: configuration.artBudget, clock: configuration.clock) { () async -> Void in
             for id in ids {
                 if Task.isCancelled { return }
                 guard let download = try? await fetcher.download(externalCardId: id) else { continue }
-                guard self.whileSignedIn(session, { _ = try? fetcher.store(download, externalCardId: id) }) else { return }
+                let stored = writes.ifOpen { self.whileSignedIn(session, { _ = try? fetcher.store(download, externalCardId: id) }) }
+                guard stored == true else { return }
             }
         }
+        writes.close()
     }
 
     // MARK: generateAddPaymentPassRequest
