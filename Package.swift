@@ -3,7 +3,9 @@ import PackageDescription
 
 let package = Package(
     name: "PushProvisioning",
-    platforms: [.macOS(.v14), .iOS(.v17)],
+    // The SDK uses `Duration` and `Clock` (watchOS 9, tvOS 16): every Apple platform it builds
+    // for names its minimum, else SwiftPM would take the oldest the Xcode in use supports.
+    platforms: [.macOS(.v14), .iOS(.v17), .watchOS(.v10), .tvOS(.v17), .visionOS(.v1)],
     products: [
         .library(name: "ProvisioningModels", targets: ["ProvisioningModels"]),
         .library(name: "ProvisioningCrypto", targets: ["ProvisioningCrypto"]),

@@ -65,6 +65,9 @@ public struct KeychainSecretStore: SecretStore {
         var query: [String: Any] = [
             kSecClass as String: kSecClassGenericPassword,
             kSecAttrService as String: service,
+            // The iOS-style Keychain on macOS too (access groups, ThisDeviceOnly, no prompts);
+            // iOS, watchOS, tvOS and visionOS have no other.
+            kSecUseDataProtectionKeychain as String: true,
         ]
         if let account { query[kSecAttrAccount as String] = account }
         if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }

@@ -39,6 +39,12 @@ extension SharedWalletDirectory {
             throw SharedStorageError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
+        #if canImport(Darwin)
+        // Openable whenever the device has been unlocked once since boot, as the files it
+        // guards: under an app's default class `complete`, neither side could open it while the
+        // device is locked, and both would go on without it.
+        try? FileManager.default.setAttributes([.protectionKey: FileProtectionType.completeUntilFirstUserAuthentication], ofItemAtPath: path)
+        #endif
         if let patience {
             let deadline = ContinuousClock.now + patience
             while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {

@@ -211,8 +211,9 @@ public struct SharedWalletDirectory: Sendable, Hashable {
         return data.count > maximumBytes ? .tooLarge : .data(data)
     }
 
-    #if os(iOS)
-    // Readable by the extensions whenever the phone has been unlocked once since boot.
+    #if canImport(Darwin)
+    // Readable by the extensions whenever the device has been unlocked once since boot,
+    // whatever the app's default protection class.
     static let atomicWrite: Data.WritingOptions = [.atomic, .completeFileProtectionUntilFirstUserAuthentication]
     #else
     static let atomicWrite: Data.WritingOptions = [.atomic]
