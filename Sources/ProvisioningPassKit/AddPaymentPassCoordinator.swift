@@ -32,6 +32,16 @@ public final class AddPaymentPassCoordinator: NSObject {
     public let session: ProvisioningSession
     /// The flow's outcome, once it has ended.
     public private(set) var outcome: ProvisioningOutcome?
+    /// Closes the sheet when Wallet reports the end, at once (before the outcome, which waits
+    /// for a status read). By default the sheet dismisses itself (`dismiss(animated: true)`).
+    /// An app that presents it its own way — in SwiftUI, a `.sheet` around a
+    /// `UIViewControllerRepresentable` — sets its own, changing the state that shows it, so
+    /// SwiftUI's state and the screen agree.
+    public var dismissSheet: (PKAddPaymentPassViewController) -> Void = { sheet in
+        #if canImport(UIKit)
+        sheet.dismiss(animated: true)
+        #endif
+    }
     private let completion: Completion
 
     /// Creates a coordinator for `session`; `completion` runs once when the flow ends.
@@ -94,11 +104,10 @@ extension AddPaymentPassCoordinator: @preconcurrency PKAddPaymentPassViewControl
         }
     }
 
-    /// Dismisses the sheet, ends the session with Wallet's result and reports the outcome.
+    /// Closes the sheet (``dismissSheet``), ends the session with Wallet's result and reports
+    /// the outcome.
     public func addPaymentPassViewController(_ controller: PKAddPaymentPassViewController, didFinishAdding pass: PKPaymentPass?, error: (any Error)?) {
-        #if canImport(UIKit)
-        controller.dismiss(animated: true)
-        #endif
+        dismissSheet(controller)
         // Where the pass is, not where the app asked for it: with the card on neither device,
         // Wallet's sheet lets the cardholder pick the iPhone or the paired Watch.
         let result: WalletAddResult = error.map { .failed(WalletAddError($0)) } ?? .added(pass.map { WalletPass($0, device: $0.isRemotePass ? .watch : .phone) })

@@ -190,5 +190,27 @@ struct AddPaymentPassCoordinatorTests {
             #expect(try #require(await iterator.next()).outcome == .cancelled)
         }
     }
+
+    /// An app presenting the sheet its own way closes it its own way, once, as Wallet ends.
+    @Test func theAppsOwnDismissalRunsOnceAsWalletEnds() async throws {
+        let shim = ShimWallet()
+        try await PassKitShim.withBackend(shim) {
+            let wallet = IssuerWallet(client: Fixtures.client(Fixtures.server(cards: [Fixtures.card("card-1")], tokens: [])), passLibrary: PassKitPassLibrary(), activationLinks: Self.route)
+            let (finished, finish) = AsyncStream.makeStream(of: Finish.self)
+            let coordinator = AddPaymentPassCoordinator(session: try await wallet.beginProvisioning(externalCardId: "card-1", target: .phone)) { finish.yield(($0, $1)) }
+            var dismissed: [PKAddPaymentPassViewController] = []
+            coordinator.dismissSheet = { dismissed.append($0) }
+            var presented: PKAddPaymentPassViewController?
+            #expect(coordinator.start { presented = $0 })
+            let sheet = try #require(presented)
+            #expect(dismissed.isEmpty)
+            try #require(sheet.delegate).addPaymentPassViewController(sheet, didFinishAdding: nil, error: NSError(domain: PKPassKitErrorDomain, code: PKAddPaymentPassError.userCancelled.rawValue))
+            // At once, not after the outcome's status read.
+            #expect(dismissed.count == 1 && dismissed.first === sheet)
+            var iterator = finished.makeAsyncIterator()
+            #expect(try #require(await iterator.next()).outcome == .cancelled)
+            #expect(dismissed.count == 1)
+        }
+    }
 }
 #endif
