@@ -350,6 +350,58 @@ struct TSPRouteTests {
         }
     }
 
+    /// An event that happened later but arrives first records the state it reports, even where
+    /// the events it overtook were the way there: the overtaken ones are STALE when they come.
+    /// (Before, a SUSPENDED overtaking an ACTIVATED was refused, and the late ACTIVATED left
+    /// TMP with an active token the network had suspended, proof for another device's green.)
+    @Test func anEventThatOvertookTheEventsBeforeItRecordsTheStateItReports() async throws {
+        let platform = try await TestPlatform(policy: .inApp)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            let pur = card.panUniqueReference
+            let at = { (seconds: TimeInterval) in EventTime(Date(timeIntervalSince1970: 1_790_000_000 + seconds)) }
+            func result(_ reply: APIClient.Reply) throws -> (String, TokenStatus) {
+                let response = try reply.decode(TokenEventResponse.self)
+                return (response.result, response.tokenStatus)
+            }
+            // Activated at 1, suspended at 2: the suspension comes first.
+            #expect(try result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: at(0))) == ("APPLIED", .inactive))
+            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(2))) == ("APPLIED", .suspended))
+            #expect(try result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: at(1))) == ("STALE", .suspended))
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
+            // The suspended token is no proof of the cardholder: the Watch is yellow.
+            let watch = try await decide(api, activationData: try await activationData(api, device: .watch), device: .watch)
+            #expect(watch.decision == .requireAdditionalAuthentication)
+
+            // Activated, suspended and resumed: the resumption comes first.
+            #expect(try result(await api.event("T2", pur: pur, .created, id: "f1", occurredAt: at(0))) == ("APPLIED", .inactive))
+            #expect(try result(await api.event("T2", pur: pur, .resumed, id: "f4", occurredAt: at(3))) == ("APPLIED", .active))
+            #expect(try result(await api.event("T2", pur: pur, .activated, id: "f2", occurredAt: at(1))) == ("STALE", .active))
+            #expect(try result(await api.event("T2", pur: pur, .suspended, id: "f3", occurredAt: at(2))) == ("STALE", .active))
+
+            // Deactivated at 2, its CREATED at 1 comes after: the token is recorded dead.
+            #expect(try result(await api.event("T3", pur: pur, .deactivated, id: "g2", occurredAt: at(2))) == ("APPLIED", .deactivated))
+            #expect(try result(await api.event("T3", pur: pur, .created, id: "g1", occurredAt: at(1))) == ("STALE", .deactivated))
+            let dead = try #require(try await platform.store.token(reference: "T3"))
+            #expect(dead.externalCardId == "c1" && dead.userId == "alice" && dead.lastEventAt == at(2))
+            // Suspended at 2 before its CREATED: recorded suspended, by the token service.
+            #expect(try result(await api.event("T4", pur: pur, .suspended, id: "h2", occurredAt: at(2))) == ("APPLIED", .suspended))
+            #expect(try result(await api.event("T4", pur: pur, .created, id: "h1", occurredAt: at(1))) == ("STALE", .suspended))
+            #expect(try await platform.store.token(reference: "T4")?.suspendedBy == .tokenService)
+            #expect(try await platform.store.auditEntries(subject: "token:T3").map(\.detail) == ["event g2"])
+
+            // Without times the order is unknown: the state machine decides, as before.
+            #expect(try result(await api.event("T5", pur: pur, .created, id: "k1")) == ("APPLIED", .inactive))
+            let untimed = try await api.event("T5", pur: pur, .suspended, id: "k2")
+            #expect(untimed.status == .conflict && untimed.error?.code == "illegal_token_transition")
+            #expect(try await api.event("T6", pur: pur, .suspended, id: "m1").status == .notFound)
+            // A timed event for a card TMP does not know records nothing.
+            let noCard = try await api.event("T7", pur: "PURnope", .deactivated, id: "n1", occurredAt: at(2))
+            #expect(noCard.status == .notFound && noCard.error?.code == "token_not_found", "\(noCard.text)")
+            #expect(try await api.tokenStatus("T7") == nil)
+        }
+    }
+
     /// A time more than five minutes ahead of the server's would make every later event STALE.
     /// The token service's ids are stored and shown in clear (a token's reference to its
     /// cardholder and the back office, event and request ids in the audit trail and the
@@ -465,6 +517,31 @@ struct TSPRouteTests {
             platform.connector.failing.withValue { $0 = false }
             let again = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked)).decode(LifecycleService.StatusChange.self)
             #expect(again.tokens.map(\.result) == ["SUSPENDED"])
+        }
+    }
+
+    /// The token service sends an event again when it had no answer. The correction the first
+    /// delivery owed, and the token service did not confirm, is owed to the repeat too, which
+    /// is a duplicate but no reason to leave a blocked card's token paying until the next
+    /// realignment (or for ever, with the realignment turned off).
+    @Test func aRepeatedEventRunsTheCorrectionItsFirstDeliveryDidNotGetConfirmed() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            _ = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1")
+            platform.connector.failing.withValue { $0 = true }
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self).tokenStatus == .active)
+            platform.connector.failing.withValue { $0 = false }
+            let repeated = try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self)
+            #expect(repeated.result == "DUPLICATE")
+            #expect(repeated.tokenStatus == .suspended)
+            #expect(platform.connector.commands.current == ["suspend T1"])
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+            // A repeat owing nothing sends nothing.
+            let again = try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self)
+            #expect(again.result == "DUPLICATE" && again.tokenStatus == .suspended)
+            #expect(platform.connector.commands.current == ["suspend T1"])
         }
     }
 

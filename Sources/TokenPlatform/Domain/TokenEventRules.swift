@@ -6,21 +6,31 @@ import ProvisioningModels
 /// Events repeat (TMP's own commands are echoed back), so applying an event to a token that
 /// is already in the event's target state is accepted and changes nothing but `updatedAt`.
 /// Events that carry `occurredAt` are applied in that order: one older than the newest
-/// already applied to the token is stale.
+/// already applied to the token is stale, and one newer whose state the token's recorded
+/// state does not lead to directly — the events between were overtaken — records that state.
 public enum TokenEventRules {
     /// The effect of `event` on `current` (nil when the token does not exist yet).
     ///
     /// - Parameters:
     ///   - cardStatus: The status of the token's card as committed (nil when unknown).
-    ///   - newToken: The token to insert for `CREATED`.
+    ///   - newToken: The token to insert, as `CREATED` makes it (`INACTIVE`): for `CREATED`,
+    ///     and for another event that says when it happened and overtook the token's
+    ///     `CREATED` (the token is then inserted in the event's state).
     ///   - receivedAt: When TMP received the event: its time when it carries no `occurredAt`,
     ///     to tell whether it echoes a block's suspension (``blockSuspensionEcho(sent:)``).
     public static func effect(of event: TokenEventRequest, on current: TokenRecord?, cardStatus: CardStatus? = nil, newToken: TokenRecord?, receivedAt: Date? = nil) -> TokenEventEffect {
         guard let current else {
-            guard event.event == .created, let newToken else {
-                return .reject("token \(Redaction.prefix(event.tokenUniqueReference)) is unknown; the first event of a token must be CREATED")
+            guard let newToken, event.event == .created || event.occurredAt != nil else {
+                return .reject("token \(Redaction.prefix(event.tokenUniqueReference)) is unknown; the first event of a token must be CREATED, or say when it happened (occurredAt)")
             }
-            return .insert(newToken)
+            guard event.event != .created else { return .insert(newToken) }
+            // The token's CREATED is late (or lost): the token service holds the state this
+            // event reports, so the token starts there; its CREATED, older, will be STALE.
+            var token = newToken
+            token.status = target(of: event.event)
+            token.suspendedBy = token.status == .suspended ? (cardStatus == .blocked ? .cardBlocked : .tokenService) : nil
+            token.lastEventAt = event.occurredAt
+            return .insert(token)
         }
         guard current.panUniqueReference == event.panUniqueReference else {
             return .reject("token belongs to another panUniqueReference")
@@ -34,24 +44,23 @@ public enum TokenEventRules {
         }
         // The newest time stays the newest, even when a late deactivation is applied.
         let eventTime = [event.occurredAt, current.lastEventAt].compactMap { $0 }.max()
-        let target: TokenStatus
-        switch event.event {
-        case .created: return .reject("token already exists (state \(current.status.rawValue))")
-        case .activated: target = .active
-        case .suspended: target = .suspended
-        case .resumed: target = .active
-        case .deactivated: target = .deactivated
-        }
+        if event.event == .created { return .reject("token already exists (state \(current.status.rawValue))") }
+        let target = target(of: event.event)
         if current.status == target {
             return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
         }
-        if event.event == .resumed, current.status != .suspended {
+        // Newer than every event applied to the token (both times known), an INACTIVE token's
+        // SUSPENDED or RESUMED says the token was activated meanwhile: its ACTIVATED (and a
+        // suspension) were overtaken on the way, and will be STALE when they come.
+        let overtook = event.occurredAt.flatMap { at in current.lastEventAt.map { at > $0 } } ?? false
+        let skipsActivation = overtook && current.status == .inactive && (event.event == .suspended || event.event == .resumed)
+        if event.event == .resumed, current.status != .suspended, !skipsActivation {
             return .reject("RESUMED needs a SUSPENDED token; the token is \(current.status.rawValue)")
         }
         if event.event == .activated, current.status != .inactive {
             return .reject("ACTIVATED needs an INACTIVE token; the token is \(current.status.rawValue)")
         }
-        guard current.status.canTransition(to: target) else {
+        guard current.status.canTransition(to: target) || skipsActivation else {
             return .reject("cannot go from \(current.status.rawValue) to \(target.rawValue)")
         }
         // An active token of a blocked card owes the block its suspension: a suspension the
@@ -65,6 +74,16 @@ public enum TokenEventRules {
         let blocks = cardStatus == .blocked || echoesTheBlock
         let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? (blocks ? .cardBlocked : .tokenService)) : nil
         return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
+    }
+
+    /// The state an event reports.
+    static func target(of event: TokenEventType) -> TokenStatus {
+        switch event {
+        case .created: .inactive
+        case .activated, .resumed: .active
+        case .suspended: .suspended
+        case .deactivated: .deactivated
+        }
     }
 
     /// How long before the first suspension for a card's block was sent (clocks differ) the

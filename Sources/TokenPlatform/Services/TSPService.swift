@@ -162,13 +162,24 @@ public struct TSPService: Sendable {
         // is looked at: a repeat of an event already recorded is answered DUPLICATE whatever
         // has happened to the card since.
         var cardUnknown = false
-        if event.event == .created {
+        var foundCardStatus: CardStatus?
+        // Another event that says when it happened, for a token TMP does not know: its CREATED
+        // was overtaken (or lost), and the token is recorded from this event (see
+        // `TokenEventRules`). Read first, so the usual event costs no card lookup.
+        let overtookCreation: Bool
+        if event.event != .created, event.occurredAt != nil {
+            overtookCreation = try await environment.store.token(reference: event.tokenUniqueReference) == nil
+        } else {
+            overtookCreation = false
+        }
+        if event.event == .created || overtookCreation {
             // A token of a PAN its card no longer has (tokenized before the PAN was replaced) is
             // recorded all the same, for the card that had it: it is live at the token service,
             // at odds with its card, and deactivated there below.
             var found = try await environment.store.card(panUniqueReference: event.panUniqueReference)
             if found == nil { found = try await environment.store.card(retiredPanUniqueReference: event.panUniqueReference) }
             if let card = found {
+                foundCardStatus = card.status
                 // The decision that let this token be made: a decline since (a replay, say) made none.
                 let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
                 newToken = TokenRecord(
@@ -192,44 +203,28 @@ public struct TSPService: Sendable {
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
         let unknownCard = cardUnknown
+        // A new token's card as read above (the store passes a known token's card as committed).
+        let newTokensCardStatus = foundCardStatus
         let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
-            if unknownCard, current == nil { return .reject(Self.noCardForEvent) }
-            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
+            if unknownCard, current == nil, event.event == .created { return .reject(Self.noCardForEvent) }
+            return TokenEventRules.effect(of: event, on: current, cardStatus: current == nil ? newTokensCardStatus : card?.status, newToken: candidate, receivedAt: now)
         }
         switch result {
         case .applied(let token):
             // A token the card forbids (created or activated for a card closed or blocked since
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
-            //
-            // In the token's place in line when it is free. When a command for the token is in
-            // progress or waiting, the correction does not wait for it: the token service may be
-            // waiting for this answer before it returns that command (both would hang until the
-            // time limit), and the event may say something newer than the command's outcome
-            // (the token resumed after the command's suspension), which recording the command
-            // would hide. So it runs at once, alongside, as it did before commands were ordered.
-            let correction = TokenCorrection(environment: environment)
-            let reference = token.tokenUniqueReference
-            // (Most events call for none: checked by reading first, before any place is taken.)
-            let settled: TokenCorrection.Settlement
-            if await correction.owesCorrection(afterEvent: reference) {
-                let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
-                settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
-            } else {
-                settled = .nothingToUndo
-            }
-            switch settled {
-            case .undone(let corrected), .notConfirmed(let corrected):
-                return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: corrected.status)
-            case .nothingToUndo:
-                return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: token.status)
-            }
+            return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: await correctIfOwed(token).status)
         case .stale(let token):
             environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
             return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):
             guard let token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
-            return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: token.status)
+            // The token service sends an event again when it had no answer: the first delivery's
+            // correction may not have been confirmed (or the process stopped after the event's
+            // commit and before it), and the token still pays on a card that forbids it. It is
+            // owed now as then, not only at the next realignment.
+            return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: await correctIfOwed(token).status)
         case .eventIdReused(let earlierToken, let earlierEvent):
             // Which token it was is not said: another token's reference is not this event's to learn.
             guard earlierToken.isSameIdentifier(as: event.tokenUniqueReference), let earlierEvent else {
@@ -244,6 +239,30 @@ public struct TSPService: Sendable {
                 throw TMPError.notFound("token_not_found", message)
             }
             throw TMPError.conflict("illegal_token_transition", message)
+        }
+    }
+}
+
+extension TSPService {
+    /// Corrects `token` at the token service when its card's status forbids its state (see
+    /// ``TokenCorrection``), in the token's place in line when that is free, and answers the
+    /// token as it then stands.
+    ///
+    /// When a command for the token is in progress or waiting, the correction does not wait for
+    /// it: the token service may be waiting for this event's answer before it returns that
+    /// command (both would hang until the time limit), and the event may say something newer
+    /// than the command's outcome (the token resumed after the command's suspension), which
+    /// recording the command would hide. So it runs at once, alongside.
+    func correctIfOwed(_ token: TokenRecord) async -> TokenRecord {
+        let correction = TokenCorrection(environment: environment)
+        let reference = token.tokenUniqueReference
+        // (Most events call for none: checked by reading first, before any place is taken.)
+        guard await correction.owesCorrection(afterEvent: reference) else { return token }
+        let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
+        let settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
+        switch settled {
+        case .undone(let corrected), .notConfirmed(let corrected): return corrected
+        case .nothingToUndo: return token
         }
     }
 }
