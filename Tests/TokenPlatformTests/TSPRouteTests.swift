@@ -157,6 +157,14 @@ struct TSPRouteTests {
             #expect(try await decide(api, activationData: reissued).reason == "activation_data_unknown")
             // Nothing was used up: the real data still works.
             #expect(try await decide(api, activationData: realToken).reason == "activation_data_valid")
+            // Another card's seal, its id, nonce and lifetime, minted anew for this card: the
+            // attempt is that card's, so it proves nothing for this one.
+            try await api.putCard("c2", user: "alice", pan: "5555555555554444")
+            let otherReply = try await api.signCard("c2", user: "alice", nonce: realNonce).decode(SignedCardResponse.self)
+            let otherToken = String(decoding: otherReply.activationData.data, as: UTF8.self)
+            let other = try #require(ActivationDataVerifier(keys: [platform.activationKey.id: platform.activationKey.privateKey.publicKey]).verify(otherToken, panUniqueReference: nil, now: now).claims)
+            let moved = try issuer.issue(panUniqueReference: card.panUniqueReference, nonce: realNonce, deviceType: .phone, now: now, id: other.id).token
+            #expect(try await decide(api, activationData: moved).reason == "activation_data_unknown")
         }
     }
 

@@ -241,8 +241,14 @@ struct APIClient: Sendable {
             activationData: String(decoding: response.activationData.data, as: UTF8.self), deviceType: device
         )).decode(TokenizationDecisionResponse.self)
         guard decision.decision != .declined, let pur = decision.panUniqueReference else { return decision }
-        try await event(reference, pur: pur, .created, device: device)
-        if decision.decision == .approved { try await event(reference, pur: pur, .activated, device: device) }
+        // The token service's events must be taken, or a broken event endpoint would fail the
+        // tests that provision only indirectly.
+        let created = try await event(reference, pur: pur, .created, device: device)
+        guard created.status == .ok else { throw TestFailure("CREATED \(reference): \(created.status) \(created.text)") }
+        if decision.decision == .approved {
+            let activated = try await event(reference, pur: pur, .activated, device: device)
+            guard activated.status == .ok else { throw TestFailure("ACTIVATED \(reference): \(activated.status) \(activated.text)") }
+        }
         return decision
     }
 
