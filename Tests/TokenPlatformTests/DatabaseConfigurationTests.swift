@@ -222,7 +222,7 @@ struct DatabaseConfigurationTests {
         let database = try DatabaseConfiguration(parsing: path)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let refusal = await #expect(throws: ConfigurationError.self) { _ = try await database.openMigratedStore(migrate: false, logger: logger) }
-        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9; run `pushprov migrate --database …` first, or start without --no-migrate")
+        #expect(refusal?.message == "database \(path) lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9, v10; run `pushprov migrate --database …` first, or start without --no-migrate")
         // Refused without being created.
         #expect(!FileManager.default.fileExists(atPath: path))
         // An empty file (what `install -m 600 /dev/null` makes) is refused without a byte
@@ -234,7 +234,7 @@ struct DatabaseConfigurationTests {
         #expect((try FileManager.default.attributesOfItem(atPath: emptyPath)[.size] as? Int) == 0)
         #expect(!FileManager.default.fileExists(atPath: emptyPath + "-wal"))
         let first = try await database.openMigratedStore(migrate: true, logger: logger)
-        #expect(first.applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+        #expect(first.applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
         await first.store.close()
         let second = try await database.openMigratedStore(migrate: false, logger: logger)
         #expect(second.applied.isEmpty)
@@ -296,7 +296,7 @@ struct SQLiteSealAuditMigrationTests {
             try db.execute(sql: "INSERT INTO audit_event (at, actor, action, subject, detail) VALUES ('2026-01-01 11:00:00.000', 'issuer', 'card.status', 'card:c1', 'ACTIVE -> BLOCKED')")
         }) { store in
             let applied = try await store.migrate()
-            #expect(applied == ["v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+            #expect(applied == ["v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             let trail = try await store.auditEntries(subject: "card:c1")
             #expect(trail.map(\.action) == ["card.seal", "card.status"])
             #expect(trail.first?.detail == "sealed for PHONE; leaf abababababababab")
@@ -324,7 +324,7 @@ struct SQLiteAtOddsMigrationTests {
         }) { store in
             let before = Date()
             let applied = try await store.migrate()
-            #expect(applied == ["v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+            #expect(applied == ["v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             #expect(try await store.tokensAtOddsWithTheirCard(since: before.addingTimeInterval(-60), limit: 10).isEmpty)
             #expect(try await store.tokensAtOddsWithTheirCard(since: Date().addingTimeInterval(1), limit: 10).map(\.tokenUniqueReference) == ["T1"])
         }
@@ -350,7 +350,7 @@ struct SQLiteEventIdMigrationTests {
                 VALUES ('r1', 'PUR-c1', 'PHONE', 'APPROVED', 'activation_data_valid', '2026-01-01 10:00:00.000')
                 """)
         }) { store in
-            #expect(try await store.migrate() == ["v6", "v7", "v8", "v9"])
+            #expect(try await store.migrate() == ["v6", "v7", "v8", "v9", "v10"])
             // e1's type is unknown: any event of T1 with that id is the duplicate it was before.
             let again = try await store.applyTokenEvent(eventId: "e1", event: .activated, tokenReference: "T1", audit: TMPStoreContractTests.audit("token:T1")) { _, _ in
                 .update(status: .active, suspendedBy: nil, tokenLast4: nil)

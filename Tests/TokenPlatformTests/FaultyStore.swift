@@ -71,9 +71,9 @@ struct FaultyStore: TMPStore {
         try check()
         return try await base.updateToken(reference: reference, audit: audit, decide)
     }
-    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try check()
-        return try await base.applyTokenEvent(eventId: eventId, event: event, tokenReference: tokenReference, audit: audit, decide)
+        return try await base.applyTokenEvent(eventId: eventId, event: event, tokenReference: tokenReference, occurredAt: occurredAt, audit: audit, decide)
     }
     func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] { try check(); return try await base.tokensAtOddsWithTheirCard(since: cutoff, limit: limit) }
     func claimTokensAtOddsWithTheirCard(since cutoff: Date, limit: Int, at now: Date) async throws -> [TokenRecord] {

@@ -14,12 +14,12 @@ struct PostgresStoreTests {
             for _ in 0..<3 {
                 stores.append(try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger))
             }
-            #expect(try await stores[0].pendingMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+            #expect(try await stores[0].pendingMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             let applied = try await withThrowingTaskGroup(of: [String].self) { group in
                 for store in stores { group.addTask { try await store.migrate() } }
                 return try await group.reduce(into: []) { $0 += $1 }
             }
-            #expect(applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+            #expect(applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             for store in stores {
                 #expect(try await store.pendingMigrations().isEmpty)
                 await store.close()
@@ -27,7 +27,7 @@ struct PostgresStoreTests {
             let recorded = try await PostgresTestDatabase.withConnection(url) { connection in
                 try await connection.query("SELECT name FROM \(unescaped: schema).pushprov_migrations", logger: PostgresTestDatabase.logger).collect().map { try $0.decode(String.self) }
             }
-            #expect(recorded == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"])
+            #expect(recorded == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
         }
     }
 
@@ -105,7 +105,7 @@ struct PostgresStoreTests {
                     logger: logger
                 )
             }
-            #expect(try await store.migrate() == ["v6", "v7", "v8", "v9"])
+            #expect(try await store.migrate() == ["v6", "v7", "v8", "v9", "v10"])
             let again = try await store.applyTokenEvent(eventId: "e1", event: .activated, tokenReference: "T1", audit: TMPStoreContractTests.audit("token:T1")) { _, _ in
                 .update(status: .active, suspendedBy: nil, tokenLast4: nil)
             }

@@ -786,6 +786,18 @@ struct TMPStoreContractTests {
             }
             #expect(suspended == .eventIdReused(tokenReference: "T1", event: .created))
             #expect(try await store.token(reference: "T1")?.status == Self.token("T1").status)
+            // And the same id for the same kind of event at another time: another event.
+            let at = { (seconds: Int64) in EventTime(millisecondsSince1970: 1_790_000_000_000 + seconds * 1000) }
+            let suspend = { @Sendable (_: TokenRecord?, _: CardRecord?) -> TokenEventEffect in .update(status: .suspended, suspendedBy: .tokenService, tokenLast4: nil) }
+            guard case .applied = try await store.applyTokenEvent(eventId: "e3", event: .suspended, tokenReference: "T1", occurredAt: at(3), audit: Self.audit("token:T1"), suspend) else {
+                Issue.record("a timed event was not applied")
+                return
+            }
+            #expect(try await store.applyTokenEvent(eventId: "e3", event: .suspended, tokenReference: "T1", occurredAt: at(3), audit: Self.audit("token:T1"), suspend) == .duplicate(try await store.token(reference: "T1")))
+            #expect(try await store.applyTokenEvent(eventId: "e3", event: .suspended, tokenReference: "T1", occurredAt: at(5), audit: Self.audit("token:T1"), suspend) == .eventIdReused(tokenReference: "T1", event: .suspended))
+            #expect(try await store.applyTokenEvent(eventId: "e3", event: .suspended, tokenReference: "T1", audit: Self.audit("token:T1"), suspend) == .eventIdReused(tokenReference: "T1", event: .suspended))
+            // An id recorded without a time is its token's event at any time.
+            #expect(try await store.applyTokenEvent(eventId: "e1", event: .created, tokenReference: "T1", occurredAt: at(1), audit: Self.audit("token:T1"), suspend) == .duplicate(try await store.token(reference: "T1")))
             let rejected = try await store.applyTokenEvent(eventId: "e2", event: .activated, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .reject("bad") }
             #expect(rejected == .rejected("bad"))
             // A rejected event id is not burnt: a corrected retry with it applies.

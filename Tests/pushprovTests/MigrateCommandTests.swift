@@ -19,7 +19,7 @@ struct MigrateCommandTests {
         defer { MigrateCommandTests.removeTemporary(path) }
         let first = try await CLI.run(["migrate", "--database", path])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout == "database \(path): applied v1, v2, v3, v4, v5, v6, v7, v8, v9\n")
+        #expect(first.stdout == "database \(path): applied v1, v2, v3, v4, v5, v6, v7, v8, v9, v10\n")
         let second = try await CLI.run(["migrate", "--database", path])
         #expect(second.stdout == "database \(path): up to date, no migration applied\n")
     }
@@ -29,7 +29,7 @@ struct MigrateCommandTests {
         defer { MigrateCommandTests.removeTemporary(directory) }
         let result = try await CLI.run(["serve", "--no-migrate", "--port", "0", "--data-dir", directory])
         #expect(result.status != 0)
-        #expect(result.stderr.contains("lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9; run `pushprov migrate --database …` first"), "\(result.stderr)")
+        #expect(result.stderr.contains("lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9, v10; run `pushprov migrate --database …` first"), "\(result.stderr)")
     }
 
     @Test(arguments: [
@@ -81,7 +81,7 @@ struct MigrateCommandTests {
         try await TestPostgres.withDatabase { url in
             let migrated = try await CLI.run(["migrate", "--database", url.absoluteString])
             #expect(migrated.status == 0, "\(migrated.stderr)")
-            #expect(migrated.stdout.hasSuffix(": applied v1, v2, v3, v4, v5, v6, v7, v8, v9\n"))
+            #expect(migrated.stdout.hasSuffix(": applied v1, v2, v3, v4, v5, v6, v7, v8, v9, v10\n"))
             // The dev server's password may equal its user name: look for the credential pair.
             let credential = ":\(url.password ?? "")@"
             #expect(!migrated.stdout.contains(credential))

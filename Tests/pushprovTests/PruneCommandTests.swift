@@ -102,6 +102,6 @@ struct PruneCommandTests {
         await empty.close()
         let unmigrated = try await CLI.run(["prune", "--keep-days", "400", "--database", unmigratedPath])
         #expect(unmigrated.status != 0)
-        #expect(unmigrated.stderr.contains("lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9; run `pushprov migrate --database …` first\n"), "\(unmigrated.stderr)")
+        #expect(unmigrated.stderr.contains("lacks migrations v1, v2, v3, v4, v5, v6, v7, v8, v9, v10; run `pushprov migrate --database …` first\n"), "\(unmigrated.stderr)")
     }
 }

@@ -205,7 +205,7 @@ public struct TSPService: Sendable {
         let unknownCard = cardUnknown
         // A new token's card as read above (the store passes a known token's card as committed).
         let newTokensCardStatus = foundCardStatus
-        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, audit: audit) { current, card in
+        let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, occurredAt: event.occurredAt, audit: audit) { current, card in
             if unknownCard, current == nil, event.event == .created { return .reject(Self.noCardForEvent) }
             return TokenEventRules.effect(of: event, on: current, cardStatus: current == nil ? newTokensCardStatus : card?.status, newToken: candidate, receivedAt: now)
         }

@@ -165,6 +165,10 @@ extension PostgresStore {
             "ALTER TABLE token ADD COLUMN block_suspension_first_sent_ms BIGINT",
             "ALTER TABLE token ADD COLUMN block_suspension_last_sent_ms BIGINT",
         ]),
+        // As SQLite's v10: when each event said it happened.
+        Migration(name: "v10", statements: [
+            "ALTER TABLE token_event ADD COLUMN occurred_ms BIGINT",
+        ]),
     ]
 
     /// The names of the schema's migrations, in order.

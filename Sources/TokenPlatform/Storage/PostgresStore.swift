@@ -323,8 +323,8 @@ public struct PostgresStore: TMPStore {
         }
     }
 
-    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
-    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)``.
+    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         // Two instances racing on one event id (or on creating one token) both get past the
         // checks below while the other's insert is uncommitted; the loser's insert then fails
         // on the primary key, and the retry finds the winner's event or token.
@@ -341,10 +341,10 @@ public struct PostgresStore: TMPStore {
             // The token was created (by another instance) between the two reads, so its card was
             // not locked: start over, and the card is locked first this time.
             if current != nil, locked == nil { throw LostRace() }
-            if let row = try await connection.all("SELECT token_unique_reference, event FROM token_event WHERE event_id = \(eventId)", logger: logger).first {
-                let (appliedTo, earlierEvent) = try row.decode((String, String?).self)
-                let use = TokenEventIdUse(tokenReference: appliedTo, event: earlierEvent)
-                guard use.isSame(event, for: tokenReference) else { return .eventIdReused(tokenReference: use.tokenReference, event: use.event) }
+            if let row = try await connection.all("SELECT token_unique_reference, event, occurred_ms FROM token_event WHERE event_id = \(eventId)", logger: logger).first {
+                let (appliedTo, earlierEvent, earlierTime) = try row.decode((String, String?, Int64?).self)
+                let use = TokenEventIdUse(tokenReference: appliedTo, event: earlierEvent, occurredMilliseconds: earlierTime)
+                guard use.isSame(event, for: tokenReference, occurredAt: occurredAt) else { return .eventIdReused(tokenReference: use.tokenReference, event: use.event) }
                 // A token missing above may have been created by that event, committed between
                 // the two reads: read it again, as of now.
                 if let current { return .duplicate(current) }
@@ -387,11 +387,11 @@ public struct PostgresStore: TMPStore {
                 )
                 result = token
             case .stale(let stored):
-                try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
+                try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue), \(occurredAt?.millisecondsSince1970))", logger: logger)
                 return .stale(stored)
             }
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)
-            try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue))", logger: logger)
+            try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue), \(occurredAt?.millisecondsSince1970))", logger: logger)
             try await insertAudit(connection, audit)
             return .applied(result)
         }

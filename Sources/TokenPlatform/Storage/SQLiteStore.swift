@@ -373,13 +373,13 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
-    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+    /// Implements ``TMPStore/applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)``.
+    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try await write { db in
             let current = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:))
-            if let earlier = try Row.fetchOne(db, sql: "SELECT token_unique_reference, event FROM token_event WHERE event_id = ?", arguments: [eventId]) {
-                let use = TokenEventIdUse(tokenReference: earlier[0], event: earlier[1])
-                return use.isSame(event, for: tokenReference) ? .duplicate(current) : .eventIdReused(tokenReference: use.tokenReference, event: use.event)
+            if let earlier = try Row.fetchOne(db, sql: "SELECT token_unique_reference, event, occurred_ms FROM token_event WHERE event_id = ?", arguments: [eventId]) {
+                let use = TokenEventIdUse(tokenReference: earlier[0], event: earlier[1], occurredMilliseconds: earlier[2])
+                return use.isSame(event, for: tokenReference, occurredAt: occurredAt) ? .duplicate(current) : .eventIdReused(tokenReference: use.tokenReference, event: use.event)
             }
             let card = try current.flatMap { token in
                 try firstRow(db.cachedStatement(sql: SQL.cardByExternalId), [token.externalCardId], CardRecord.init(row:))
@@ -416,11 +416,11 @@ public struct SQLiteStore: TMPStore {
                 )
                 result = token
             case .stale(let stored):
-                try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue])
+                try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (?, ?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue, occurredAt?.millisecondsSince1970])
                 return .stale(stored)
             }
             try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, tokenReference])
-            try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event) VALUES (?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue])
+            try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (?, ?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue, occurredAt?.millisecondsSince1970])
             try insertAudit(db, audit)
             return .applied(result)
         }

@@ -9,7 +9,7 @@ import ProvisioningModels
 /// `TMPStoreContractTests`.
 ///
 /// Several processes may share one store: the read-decide-write methods
-/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:event:tokenReference:audit:_:)``,
+/// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)``,
 /// ``setCardStatus(externalCardId:status:at:audit:)``) decide on the current committed row
 /// while holding it, so no change is lost.
 public protocol TMPStore: Sendable {
@@ -99,10 +99,11 @@ public protocol TMPStore: Sendable {
     ///
     /// `decide` sees the token (nil when it does not exist yet) and, for an existing token, its
     /// card, both as committed; the card's status does not change until this change commits.
-    /// An `eventId` seen before is a duplicate only if it was used for the same token and the
-    /// same `event`; otherwise the event is refused (``TokenEventApplication/eventIdReused(tokenReference:event:)``),
-    /// since taking it for a duplicate would lose it.
-    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
+    /// An `eventId` seen before is a duplicate only if it was used for the same token, the
+    /// same `event` and the same `occurredAt` (when both say one); otherwise the event is
+    /// refused (``TokenEventApplication/eventIdReused(tokenReference:event:)``), since taking it
+    /// for a duplicate would lose it.
+    func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication
 
     /// Tokens whose state their card forbids (``TokenRecord/isAtOdds(with:)``)
     /// and have been so since `cutoff` or earlier: the longest at odds first, at most `limit`.
@@ -444,26 +445,42 @@ extension TokenEventEffect {
     }
 }
 
+extension TMPStore {
+    /// ``applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)`` for an event that
+    /// does not say when it happened.
+    public func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
+        try await applyTokenEvent(eventId: eventId, event: event, tokenReference: tokenReference, occurredAt: nil, audit: audit, decide)
+    }
+}
+
 /// What a token event id was used for, as a store read it back.
 struct TokenEventIdUse {
     /// The token it was applied to.
     var tokenReference: String
     /// The event; nil when recorded before stores kept it (or not one this version knows).
     var event: TokenEventType?
+    /// When the event said it happened; nil when it said nothing, or was recorded before
+    /// stores kept it (migration `v10`).
+    var occurredAt: EventTime?
 
-    init(tokenReference: String, event: String?) {
+    init(tokenReference: String, event: String?, occurredMilliseconds: Int64?) {
         self.tokenReference = tokenReference
         self.event = event.flatMap(TokenEventType.init(rawValue:))
+        self.occurredAt = occurredMilliseconds.map(EventTime.init(millisecondsSince1970:))
     }
 
-    /// Whether `event` for `token` is this use again (a duplicate). An id recorded without its
-    /// event is a duplicate for its own token, as it was before the event was kept.
-    func isSame(_ event: TokenEventType, for token: String) -> Bool {
+    /// Whether `event` for `token`, said to have happened at `occurredAt`, is this use again
+    /// (a duplicate). An id recorded without its event is a duplicate for its own token, as it
+    /// was before the event was kept; one recorded without a time, for its token's event at
+    /// any time. One recorded with a time is another event when it comes with another time or
+    /// none: the same event sent again says the same.
+    func isSame(_ event: TokenEventType, for token: String, occurredAt: EventTime?) -> Bool {
         tokenReference.isSameIdentifier(as: token) && (self.event == nil || self.event == event)
+            && (self.occurredAt == nil || self.occurredAt == occurredAt)
     }
 }
 
-/// The result of ``TMPStore/applyTokenEvent(eventId:event:tokenReference:audit:_:)``.
+/// The result of ``TMPStore/applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)``.
 public enum TokenEventApplication: Sendable, Hashable {
     /// Applied; the token now.
     case applied(TokenRecord)
