@@ -329,6 +329,15 @@ struct TSPRouteTests {
         }
     }
 
+    /// An event time `seconds` after a fixed instant.
+    static func at(_ seconds: TimeInterval) -> EventTime { EventTime(Date(timeIntervalSince1970: 1_790_000_000 + seconds)) }
+
+    /// A token event's answer: its result and the token's status.
+    static func result(_ reply: APIClient.Reply) throws -> (String, TokenStatus) {
+        let response = try reply.decode(TokenEventResponse.self)
+        return (response.result, response.tokenStatus)
+    }
+
     /// Events that say when they happened are applied in that order, whatever order they
     /// arrive in: one older than an event already applied is acknowledged as STALE.
     @Test func aTokenEventOlderThanOneAlreadyAppliedIsStale() async throws {
@@ -336,23 +345,18 @@ struct TSPRouteTests {
         try await platform.run { api in
             let card = try await api.putCard("c1", user: "alice")
             let pur = card.panUniqueReference
-            let at = { (seconds: TimeInterval) in EventTime(Date(timeIntervalSince1970: 1_790_000_000 + seconds)) }
-            func result(_ reply: APIClient.Reply) throws -> (String, TokenStatus) {
-                let response = try reply.decode(TokenEventResponse.self)
-                return (response.result, response.tokenStatus)
-            }
-            #expect(try result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: at(0))) == ("APPLIED", .inactive))
-            #expect(try result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: at(1))) == ("APPLIED", .active))
+            #expect(try Self.result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: Self.at(0))) == ("APPLIED", .inactive))
+            #expect(try Self.result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: Self.at(1))) == ("APPLIED", .active))
             // Suspended at 3 and resumed at 4, but the suspension arrives last.
-            #expect(try result(await api.event("T1", pur: pur, .resumed, id: "e4", occurredAt: at(4))) == ("APPLIED", .active))
-            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(3))) == ("STALE", .active))
+            #expect(try Self.result(await api.event("T1", pur: pur, .resumed, id: "e4", occurredAt: Self.at(4))) == ("APPLIED", .active))
+            #expect(try Self.result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: Self.at(3))) == ("STALE", .active))
             #expect(try await api.tokenStatus("T1") == .active)
             // A redelivery of the stale event is a duplicate; the same time as the newest applies.
-            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(3))) == ("DUPLICATE", .active))
-            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e5", occurredAt: at(4))) == ("APPLIED", .suspended))
+            #expect(try Self.result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: Self.at(3))) == ("DUPLICATE", .active))
+            #expect(try Self.result(await api.event("T1", pur: pur, .suspended, id: "e5", occurredAt: Self.at(4))) == ("APPLIED", .suspended))
             // An event that does not say when it happened is applied as it arrives.
-            #expect(try result(await api.event("T1", pur: pur, .resumed, id: "e6")) == ("APPLIED", .active))
-            #expect(try await platform.store.token(reference: "T1")?.lastEventAt == at(4))
+            #expect(try Self.result(await api.event("T1", pur: pur, .resumed, id: "e6")) == ("APPLIED", .active))
+            #expect(try await platform.store.token(reference: "T1")?.lastEventAt == Self.at(4))
             #expect(try await platform.store.auditEntries(subject: "token:T1").map(\.detail) == ["event e1", "event e2", "event e4", "event e5", "event e6"])
             #expect(platform.logs.current.contains { $0.contains("stale token event acknowledged, not applied") })
         }
@@ -367,44 +371,39 @@ struct TSPRouteTests {
         try await platform.run { api in
             let card = try await api.putCard("c1", user: "alice")
             let pur = card.panUniqueReference
-            let at = { (seconds: TimeInterval) in EventTime(Date(timeIntervalSince1970: 1_790_000_000 + seconds)) }
-            func result(_ reply: APIClient.Reply) throws -> (String, TokenStatus) {
-                let response = try reply.decode(TokenEventResponse.self)
-                return (response.result, response.tokenStatus)
-            }
             // Activated at 1, suspended at 2: the suspension comes first.
-            #expect(try result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: at(0))) == ("APPLIED", .inactive))
-            #expect(try result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: at(2))) == ("APPLIED", .suspended))
-            #expect(try result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: at(1))) == ("STALE", .suspended))
+            #expect(try Self.result(await api.event("T1", pur: pur, .created, id: "e1", occurredAt: Self.at(0))) == ("APPLIED", .inactive))
+            #expect(try Self.result(await api.event("T1", pur: pur, .suspended, id: "e3", occurredAt: Self.at(2))) == ("APPLIED", .suspended))
+            #expect(try Self.result(await api.event("T1", pur: pur, .activated, id: "e2", occurredAt: Self.at(1))) == ("STALE", .suspended))
             #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
             // The suspended token is no proof of the cardholder: the Watch is yellow.
             let watch = try await decide(api, activationData: try await activationData(api, device: .watch), device: .watch)
             #expect(watch.decision == .requireAdditionalAuthentication)
 
             // Activated, suspended and resumed: the resumption comes first.
-            #expect(try result(await api.event("T2", pur: pur, .created, id: "f1", occurredAt: at(0))) == ("APPLIED", .inactive))
-            #expect(try result(await api.event("T2", pur: pur, .resumed, id: "f4", occurredAt: at(3))) == ("APPLIED", .active))
-            #expect(try result(await api.event("T2", pur: pur, .activated, id: "f2", occurredAt: at(1))) == ("STALE", .active))
-            #expect(try result(await api.event("T2", pur: pur, .suspended, id: "f3", occurredAt: at(2))) == ("STALE", .active))
+            #expect(try Self.result(await api.event("T2", pur: pur, .created, id: "f1", occurredAt: Self.at(0))) == ("APPLIED", .inactive))
+            #expect(try Self.result(await api.event("T2", pur: pur, .resumed, id: "f4", occurredAt: Self.at(3))) == ("APPLIED", .active))
+            #expect(try Self.result(await api.event("T2", pur: pur, .activated, id: "f2", occurredAt: Self.at(1))) == ("STALE", .active))
+            #expect(try Self.result(await api.event("T2", pur: pur, .suspended, id: "f3", occurredAt: Self.at(2))) == ("STALE", .active))
 
             // Deactivated at 2, its CREATED at 1 comes after: the token is recorded dead.
-            #expect(try result(await api.event("T3", pur: pur, .deactivated, id: "g2", occurredAt: at(2))) == ("APPLIED", .deactivated))
-            #expect(try result(await api.event("T3", pur: pur, .created, id: "g1", occurredAt: at(1))) == ("STALE", .deactivated))
+            #expect(try Self.result(await api.event("T3", pur: pur, .deactivated, id: "g2", occurredAt: Self.at(2))) == ("APPLIED", .deactivated))
+            #expect(try Self.result(await api.event("T3", pur: pur, .created, id: "g1", occurredAt: Self.at(1))) == ("STALE", .deactivated))
             let dead = try #require(try await platform.store.token(reference: "T3"))
-            #expect(dead.externalCardId == "c1" && dead.userId == "alice" && dead.lastEventAt == at(2))
+            #expect(dead.externalCardId == "c1" && dead.userId == "alice" && dead.lastEventAt == Self.at(2))
             // Suspended at 2 before its CREATED: recorded suspended, by the token service.
-            #expect(try result(await api.event("T4", pur: pur, .suspended, id: "h2", occurredAt: at(2))) == ("APPLIED", .suspended))
-            #expect(try result(await api.event("T4", pur: pur, .created, id: "h1", occurredAt: at(1))) == ("STALE", .suspended))
+            #expect(try Self.result(await api.event("T4", pur: pur, .suspended, id: "h2", occurredAt: Self.at(2))) == ("APPLIED", .suspended))
+            #expect(try Self.result(await api.event("T4", pur: pur, .created, id: "h1", occurredAt: Self.at(1))) == ("STALE", .suspended))
             #expect(try await platform.store.token(reference: "T4")?.suspendedBy == .tokenService)
             #expect(try await platform.store.auditEntries(subject: "token:T3").map(\.detail) == ["event g2"])
 
             // Without times the order is unknown: the state machine decides, as before.
-            #expect(try result(await api.event("T5", pur: pur, .created, id: "k1")) == ("APPLIED", .inactive))
+            #expect(try Self.result(await api.event("T5", pur: pur, .created, id: "k1")) == ("APPLIED", .inactive))
             let untimed = try await api.event("T5", pur: pur, .suspended, id: "k2")
             #expect(untimed.status == .conflict && untimed.error?.code == "illegal_token_transition")
             #expect(try await api.event("T6", pur: pur, .suspended, id: "m1").status == .notFound)
             // A timed event for a card TMP does not know records nothing.
-            let noCard = try await api.event("T7", pur: "PURnope", .deactivated, id: "n1", occurredAt: at(2))
+            let noCard = try await api.event("T7", pur: "PURnope", .deactivated, id: "n1", occurredAt: Self.at(2))
             #expect(noCard.status == .notFound && noCard.error?.code == "token_not_found", "\(noCard.text)")
             #expect(try await api.tokenStatus("T7") == nil)
         }
