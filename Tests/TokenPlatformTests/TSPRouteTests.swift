@@ -404,7 +404,7 @@ struct TSPRouteTests {
             #expect(try await api.event("T6", pur: pur, .suspended, id: "m1").status == .notFound)
             // A timed event for a card TMP does not know records nothing.
             let noCard = try await api.event("T7", pur: "PURnope", .deactivated, id: "n1", occurredAt: Self.at(2))
-            #expect(noCard.status == .notFound && noCard.error?.code == "token_not_found", "\(noCard.text)")
+            #expect(noCard.status == .notFound && noCard.error?.code == "card_not_found", "\(noCard.text)")
             #expect(try await api.tokenStatus("T7") == nil)
         }
     }
@@ -423,6 +423,10 @@ struct TSPRouteTests {
             for (index, reference) in ["5555555555554444", "DAPL-5555-5555-5555-4444", "T4111111111111111"].enumerated() {
                 let created = try await api.event(reference, pur: card.panUniqueReference, .created, id: "e-\(index)")
                 #expect(created.status == .badRequest && created.error?.message == "tokenUniqueReference \(held)", "\(reference): \(created.text)")
+                #expect(try await platform.store.token(reference: reference) == nil)
+                // Nor by a timed event ahead of its CREATED, which would make the token too.
+                let ahead = try await api.event(reference, pur: card.panUniqueReference, .activated, id: "e-ahead-\(index)", occurredAt: Self.at(1))
+                #expect(ahead.status == .badRequest && ahead.error?.message == "tokenUniqueReference \(held)", "\(reference): \(ahead.text)")
                 #expect(try await platform.store.token(reference: reference) == nil)
             }
             let byEventId = try await api.event("T1", pur: card.panUniqueReference, .created, id: "evt_5555_5555_5555_4444")
@@ -548,6 +552,33 @@ struct TSPRouteTests {
             // A repeat owing nothing sends nothing.
             let again = try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self)
             #expect(again.result == "DUPLICATE" && again.tokenStatus == .suspended)
+            #expect(platform.connector.commands.current == ["suspend T1"])
+        }
+    }
+
+    /// A repeat that comes while the first delivery's correction is still with the token
+    /// service (why it came again) leaves the correction to it, rather than send another.
+    @Test func aRepeatedEventLeavesTheCorrectionUnderWayToItsFirstDelivery() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            _ = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e1")
+            let repeated = Locked<TokenEventResponse?>(nil)
+            let sent = Locked(false)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                let first = sent.withValue { sent in
+                    defer { sent = true }
+                    return !sent
+                }
+                guard command == "suspend", first else { return }
+                let reply = try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self)
+                repeated.withValue { $0 = reply }
+            } }
+            let first = try await api.event("T1", pur: card.panUniqueReference, .activated, id: "e2").decode(TokenEventResponse.self)
+            #expect(first.result == "APPLIED" && first.tokenStatus == .suspended)
+            let second = try #require(repeated.current)
+            #expect(second.result == "DUPLICATE" && second.tokenStatus == .active)
             #expect(platform.connector.commands.current == ["suspend T1"])
         }
     }

@@ -28,7 +28,8 @@ public enum TokenEventRules {
             // event reports, so the token starts there; its CREATED, older, will be STALE.
             var token = newToken
             token.status = target(of: event.event)
-            token.suspendedBy = token.status == .suspended ? (cardStatus == .blocked ? .cardBlocked : .tokenService) : nil
+            // The token service's own: TMP never sent a command for a token it did not know.
+            token.suspendedBy = token.status == .suspended ? .tokenService : nil
             token.lastEventAt = event.occurredAt
             return .insert(token)
         }

@@ -128,8 +128,8 @@ public struct TSPService: Sendable {
     /// How far ahead of this server's clock a token event's `occurredAt` may be (5 minutes).
     public static let maximumClockSkew: TimeInterval = 300
 
-    /// The refusal of a `CREATED` event whose card TMP does not know, once its eventId is
-    /// known to be new.
+    /// The refusal of an event that would make a token (a `CREATED`, or a timed event ahead of
+    /// it) for a card TMP does not know, once its eventId is known to be new.
     static let noCardForEvent = "no card has the event's panUniqueReference"
 
     /// `token-events`: applies a token event once per event id, and, among a token's events
@@ -144,7 +144,16 @@ public struct TSPService: Sendable {
         // Both are stored, and shown to the cardholder and the back office, in clear: no card
         // number in them (a token's reference is checked when the token is made).
         try await environment.refuseCardNumber(in: event.eventId, field: "eventId", own: nil)
-        if event.event == .created {
+        // Another event that says when it happened, for a token TMP does not know: its CREATED
+        // was overtaken (or lost), and the token is recorded from this event (see
+        // `TokenEventRules`). Read first, so the usual event costs no card lookup.
+        let overtookCreation: Bool
+        if event.event != .created, event.occurredAt != nil {
+            overtookCreation = try await environment.store.token(reference: event.tokenUniqueReference) == nil
+        } else {
+            overtookCreation = false
+        }
+        if event.event == .created || overtookCreation {
             try await environment.refuseCardNumber(in: event.tokenUniqueReference, field: "tokenUniqueReference", own: nil)
         }
         let now = environment.now()
@@ -162,16 +171,6 @@ public struct TSPService: Sendable {
         // is looked at: a repeat of an event already recorded is answered DUPLICATE whatever
         // has happened to the card since.
         var cardUnknown = false
-        var foundCardStatus: CardStatus?
-        // Another event that says when it happened, for a token TMP does not know: its CREATED
-        // was overtaken (or lost), and the token is recorded from this event (see
-        // `TokenEventRules`). Read first, so the usual event costs no card lookup.
-        let overtookCreation: Bool
-        if event.event != .created, event.occurredAt != nil {
-            overtookCreation = try await environment.store.token(reference: event.tokenUniqueReference) == nil
-        } else {
-            overtookCreation = false
-        }
         if event.event == .created || overtookCreation {
             // A token of a PAN its card no longer has (tokenized before the PAN was replaced) is
             // recorded all the same, for the card that had it: it is live at the token service,
@@ -179,7 +178,6 @@ public struct TSPService: Sendable {
             var found = try await environment.store.card(panUniqueReference: event.panUniqueReference)
             if found == nil { found = try await environment.store.card(retiredPanUniqueReference: event.panUniqueReference) }
             if let card = found {
-                foundCardStatus = card.status
                 // The decision that let this token be made: a decline since (a replay, say) made none.
                 let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
                 newToken = TokenRecord(
@@ -203,11 +201,9 @@ public struct TSPService: Sendable {
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
         let unknownCard = cardUnknown
-        // A new token's card as read above (the store passes a known token's card as committed).
-        let newTokensCardStatus = foundCardStatus
         let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, occurredAt: event.occurredAt, audit: audit) { current, card in
-            if unknownCard, current == nil, event.event == .created { return .reject(Self.noCardForEvent) }
-            return TokenEventRules.effect(of: event, on: current, cardStatus: current == nil ? newTokensCardStatus : card?.status, newToken: candidate, receivedAt: now)
+            if unknownCard, current == nil { return .reject(Self.noCardForEvent) }
+            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
         }
         switch result {
         case .applied(let token):
@@ -223,8 +219,10 @@ public struct TSPService: Sendable {
             // The token service sends an event again when it had no answer: the first delivery's
             // correction may not have been confirmed (or the process stopped after the event's
             // commit and before it), and the token still pays on a card that forbids it. It is
-            // owed now as then, not only at the next realignment.
-            return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: await correctIfOwed(token).status)
+            // owed now as then, not only at the next realignment. Unless the token's place is
+            // taken — most often by that first delivery's correction, still with the token
+            // service (which is why the event came again): then that one answers for it.
+            return TokenEventResponse(eventId: event.eventId, result: "DUPLICATE", tokenStatus: await correctIfOwed(token, alongsideABusyPlace: false).status)
         case .eventIdReused(let earlierToken, let earlierEvent):
             // Which token it was is not said: another token's reference is not this event's to learn.
             guard earlierToken.isSameIdentifier(as: event.tokenUniqueReference), let earlierEvent else {
@@ -252,14 +250,22 @@ extension TSPService {
     /// it: the token service may be waiting for this event's answer before it returns that
     /// command (both would hang until the time limit), and the event may say something newer
     /// than the command's outcome (the token resumed after the command's suspension), which
-    /// recording the command would hide. So it runs at once, alongside.
-    func correctIfOwed(_ token: TokenRecord) async -> TokenRecord {
+    /// recording the command would hide. So it runs at once, alongside — unless
+    /// `alongsideABusyPlace` is false: then a busy place means no correction now.
+    func correctIfOwed(_ token: TokenRecord, alongsideABusyPlace: Bool = true) async -> TokenRecord {
         let correction = TokenCorrection(environment: environment)
         let reference = token.tokenUniqueReference
         // (Most events call for none: checked by reading first, before any place is taken.)
         guard await correction.owesCorrection(afterEvent: reference) else { return token }
         let inLine = try? await environment.tokenCommandOrder.runIfFree(reference, lease: environment.tokenCommandLease) { await correction.enforce(afterEvent: reference) }
-        let settled = if let inLine { inLine } else { await correction.enforce(afterEvent: reference) }
+        let settled: TokenCorrection.Settlement
+        if let inLine {
+            settled = inLine
+        } else if alongsideABusyPlace {
+            settled = await correction.enforce(afterEvent: reference)
+        } else {
+            return token
+        }
         switch settled {
         case .undone(let corrected), .notConfirmed(let corrected): return corrected
         case .nothingToUndo: return token
