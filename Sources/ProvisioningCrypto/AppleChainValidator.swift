@@ -28,6 +28,8 @@ public final class AppleChainValidator: Sendable {
         public var validationTime: (@Sendable () -> Date)?
         /// How many accepted chains to remember; 0 disables the cache.
         public var cacheCapacity: Int
+        /// Which chains must have Apple's intermediate by name (``IntermediateNameCheck``).
+        public var intermediateNameCheck: IntermediateNameCheck
 
         /// Creates a configuration; the defaults are the production ones.
         public init(
@@ -35,14 +37,27 @@ public final class AppleChainValidator: Sendable {
             maximumCertificateCount: Int = 10,
             maximumCertificateSize: Int = 16 * 1024,
             validationTime: (@Sendable () -> Date)? = nil,
-            cacheCapacity: Int = 1024
+            cacheCapacity: Int = 1024,
+            intermediateNameCheck: IntermediateNameCheck = .underApplesRoot
         ) {
             self.trustAnchors = trustAnchors
             self.maximumCertificateCount = maximumCertificateCount
             self.maximumCertificateSize = maximumCertificateSize
             self.validationTime = validationTime
             self.cacheCapacity = cacheCapacity
+            self.intermediateNameCheck = intermediateNameCheck
         }
+    }
+
+    /// Which chains must name their intermediate "Apple Worldwide Developer Relations CA - G2",
+    /// as Apple's own policy requires of chains under its production root.
+    public enum IntermediateNameCheck: Sendable, Hashable {
+        /// Chains that end at Apple Root CA - G3 (the default). A chain under another configured
+        /// anchor — Apple's test environment's, whose intermediate has another name, or a
+        /// simulator's — is not held to Apple's production name.
+        case underApplesRoot
+        /// Every chain, whatever its anchor.
+        case everyAnchor
     }
 
     /// The configuration this validator was made with.
@@ -139,6 +154,12 @@ public final class AppleChainValidator: Sendable {
         let validFrom = chainCertificates.map(\.notValidBefore).max()!
         let validUntil = chainCertificates.map(\.notValidAfter).min()!
         if let refusal = checkValidity(of: chainCertificates) { return .refused(refusal) }
+        let anchorFingerprint = chainCertificates.last!.sha256Fingerprint
+        if configuration.intermediateNameCheck == .everyAnchor || anchorFingerprint == TrustAnchors.appleRootCAG3Fingerprint,
+            let refusal = AppleIssuerEncryptionRules.checkIntermediateName(certificates[1])
+        {
+            return .refused(refusal)
+        }
         // The leaf passed checkLeaf, so its key is P-256.
         let signingKey = P256.Signing.PublicKey(leaf.publicKey)!
         let leafKey = try! P256.KeyAgreement.PublicKey(rawRepresentation: signingKey.rawRepresentation)
@@ -150,7 +171,7 @@ public final class AppleChainValidator: Sendable {
                 leafFingerprint: Data(SHA256.hash(data: leaf.tbsCertificateBytes)).lowercaseHex,
                 leafSubject: leaf.subject.description,
                 anchorSubject: chainCertificates.last!.subject.description,
-                anchorFingerprint: chainCertificates.last!.sha256Fingerprint,
+                anchorFingerprint: anchorFingerprint,
                 validUntil: validUntil,
                 validFrom: validFrom
             )

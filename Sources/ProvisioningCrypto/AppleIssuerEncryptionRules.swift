@@ -42,8 +42,8 @@ public enum AppleIssuerEncryptionRules {
     }
 
     /// Checks the intermediate: a CA that may sign certificates (RFC 5280: `keyCertSign` when
-    /// it states a key usage), named as Apple's WWDR CA - G2 (exactly one common name, that
-    /// one), carrying Apple's WWDR marker extension, with a P-256 key.
+    /// it states a key usage), carrying Apple's WWDR marker extension, with a P-256 key. (Its
+    /// name is checked apart, by ``checkIntermediateName(_:)``, for chains under Apple's root.)
     public static func checkIntermediate(_ intermediate: Certificate) -> ChainRefusal? {
         guard case .isCertificateAuthority = try? intermediate.extensions.basicConstraints else {
             return ChainRefusal(.intermediateNotCertificateAuthority, "the second certificate is not a CA certificate; it must be the intermediate that issued the leaf")
@@ -53,15 +53,21 @@ public enum AppleIssuerEncryptionRules {
                 return ChainRefusal(.intermediateKeyUsage, "the intermediate's key usage does not include keyCertSign, so it may not sign the leaf")
             }
         }
-        let commonNames = intermediate.subject.flatMap { $0 }.filter { $0.type == .RDNAttributeType.commonName }.map { String($0.value) }
-        guard commonNames.count == 1, commonNames[0] == intermediateCommonName else {
-            return ChainRefusal(.intermediateNameMismatch, "the intermediate's common name must be \"\(intermediateCommonName)\", as Apple's policy requires")
-        }
         guard intermediate.extensions[oid: intermediateMarkerOID] != nil else {
             return ChainRefusal(.intermediateMarkerMissing, "the intermediate lacks Apple's marker extension \(intermediateMarkerOID)")
         }
         guard P256.Signing.PublicKey(intermediate.publicKey) != nil else {
             return ChainRefusal(.intermediateKeyNotP256, "the intermediate's key is \(keyDescription(intermediate.publicKey)); Apple's Worldwide Developer Relations CA - G2 has an EC P-256 key")
+        }
+        return nil
+    }
+
+    /// Checks the intermediate's name: exactly one common name, "Apple Worldwide Developer
+    /// Relations CA - G2", as Apple's policy requires of the leaf's issuer.
+    public static func checkIntermediateName(_ intermediate: Certificate) -> ChainRefusal? {
+        let commonNames = intermediate.subject.flatMap { $0 }.filter { $0.type == .RDNAttributeType.commonName }.map { String($0.value) }
+        guard commonNames.count == 1, commonNames[0] == intermediateCommonName else {
+            return ChainRefusal(.intermediateNameMismatch, "the intermediate's common name must be \"\(intermediateCommonName)\", as Apple's policy requires of a chain under Apple Root CA - G3")
         }
         return nil
     }

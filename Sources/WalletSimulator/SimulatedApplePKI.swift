@@ -35,7 +35,8 @@ public struct SimulatedApplePKI: Sendable {
         let intermediateName = try DistinguishedName {
             CountryName("US")
             OrganizationName("PushProvisioning Simulator")
-            // The name Apple's policy requires of the intermediate; the root is the simulator's.
+            // Apple's intermediate's name, as in a real chain (the name is required under
+            // Apple's root only; this root is the simulator's).
             CommonName(AppleIssuerEncryptionRules.intermediateCommonName)
         }
         let leafName = try DistinguishedName {

@@ -46,7 +46,7 @@ struct VerifyChainCommand: AsyncParsableCommand {
         switch await validator.validate(der) {
         case .accepted(let chain):
             print("accepted: \(chain.leafSubject)")
-            print("  leaf sha256: \(chain.leafFingerprint)")
+            print("  leaf fingerprint (sha256 of its signed body): \(chain.leafFingerprint)")
             // An extra anchor may carry Apple's root's name: say which certificate it is.
             let which = chain.isAnchoredAtApplesRoot ? "Apple's root" : "an extra --anchor, not Apple's root; sha256 \(chain.anchorFingerprint)"
             print("  anchored at: \(chain.anchorSubject) (\(which))")

@@ -133,9 +133,9 @@ struct TestPKI {
     }
 
     /// A validator trusting only this PKI's root.
-    func validator(validationTime: (@Sendable () -> Date)? = nil, cacheCapacity: Int = 16) -> AppleChainValidator {
+    func validator(validationTime: (@Sendable () -> Date)? = nil, cacheCapacity: Int = 16, intermediateNameCheck: AppleChainValidator.IntermediateNameCheck = .underApplesRoot) -> AppleChainValidator {
         AppleChainValidator(
-            configuration: .init(trustAnchors: TrustAnchors(certificates: [root]), validationTime: validationTime, cacheCapacity: cacheCapacity)
+            configuration: .init(trustAnchors: TrustAnchors(certificates: [root]), validationTime: validationTime, cacheCapacity: cacheCapacity, intermediateNameCheck: intermediateNameCheck)
         )
     }
 }
