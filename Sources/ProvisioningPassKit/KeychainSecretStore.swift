@@ -13,11 +13,18 @@ public struct KeychainSecretStore: SecretStore {
     /// The shared Keychain access group (e.g. `TEAMID.com.bank.app.wallet`); nil for the
     /// target's default group, which the extensions cannot read.
     public let accessGroup: String?
+    /// On macOS, whether the items live in the data-protection Keychain, which iOS has alone:
+    /// what access groups and `ThisDeviceOnly` need there, and which a process may use only
+    /// with a `keychain-access-groups` or application-identifier entitlement (an unsigned
+    /// test run gets `errSecMissingEntitlement`). Off by default, the login keychain; a macOS
+    /// app sharing the store with extensions sets it. Other platforms ignore it.
+    public let usesDataProtectionKeychain: Bool
 
     /// A store of `service` items in `accessGroup`.
-    public init(service: String = "PushProvisioning.WalletExtension", accessGroup: String?) {
+    public init(service: String = "PushProvisioning.WalletExtension", accessGroup: String?, usesDataProtectionKeychain: Bool = false) {
         self.service = service
         self.accessGroup = accessGroup
+        self.usesDataProtectionKeychain = usesDataProtectionKeychain
     }
 
     /// Implements ``SecretStore/secret(for:)``.
@@ -65,10 +72,8 @@ public struct KeychainSecretStore: SecretStore {
         var query: [String: Any] = [
             kSecClass as String: kSecClassGenericPassword,
             kSecAttrService as String: service,
-            // The iOS-style Keychain on macOS too (access groups, ThisDeviceOnly, no prompts);
-            // iOS, watchOS, tvOS and visionOS have no other.
-            kSecUseDataProtectionKeychain as String: true,
         ]
+        if usesDataProtectionKeychain { query[kSecUseDataProtectionKeychain as String] = true }
         if let account { query[kSecAttrAccount as String] = account }
         if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
         return query
