@@ -181,8 +181,9 @@ extension SQLiteStore {
         }
         // When each event said it happened (`occurredAt`, milliseconds since 1970): an event id
         // the token service reuses for another event of the same kind and token, at another
-        // time, is refused instead of taken for a duplicate. Rows from before are NULL: such an
-        // id stays a duplicate for its token's event, as before.
+        // time, is refused instead of taken for a duplicate. Rows from before are NULL (and so
+        // are rows an instance not yet upgraded writes during a rolling upgrade): such an id
+        // stays a duplicate for its token's event at any time, as before.
         register("v10") { db in
             try db.execute(sql: "ALTER TABLE token_event ADD COLUMN occurred_ms INTEGER")
         }
