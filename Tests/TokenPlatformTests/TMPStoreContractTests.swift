@@ -831,6 +831,19 @@ struct TMPStoreContractTests {
             let again = try await store.applyTokenEvent(eventId: "e5", event: .suspended, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .update(status: .suspended, suspendedBy: nil, tokenLast4: nil) }
             #expect(again == .duplicate(unchanged))
             #expect(try await store.auditEntries(subject: "token:T1").map(\.action).contains("stale") == false)
+            // A stale event may bring the token number's last four digits the token lacks (its
+            // late CREATED): they are kept, and audited; digits already held are not replaced.
+            let filling = try await store.applyTokenEvent(eventId: "e6", event: .created, tokenReference: "T1", audit: Self.audit("token:T1", "late-created")) { _, _ in .staleFillingIn(tokenLast4: "4321") }
+            guard case .stale(let filled) = filling else { Issue.record("expected stale, got \(filling)"); return }
+            #expect(filled.tokenLast4 == "4321" && filled.status == .active)
+            #expect(try await store.token(reference: "T1") == filled)
+            #expect(try await store.auditEntries(subject: "token:T1").filter { $0.action == "late-created" }.map(\.detail).allSatisfy { $0.hasSuffix("(stale: only its tokenLast4 recorded)") })
+            #expect(try await store.auditEntries(subject: "token:T1").contains { $0.action == "late-created" })
+            let kept = try await store.applyTokenEvent(eventId: "e7", event: .created, tokenReference: "T1", audit: Self.audit("token:T1", "late-again")) { _, _ in .staleFillingIn(tokenLast4: "9999") }
+            #expect(kept == .stale(filled))
+            #expect(try await store.token(reference: "T1")?.tokenLast4 == "4321")
+            #expect(try await store.auditEntries(subject: "token:T1").contains { $0.action == "late-again" } == false)
+            #expect(try await store.applyTokenEvent(eventId: "e6", event: .created, tokenReference: "T1", audit: Self.audit("token:T1")) { _, _ in .stale } == .duplicate(filled))
         }
     }
 

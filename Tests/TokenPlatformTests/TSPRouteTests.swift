@@ -297,8 +297,11 @@ struct TSPRouteTests {
             #expect(reused.error?.code == "event_id_reused")
             #expect(reused.error?.message.contains("T1") == false)
             #expect(try await api.tokenStatus("T2") == nil)
-            let recreate = try await api.event("T1", pur: card.panUniqueReference, .created, id: "e2")
-            #expect(recreate.status == .conflict)
+            // A CREATED for a token TMP holds, under a new id, is old news: acknowledged as
+            // STALE. Naming another device, it is not this token's.
+            #expect(try Self.result(await api.event("T1", pur: card.panUniqueReference, .created, id: "e2")) == ("STALE", .inactive))
+            let otherDevice = try await api.event("T1", pur: card.panUniqueReference, .created, device: .watch, id: "e2w")
+            #expect(otherDevice.status == .conflict && otherDevice.error?.message.contains("on a PHONE device, not WATCH") == true, "\(otherDevice.text)")
             let resumeInactive = try await api.event("T1", pur: card.panUniqueReference, .resumed, id: "e3")
             #expect(resumeInactive.status == .conflict)
             // An event naming another card's reference for T1 is not T1's.
@@ -324,7 +327,7 @@ struct TSPRouteTests {
             #expect(try await api.event("T2", pur: "PURnope", .created, id: "e11").status == .notFound)
             #expect(try await api.tokenStatus("T1") == .deactivated)
             let audit = try await platform.store.auditEntries(subject: "token:T1")
-            #expect(audit.count == 6)
+            #expect(audit.count == 6, "\(audit.map(\.detail))")
             #expect(audit.allSatisfy { $0.actor == "tsp" })
         }
     }
@@ -396,6 +399,21 @@ struct TSPRouteTests {
             #expect(try Self.result(await api.event("T4", pur: pur, .created, id: "h1", occurredAt: Self.at(1))) == ("STALE", .suspended))
             #expect(try await platform.store.token(reference: "T4")?.suspendedBy == .tokenService)
             #expect(try await platform.store.auditEntries(subject: "token:T3").map(\.detail) == ["event g2"])
+
+            // The late CREATED brings the token number's last four digits, which the events
+            // that overtook it did not carry: they are kept, though the CREATED is STALE.
+            #expect(try Self.result(await api.event("T8", pur: pur, .activated, id: "p2", occurredAt: Self.at(2), tokenLast4: nil)) == ("APPLIED", .active))
+            #expect(try await platform.store.token(reference: "T8")?.tokenLast4 == nil)
+            #expect(try Self.result(await api.event("T8", pur: pur, .created, id: "p1", occurredAt: Self.at(1), tokenLast4: "4321")) == ("STALE", .active))
+            #expect(try await platform.store.token(reference: "T8")?.tokenLast4 == "4321")
+            #expect(try await platform.store.auditEntries(subject: "token:T8").map(\.detail) == ["event p2", "event p1 (stale: only its tokenLast4 recorded)"])
+            // Untimed, it is as late (creation comes first), and as welcome.
+            #expect(try Self.result(await api.event("T9", pur: pur, .suspended, id: "q2", occurredAt: Self.at(2), tokenLast4: nil)) == ("APPLIED", .suspended))
+            #expect(try Self.result(await api.event("T9", pur: pur, .created, id: "q1", tokenLast4: "5678")) == ("STALE", .suspended))
+            #expect(try await platform.store.token(reference: "T9")?.tokenLast4 == "5678")
+            // A CREATED that says it happened after an event of the token is not its creation.
+            let afterwards = try await api.event("T9", pur: pur, .created, id: "q3", occurredAt: Self.at(3))
+            #expect(afterwards.status == .conflict && afterwards.error?.code == "illegal_token_transition", "\(afterwards.text)")
 
             // Without times the order is unknown: the state machine decides, as before.
             #expect(try Self.result(await api.event("T5", pur: pur, .created, id: "k1")) == ("APPLIED", .inactive))

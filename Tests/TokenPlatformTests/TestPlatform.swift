@@ -253,8 +253,8 @@ struct APIClient: Sendable {
     }
 
     @discardableResult
-    func event(_ reference: String, pur: String, _ type: TokenEventType, device: DeviceType = .phone, id: String? = nil, occurredAt: EventTime? = nil) async throws -> Reply {
-        let reply = try await send(.post, "/tsp/token-events", as: .tsp, json: TokenEventRequest(eventId: id ?? "evt-\(UUID())", tokenUniqueReference: reference, panUniqueReference: pur, event: type, deviceType: device, tokenLast4: "9876", occurredAt: occurredAt))
+    func event(_ reference: String, pur: String, _ type: TokenEventType, device: DeviceType = .phone, id: String? = nil, occurredAt: EventTime? = nil, tokenLast4: String? = "9876") async throws -> Reply {
+        let reply = try await send(.post, "/tsp/token-events", as: .tsp, json: TokenEventRequest(eventId: id ?? "evt-\(UUID())", tokenUniqueReference: reference, panUniqueReference: pur, event: type, deviceType: device, tokenLast4: tokenLast4, occurredAt: occurredAt))
         return reply
     }
 

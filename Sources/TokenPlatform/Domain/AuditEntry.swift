@@ -24,6 +24,14 @@ public struct AuditEntry: Sendable, Hashable {
 }
 
 extension AuditEntry {
+    /// This entry of a token event, for the event acknowledged as stale that recorded only the
+    /// token number's last four digits, which the token did not have.
+    var staleFillingInTokenLast4: AuditEntry {
+        var entry = self
+        entry.detail += " (stale: only its tokenLast4 recorded)"
+        return entry
+    }
+
     /// The audit entry of a `signed-cards` call. The provisioning attempt is the record of a
     /// seal (who, which card, which device and Apple leaf, when), so a seal stores that one row
     /// and the audit trail shows it as `card.seal`.

@@ -41,11 +41,23 @@ public enum TokenEventRules {
         // stale: it is final at the token service whatever came after it (a clock that stepped
         // back there cannot keep a dead token live here).
         if event.event != .deactivated, let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
-            return .stale
+            return stale(event, current)
+        }
+        // A token's creation comes before everything else that happens to it: a CREATED for a
+        // token TMP holds is old news — late (the token was recorded from an event that
+        // overtook it) or sent again under another id — unless it says it happened after an
+        // event already applied, or names another device: then it is not this token's.
+        if event.event == .created {
+            guard event.deviceType == current.deviceType else {
+                return .reject("token already exists on a \(current.deviceType.rawValue) device, not \(event.deviceType.rawValue) (state \(current.status.rawValue))")
+            }
+            if let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt > last {
+                return .reject("token already exists (state \(current.status.rawValue)) with an event at \(last); it cannot be created after it")
+            }
+            return stale(event, current)
         }
         // The newest time stays the newest, even when a late deactivation is applied.
         let eventTime = [event.occurredAt, current.lastEventAt].compactMap { $0 }.max()
-        if event.event == .created { return .reject("token already exists (state \(current.status.rawValue))") }
         let target = target(of: event.event)
         if current.status == target {
             return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
@@ -75,6 +87,13 @@ public enum TokenEventRules {
         let blocks = cardStatus == .blocked || echoesTheBlock
         let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? (blocks ? .cardBlocked : .tokenService)) : nil
         return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
+    }
+
+    /// `event` acknowledged as stale; the token number's last four digits it carries are kept
+    /// when the token has none yet (its `CREATED`, overtaken, is the event that carries them).
+    static func stale(_ event: TokenEventRequest, _ current: TokenRecord) -> TokenEventEffect {
+        guard current.tokenLast4 == nil, let last4 = event.tokenLast4 else { return .stale }
+        return .staleFillingIn(tokenLast4: last4)
     }
 
     /// The state an event reports.

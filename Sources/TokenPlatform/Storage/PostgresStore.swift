@@ -386,8 +386,12 @@ public struct PostgresStore: TMPStore {
                     logger: logger
                 )
                 result = token
-            case .stale(let stored):
+            case .stale(let stored, let fillsIn):
                 try await connection.run("INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (\(eventId), \(tokenReference), \(audit.at), \(event.rawValue), \(occurredAt?.millisecondsSince1970))", logger: logger)
+                if let fillsIn {
+                    try await connection.run("UPDATE token SET token_last4 = \(fillsIn), updated_at = \(stored.updatedAt) WHERE token_unique_reference = \(tokenReference) AND token_last4 IS NULL", logger: logger)
+                    try await insertAudit(connection, audit.staleFillingInTokenLast4)
+                }
                 return .stale(stored)
             }
             try await recomputeAtOdds(connection, tokenReference: tokenReference, at: audit.at)

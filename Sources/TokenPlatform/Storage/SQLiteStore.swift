@@ -415,8 +415,12 @@ public struct SQLiteStore: TMPStore {
                     ]
                 )
                 result = token
-            case .stale(let stored):
+            case .stale(let stored, let fillsIn):
                 try db.execute(sql: "INSERT INTO token_event (event_id, token_unique_reference, received_at, event, occurred_ms) VALUES (?, ?, ?, ?, ?)", arguments: [eventId, tokenReference, audit.at, event.rawValue, occurredAt?.millisecondsSince1970])
+                if let fillsIn {
+                    try db.execute(sql: "UPDATE token SET token_last4 = ?, updated_at = ? WHERE token_unique_reference = ? AND token_last4 IS NULL", arguments: [fillsIn, stored.updatedAt, tokenReference])
+                    try insertAudit(db, audit.staleFillingInTokenLast4)
+                }
                 return .stale(stored)
             }
             try db.execute(sql: AtOddsSQL.recompute(scope: "token_unique_reference = ?"), arguments: [audit.at, tokenReference])

@@ -401,6 +401,9 @@ public enum TokenEventEffect: Sendable, Hashable {
     /// Acknowledge the event without applying it: it happened before one already applied.
     /// Its id is recorded, so a redelivery is a duplicate.
     case stale
+    /// Acknowledge the event as ``stale``, and record the token number's last four digits it
+    /// carries, where the token has none.
+    case staleFillingIn(tokenLast4: String)
     /// Refuse the event (not recorded, so a corrected retry can apply).
     case reject(String)
 }
@@ -412,8 +415,9 @@ extension TokenEventEffect {
         case insert(TokenRecord)
         /// Replace the stored token with this.
         case update(TokenRecord)
-        /// Record only the event id; the token as stored.
-        case stale(TokenRecord)
+        /// Record the event id; the token as stored, or with its last four digits filled in
+        /// (`fillsIn`, the digits, to be written).
+        case stale(TokenRecord, fillsIn: String? = nil)
         /// Write nothing.
         case reject(String)
     }
@@ -428,6 +432,12 @@ extension TokenEventEffect {
         case .stale:
             guard let current else { return .reject("unknown token") }
             return .stale(current)
+        case .staleFillingIn(let tokenLast4):
+            guard var current else { return .reject("unknown token") }
+            guard current.tokenLast4 == nil else { return .stale(current) }
+            current.tokenLast4 = tokenLast4
+            current.updatedAt = date
+            return .stale(current, fillsIn: tokenLast4)
         case .update(let status, let suspendedBy, let tokenLast4, let eventTime):
             guard var token = current else { return .reject("unknown token") }
             // The token service's own word on a change of the token settles a pending suspension.
