@@ -23,7 +23,9 @@ struct VaultReencryptCommand: AsyncParsableCommand {
             database; when it reports nothing left under other keys, the old key can leave the \
             key file. It may run while the servers serve (short transactions of --batch-size \
             cards) and can be run again after a failure. --dry-run changes nothing: it counts the \
-            cards and checks each one as the run would (its key, the lookup key).
+            cards and checks each one as the run would (its key, the lookup key). Exit status: \
+            0 when no card is left under another key (or, for --dry-run, when the check passed), \
+            3 when the run ended with cards still under other keys (run it again), 1 on failure.
             """
     )
 
@@ -77,6 +79,13 @@ struct VaultReencryptCommand: AsyncParsableCommand {
             let left = try await reencryption.count()
             print("encrypted \(Self.cards(totals.reencrypted)) again under key \(current)\(totals.changedMeanwhile > 0 ? "; \(Self.cards(totals.changedMeanwhile)) changed meanwhile and were left as stored" : "")")
             print(left == 0 ? "no card is left under another key: keys other than \(current) can leave the key file once every server has restarted with it" : "\(Self.cards(left)) still under other keys (stored meanwhile by a server with an older key file?): run it again")
+            if left > 0 {
+                // A script that removes the old key when this succeeds must not take this for done.
+                await store.close()
+                throw ExitCode(Self.cardsLeftStatus)
+            }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             await store.close()
             let reason = (error as? VaultReencryption.Failure)?.message ?? DatabaseConfiguration.reason(error)
@@ -85,6 +94,10 @@ struct VaultReencryptCommand: AsyncParsableCommand {
         }
         await store.close()
     }
+
+    /// The exit status of a run that ended with cards still under other keys (stored meanwhile
+    /// by a server with an older key file): the old key must not leave the key file yet.
+    static let cardsLeftStatus: Int32 = 3
 
     /// "1 card", "5 cards".
     static func cards(_ count: Int) -> String { count == 1 ? "1 card" : "\(count) cards" }

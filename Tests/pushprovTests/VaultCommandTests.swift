@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GRDB
 import ProvisioningCrypto
 import ProvisioningModels
 import Testing
@@ -10,32 +11,7 @@ struct VaultCommandTests {
     @Test func aRotationEndsWithEveryCardUnderTheNewKeyAndTheOldKeyRemovable() async throws {
         let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
         defer { MigrateCommandTests.removeTemporary(path) }
-        let migrated = try await CLI.run(["migrate", "--database", path])
-        #expect(migrated.status == 0, "\(migrated.stderr)")
-        let keyFile = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("keys.json")
-        let original = try LocalKeyFile.loadOrCreate(at: keyFile).keys
-        // Three cards stored by a server on the original key file.
-        let before = PANVault(keys: original.panVault)
-        let store = try SQLiteStore(path: path)
-        for (index, digits) in ["4111111111111111", "5555555555554444", "378282246310005"].enumerated() {
-            let pan = try PrimaryAccountNumber(digits)
-            let id = "c\(index)"
-            let card = CardRecord(
-                externalCardId: id, userId: "alice", encryptedPAN: try before.encrypt(pan, cardID: id).serialized, panLookupHash: before.lookupHash(pan),
-                panLast4: pan.last4, panUniqueReference: "PUR-\(id)", expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa,
-                productTitle: "Gold", artId: nil, status: .active, createdAt: Date(), updatedAt: Date()
-            )
-            _ = try await store.putCard(card, audit: AuditEntry(at: Date(), actor: "test", action: "card.create", subject: "card:\(id)", detail: ""))
-        }
-        await store.close()
-        // The key file gets a new current key beside the old one.
-        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: keyFile))) as? [String: Any])
-        var encryption = try #require(json["panEncryptionKeys"] as? [String: String])
-        encryption["pan-new"] = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
-        json["panEncryptionKeys"] = encryption
-        json["panEncryptionCurrentKeyId"] = "pan-new"
-        try FileManager.default.removeItem(atPath: keyFile)
-        try LocalKeyFile.createOwnerOnlyFile(try JSONSerialization.data(withJSONObject: json), at: keyFile)
+        let (keyFile, json) = try await Self.threeCardsUnderAnOldKey(path)
 
         // A dry run with a key file of another lookup key stops as the run would.
         var otherLookup = json
@@ -68,6 +44,56 @@ struct VaultCommandTests {
         let again = try await CLI.run(["vault", "reencrypt", "--database", path, "--key-file", keyFile])
         #expect(again.stdout == "0 cards under keys other than the current key pan-new\n")
         #expect(!(run.stdout + run.stderr + dry.stdout).contains("4111"))
+    }
+
+    /// A card stored meanwhile under the old key by a server with an older key file is left
+    /// under it: the run says so and exits 3, so a script that removes the old key when the
+    /// command succeeds does not lose that card's number. (Before, it exited 0.)
+    @Test func aRunThatLeavesCardsUnderAnotherKeyExitsThree() async throws {
+        let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
+        defer { MigrateCommandTests.removeTemporary(path) }
+        let (keyFile, _) = try await Self.threeCardsUnderAnOldKey(path)
+        // Stands in for that server: c1's new value never lands, as when it is replaced meanwhile.
+        let database = try DatabaseQueue(path: path)
+        try await database.write { try $0.execute(sql: "CREATE TRIGGER hold BEFORE UPDATE OF encrypted_pan ON card WHEN OLD.external_card_id = 'c1' BEGIN SELECT RAISE(IGNORE); END") }
+        try database.close()
+        let run = try await CLI.run(["vault", "reencrypt", "--database", path, "--key-file", keyFile])
+        #expect(run.status == 3, "\(run.stdout) \(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").last == "1 card still under other keys (stored meanwhile by a server with an older key file?): run it again", "\(run.stdout)")
+        #expect(run.stderr.isEmpty, "\(run.stderr)")
+    }
+
+    /// A migrated SQLite database at `path` with three cards under the key file's first PAN
+    /// key, and that key file (beside it) given a new current key `pan-new`: its path and JSON.
+    static func threeCardsUnderAnOldKey(_ path: String) async throws -> (String, [String: Any]) {
+        let migrated = try await CLI.run(["migrate", "--database", path])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let keyFile = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("keys.json")
+        let original = try LocalKeyFile.loadOrCreate(at: keyFile).keys
+        // Three cards stored by a server on the original key file.
+        let before = PANVault(keys: original.panVault)
+        let store = try SQLiteStore(path: path)
+        for (index, digits) in ["4111111111111111", "5555555555554444", "378282246310005"].enumerated() {
+            let pan = try PrimaryAccountNumber(digits)
+            let id = "c\(index)"
+            let card = CardRecord(
+                externalCardId: id, userId: "alice", encryptedPAN: try before.encrypt(pan, cardID: id).serialized, panLookupHash: before.lookupHash(pan),
+                panLast4: pan.last4, panUniqueReference: "PUR-\(id)", expiration: try CardExpiration("12/29"), cardholderName: "Alice", network: .visa,
+                productTitle: "Gold", artId: nil, status: .active, createdAt: Date(), updatedAt: Date()
+            )
+            _ = try await store.putCard(card, audit: AuditEntry(at: Date(), actor: "test", action: "card.create", subject: "card:\(id)", detail: ""))
+        }
+        await store.close()
+        // The key file gets a new current key beside the old one.
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: keyFile))) as? [String: Any])
+        var encryption = try #require(json["panEncryptionKeys"] as? [String: String])
+        encryption["pan-new"] = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+        json["panEncryptionKeys"] = encryption
+        json["panEncryptionCurrentKeyId"] = "pan-new"
+        try FileManager.default.removeItem(atPath: keyFile)
+        try LocalKeyFile.createOwnerOnlyFile(try JSONSerialization.data(withJSONObject: json), at: keyFile)
+
+        return (keyFile, json)
     }
 
     @Test func aMissingKeyFileOrABadBatchSizeIsOneLine() async throws {
