@@ -661,6 +661,32 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// Customer service's suspension of such a token never reaches the token service (the
+    /// connection cannot be made): the note it cleared is put back, so the late echo of the
+    /// block's suspension is still the block's, and the realignment resumes the token on its
+    /// unblocked card. (Before, the note was gone, and the token stayed suspended.)
+    @Test func aCustomerServiceSuspensionThatNeverLeftPutsTheBlocksNoteBack() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            let noted = try #require(try await platform.store.token(reference: "T1")?.blockSuspensionsSent)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.failing.withValue { $0 = true }
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspended.status == .serviceUnavailable, "\(suspended.text)")
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent == noted)
+            platform.connector.failing.withValue { $0 = false }
+
+            _ = try await Self.patch(api, "c1", .active)
+            platform.advance(120)
+            _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .cardBlocked)
+            #expect(try await Self.realign(platform) == ["RESUMED"])
+        }
+    }
+
     /// TMP's own time limit leaves the note, as any outcome the connector cannot know; what
     /// says the command never left withdraws it.
     @Test func whichFailuresLeaveTheNote() {

@@ -380,7 +380,7 @@ struct LifecycleRouteTests {
 
     /// Customer service suspending a token the block suspended takes the suspension over:
     /// unblocking leaves it suspended, and only customer service's resume lifts it. The token
-    /// service already holds it suspended and is not asked again.
+    /// service is asked (it may not hold the token suspended), and for it the command is done.
     @Test func customerServiceTakesOverTheBlocksSuspensionSoUnblockingKeepsItSuspended() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in
@@ -406,10 +406,34 @@ struct LifecycleRouteTests {
             #expect(try await api.tokenStatus("WATCH-1") == .suspended)
             #expect(try await api.send(.post, "/lifecycle/tokens/WATCH-1/resume", as: .issuer).status == .ok)
             #expect(try await api.tokenStatus("WATCH-1") == .active)
-            // The block's two suspensions (in either order), the unblock's resume, customer
-            // service's resume: the take-over asked the token service nothing.
+            // The block's two suspensions (in either order), the take-over's, the unblock's
+            // resume, customer service's resume.
             let commands = platform.connector.commands.current
-            #expect(commands.count == 4 && Set(commands.prefix(2)) == ["suspend PHONE-1", "suspend WATCH-1"] && commands.suffix(2) == ["resume PHONE-1", "resume WATCH-1"], "\(commands)")
+            #expect(commands.count == 5 && Set(commands.prefix(2)) == ["suspend PHONE-1", "suspend WATCH-1"] && commands.suffix(3) == ["suspend WATCH-1", "resume PHONE-1", "resume WATCH-1"], "\(commands)")
+        }
+    }
+
+    /// A resumption the token service carried out without TMP hearing so (its answer lost)
+    /// leaves TMP recording the token suspended while it pays. Customer service's suspension
+    /// of it then reaches the token service: recorded from TMP's word alone, it was answered
+    /// 200 while the token stayed active, and nothing ever sent the suspension.
+    @Test func takingOverASuspensionAsksTheTokenServiceWhichMayHoldTheTokenActive() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            try await api.provision("c1", user: "alice", device: .watch, token: "WATCH-1")
+            _ = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            // The unblock's resume is carried out, and its answer lost.
+            platform.connector.meanwhile.withValue { $0 = { command, _ in if command == "resume" { throw URLError(.timedOut) } } }
+            let unblock = try await api.send(.patch, "/lifecycle/cards/c1", as: .issuer, json: CardStatusChangeRequest(status: .active)).decode(LifecycleService.StatusChange.self)
+            #expect(unblock.tokens.map(\.result) == ["FAILED"])
+            #expect(try await platform.store.token(reference: "WATCH-1")?.suspendedBy == .cardBlocked)
+            platform.connector.meanwhile.withValue { $0 = nil }
+
+            let suspend = try await api.send(.post, "/lifecycle/tokens/WATCH-1/suspend", as: .issuer)
+            #expect(suspend.status == .ok, "\(suspend.text)")
+            #expect(platform.connector.commands.current.last == "suspend WATCH-1", "\(platform.connector.commands.current)")
+            #expect(try await platform.store.token(reference: "WATCH-1")?.suspendedBy == .customerService)
         }
     }
 

@@ -413,6 +413,12 @@ struct TMPStoreContractTests {
             try await store.replaceBlockSuspensionNote(reference: "S", with: at(1)...at(1), ifItIs: at(1)...at(1))
             let (withdrawn, stillNone) = (try await noted("B"), try await noted("S"))
             #expect(withdrawn == nil && stillNone == nil)
+            // Put back only while there is none (nil expected): not over a note noted since.
+            try await store.replaceBlockSuspensionNote(reference: "B", with: at(3)...at(4), ifItIs: nil)
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(3)...at(4), ifItIs: nil)
+            let (putBack, kept) = (try await noted("B"), try await noted("A"))
+            #expect(putBack == at(3)...at(4) && kept == at(10)...at(10))
+            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(3)...at(4))
             try await store.clearBlockSuspensionNote(reference: "N")
             #expect(try await noted("N") == nil)
             try await store.noteBlockSuspensionSent(reference: "B", at: at(5))

@@ -367,10 +367,13 @@ public struct LifecycleService: Sendable {
             target = .deactivated
             call = environment.tokenService.deactivate
         }
-        // A suspension the block or the token service made becomes customer service's. Without
-        // a command owed, the token service holds the token suspended and is not asked; with
-        // one (a suspension TMP records but the token service has not confirmed), or when the
-        // token was resumed meanwhile, the suspension is sent below, which also settles it.
+        // A suspension the block or the token service made becomes customer service's once the
+        // token service confirms it: TMP's SUSPENDED may not be what the token service holds (a
+        // resumption whose answer was lost, or one the token service made on its own, whose
+        // event has not come), and recording customer service's suspension without asking would
+        // leave the token paying. A command for the state the token already has is done, not an
+        // error (``TokenServiceConnector``), so the suspension is sent below in every case; it
+        // also settles a suspension owed.
         if action == .suspend, token.status != .deactivated {
             // A token on its way out (closed card, replaced card number, previous owner's) is
             // being deactivated: a suspension would be sent and recorded for nothing.
@@ -381,7 +384,6 @@ public struct LifecycleService: Sendable {
             }
         }
         let takingOver = action == .suspend && token.status == .suspended && token.suspendedBy != .customerService
-        if takingOver, token.pendingCommand == nil, let taken = try await takeOverSuspension(of: token) { return taken }
         guard Self.allows(action, token.status) || takingOver else { throw illegal(token, to: target) }
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
@@ -398,7 +400,10 @@ public struct LifecycleService: Sendable {
         }
         // A database failure after the token service confirmed is the database's to report.
         let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, byCustomerService: true)
-        let outcome = try await applyRecording(command, actor: "issuer", reason: "customer service \(action.rawValue)")
+        let reason = takingOver
+            ? "customer service suspend of a token suspended by \(token.suspendedBy?.rawValue ?? "an unknown source"): kept suspended until customer service resumes it"
+            : "customer service \(action.rawValue)"
+        let outcome = try await applyRecording(command, actor: "issuer", reason: reason)
         if action == .resume, outcome.result == "UNCHANGED" || outcome.result == "FAILED",
             let now = try await environment.store.token(reference: tokenUniqueReference)
         {
@@ -458,35 +463,6 @@ public struct LifecycleService: Sendable {
             throw TMPError.notFound("card_not_found", "no card \(Redaction.identifier(externalCardId))")
         }
         return card
-    }
-
-    /// Customer service suspending a token the card's block or the token service already
-    /// suspended, with no command owed to the token service: the suspension becomes customer
-    /// service's, so unblocking the card no longer resumes it (the token service may still
-    /// resume it on its own, and TMP then records what it holds). The token service holds the
-    /// token suspended already, so it is not asked; the change is TMP's record of why, audited.
-    ///
-    /// - Returns: The token, or nil when it is no longer suspended without a command owed
-    ///   (resumed meanwhile, or a suspension became pending): the caller sends the suspension.
-    private func takeOverSuspension(of token: TokenRecord) async throws -> TokenResource? {
-        let previous = token.suspendedBy?.rawValue ?? "an unknown source"
-        let audit = AuditEntry(
-            at: environment.now(), actor: "issuer", action: "token.suspended", subject: "token:\(token.tokenUniqueReference)",
-            detail: "customer service suspend of a token suspended by \(previous): kept suspended until customer service resumes it"
-        )
-        let outcome = try await environment.store.updateToken(reference: token.tokenUniqueReference, audit: audit) { current, _ in
-            guard current.status == .suspended, current.pendingCommand == nil else { return .reject("token is \(current.status.rawValue)") }
-            return current.suspendedBy == .customerService ? .unchanged : .set(.suspended, suspendedBy: .customerService)
-        }
-        switch outcome {
-        case .updated(_, let after), .unchanged(let after):
-            return after.resource
-        case .rejected(let now, _):
-            guard now.status != .deactivated, now.status != .inactive else { throw illegal(now, to: .suspended) }
-            return nil
-        case .notFound:
-            throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(token.tokenUniqueReference))")
-        }
     }
 
     /// Whether a customer-service `action` applies to a token in `status`.

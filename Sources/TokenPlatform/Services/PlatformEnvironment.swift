@@ -238,11 +238,24 @@ extension PlatformEnvironment {
     /// its window (logged). The write runs in a task of its own, so a caller cancelled before
     /// its command was sent (``TimeLimitedTokenServiceConnector/CancelledBeforeSending``)
     /// still withdraws the note: the store refuses work for a cancelled task.
+    ///
+    /// After another suspension (`sentAt` nil) that never reached the token service, the note
+    /// ``prepareSuspension(of:forTheBlock:)`` cleared before it is put back, if the token has
+    /// none since: with it gone, the late echo of the block's suspension it stood for would be
+    /// taken as the token service's own, and the token kept suspended on an unblocked card.
     func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, after error: any Error) async {
-        guard let sentAt, TokenServiceCommandOutcome.neverSent(error) else { return }
+        guard TokenServiceCommandOutcome.neverSent(error) else { return }
+        let expected: ClosedRange<EventTime>?
+        if let sentAt {
+            expected = TokenRecord.note(before, adding: sentAt)
+        } else if before != nil {
+            expected = nil
+        } else {
+            return
+        }
         let store = store
         let withdrawal = Task {
-            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifItIs: TokenRecord.note(before, adding: sentAt))
+            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifItIs: expected)
         }
         do {
             try await withdrawal.value

@@ -507,12 +507,12 @@ public struct PostgresStore: TMPStore {
     }
 
     /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:)``.
-    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>) async throws {
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?) async throws {
         _ = try await rows(
             """
             UPDATE token SET block_suspension_first_sent_ms = \(note?.lowerBound.millisecondsSince1970), block_suspension_last_sent_ms = \(note?.upperBound.millisecondsSince1970)
-            WHERE token_unique_reference = \(reference) AND block_suspension_first_sent_ms = \(expected.lowerBound.millisecondsSince1970)
-                AND block_suspension_last_sent_ms = \(expected.upperBound.millisecondsSince1970)
+            WHERE token_unique_reference = \(reference) AND block_suspension_first_sent_ms IS NOT DISTINCT FROM \(expected?.lowerBound.millisecondsSince1970)
+                AND block_suspension_last_sent_ms IS NOT DISTINCT FROM \(expected?.upperBound.millisecondsSince1970)
             """
         )
     }
