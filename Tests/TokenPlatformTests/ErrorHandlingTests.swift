@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import ProvisioningModels
+import TestSupport
 import Testing
 import TokenPlatform
 
@@ -284,6 +285,15 @@ struct ErrorHandlingTests {
                 #expect(try await platform.store.card(externalCardId: "held")?.cardholderName == "Alice")
                 #expect(try await platform.store.card(externalCardId: "held")?.userId == "alice")
             }
+            // Art uploaded under an id holding a number before any card held it: naming it as
+            // the art of the card with that number would return the number with the card.
+            let art = try await api.send(.put, "/lifecycle/card-art/art-4111111111111111", as: .issuer, raw: TestPNG.file(width: 1536, height: 969), contentType: "image/png")
+            #expect(art.status == .ok, "\(art.text)")
+            let withArt = Self.goodCard.replacingOccurrences(of: #""productTitle":"Gold""#, with: #""productTitle":"Gold","artId":"art-4111111111111111""#)
+            let ownArt = try await putCardRaw(api, withArt, id: "c-new")
+            #expect(ownArt.status == .badRequest && ownArt.error?.message == "artId must not hold the card's primaryAccountNumber: ids are stored, logged and returned in clear; use an id of your own", "\(ownArt.text)")
+            #expect(try await platform.store.card(externalCardId: "c-new") == nil)
+            #expect(try await putCardRaw(api, other.replacingOccurrences(of: #""productTitle":"Gold""#, with: #""productTitle":"Gold","artId":"art-4111111111111111""#), id: "held").status == .ok)
             // Digits that are no card's number are fine.
             let title = Self.goodCard.replacingOccurrences(of: #""productTitle":"Gold""#, with: #""productTitle":"Gold 2026 member 4012888888881881""#)
             #expect(try await putCardRaw(api, title, id: "c-new").status == .created)

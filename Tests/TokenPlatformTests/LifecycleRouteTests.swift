@@ -35,6 +35,9 @@ struct LifecycleRouteTests {
             #expect(replaced.panUniqueReference != original.panUniqueReference)
             #expect(try await api.tokenStatus("TOK-1") == .deactivated)
             #expect(platform.connector.commands.current == ["deactivate TOK-1"])
+            // Audited as every confirmed deactivation is.
+            let trail = try await platform.store.auditEntries(subject: "token:TOK-1")
+            #expect(trail.last?.action == "token.deactivated" && trail.last?.detail == "card PAN replaced", "\(trail)")
             let unchanged = try await api.putCard("c1", user: "alice", pan: "5555555555554444", name: "Alice B")
             #expect(unchanged.panUniqueReference == replaced.panUniqueReference)
         }
@@ -124,7 +127,7 @@ struct LifecycleRouteTests {
             #expect(platform.connector.commands.current.filter { $0.hasPrefix("deactivate") }.isEmpty)
             #expect(try await api.tokenStatus("T1") == .active)
             #expect(try await platform.store.card(externalCardId: "c1")?.panUniqueReference == original.panUniqueReference)
-            #expect(try await platform.store.auditEntries(subject: "token:T1").allSatisfy { $0.action != "token.deactivate" })
+            #expect(try await platform.store.auditEntries(subject: "token:T1").allSatisfy { $0.action != "token.deactivated" })
         }
     }
 

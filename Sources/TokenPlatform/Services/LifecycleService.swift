@@ -62,6 +62,9 @@ public struct LifecycleService: Sendable {
         try await environment.refuseCardNumber(in: request.productTitle, field: "productTitle", own: request.primaryAccountNumber, kind: .text)
         if let artId = request.artId {
             try InputRules.identifier(artId, field: "artId")
+            // Checked against the numbers held when the art was uploaded, which this card's
+            // may not have been among; returned with the card in clear.
+            try PlatformEnvironment.refuseOwnCardNumber(in: artId, field: "artId", own: request.primaryAccountNumber)
             guard try await environment.store.cardArt(id: artId) != nil else {
                 throw TMPError.badRequest("unknown_art", "artId \(Redaction.identifier(artId)) is not uploaded; PUT /lifecycle/card-art/\(Redaction.identifier(artId)) first")
             }
@@ -100,9 +103,10 @@ public struct LifecycleService: Sendable {
                         do {
                             try await tokenService.deactivate(token)
                         } catch {
+                            environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "DEACTIVATED", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
                             return .success(false)
                         }
-                        let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivate", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
+                        let audit = AuditEntry(at: now, actor: "issuer", action: "token.deactivated", subject: "token:\(token.tokenUniqueReference)", detail: "card PAN replaced")
                         do {
                             _ = try await environment.recordCommandOutcome(reference: token.tokenUniqueReference, audit: audit) { current, _ in
                                 current.status == .deactivated ? .unchanged : .set(.deactivated, suspendedBy: nil)
