@@ -343,6 +343,9 @@ struct LifecycleRaceTests {
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == .active && token?.pendingCommand == nil)
             #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).isEmpty)
+            // Every command the token service carried out is in the trail, the resume sent again too.
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.active" && trail.last?.detail.hasPrefix("resume sent again") == true, "\(trail.map(\.detail))")
         }
     }
 

@@ -639,6 +639,9 @@ public struct LifecycleService: Sendable {
                 }
                 do {
                     try await environment.tokenService.resume(current)
+                    // TMP's record does not change, but a command was carried out: the trail says so.
+                    let resent = AuditEntry(at: environment.now(), actor: actor, action: "token.active", subject: "token:\(token.tokenUniqueReference)", detail: "resume sent again: customer service resumed the token while its pending suspension was sent again")
+                    try? await environment.recordCommandAudit(resent)
                     return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
                 } catch {
                     environment.logger.error(
