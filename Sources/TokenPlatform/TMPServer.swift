@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ProvisioningCrypto
 import ProvisioningModels
@@ -141,7 +142,9 @@ public enum TMPServer {
     public static func bodyLimit(authenticator: Authenticator) -> TMPHTTPServer.BodyLimit {
         { head in
             guard let header = head.headerFields[.authorization], header.utf8.count <= Authenticator.maximumHeaderLength, Authenticator.hasBearerScheme(header) else { return 0 }
-            let (api, resource) = leadingSegments(head.path ?? "")
+            // Parsed as the router parses it: an absolute-form target NIO passed through as it
+            // came (one `URLComponents` refuses, say with `{` in its query) is a path here too.
+            let (api, resource) = leadingSegments(URI(head.path ?? "").path)
             if api == "lifecycle" {
                 guard authenticator.issuerKey.matches(Authenticator.credential(afterScheme: header.utf8.dropFirst("Bearer ".utf8.count))) else { return 0 }
                 return head.method == .put && resource == "card-art" ? TMPHTTPServer.maximumBodySize : JSONCoding.maximumBodySize

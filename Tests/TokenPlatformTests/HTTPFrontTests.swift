@@ -199,6 +199,9 @@ struct HTTPFrontTests {
         ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
         ("PUT /lifecycle/cards/c1 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501),
         ("GET /health HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n0\r\n\r\n", 200),
+        // HTTP/1.0 has no chunked coding: framing that an HTTP/1.0 hop may read otherwise is
+        // answered, and the connection closed after it (RFC 9112 §6.1), whatever it asks.
+        ("POST /tsp/token-events HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /health HTTP/1.0\r\nHost: localhost\r\n\r\n", 401),
     ])
     func theConnectionClosesAfterTheResponse(request: String, status: Int) async throws {
         try await Self.serve { _, port in
@@ -446,6 +449,9 @@ struct HTTPFrontTests {
         #expect(limit(head(.put, "//lifecycle/cards/c1", "Bearer \(TestPlatform.issuerKey)")) == small)
         #expect(limit(head(.post, "/tsp//token-events", "Bearer \(TestPlatform.tspKey)")) == small)
         #expect(limit(head(.post, "//issuer/push-provisioning/signed-cards", "Bearer \(TestPlatform.issuerKey)")) == 0)
+        // An absolute-form target that reaches the head as it came, as the router reads it.
+        #expect(limit(head(.put, "http://localhost/lifecycle/cards/c1?x={", "Bearer \(TestPlatform.issuerKey)")) == small)
+        #expect(limit(head(.put, "http://localhost:8080/lifecycle/card-art/a1", "Bearer \(TestPlatform.issuerKey)")) == large)
         // So is a cardholder JWT, as far as it can be without verifying its signature there:
         // one that is no JWT, names an unknown key or has expired holds nothing.
         #expect(limit(head(.post, "/issuer/push-provisioning/signed-cards", "Bearer \(platform.jwt("alice"))")) == small)

@@ -359,8 +359,11 @@ final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
             channelRead(context: context, data: wrapInboundOut(.head(head)))
             return
         }
+        // An HTTP/1.0 message with a transfer coding may be framed otherwise by an HTTP/1.0 hop
+        // before this server: answered, then the connection is closed (RFC 9112 §6.1).
         if case .head(var head) = unwrapInboundIn(data),
-            !head.isKeepAlive || head.method == .CONNECT || head.headers.contains(name: "upgrade"),
+            !head.isKeepAlive || head.method == .CONNECT || head.headers.contains(name: "upgrade")
+                || (head.version == .http1_0 && head.headers.contains(name: "transfer-encoding")),
             !head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" })
         {
             head.headers.replaceOrAdd(name: "Connection", value: "close")
