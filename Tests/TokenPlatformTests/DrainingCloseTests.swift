@@ -41,14 +41,14 @@ struct DrainingCloseTests {
     }
 
     /// Serves one `Sender` behind a ``DrainingClose`` with `patience`; `client` gets the port.
-    static func serve(patience: TimeAmount, abandon: Bool = false, _ client: @escaping @Sendable (Int) throws -> [UInt8]) async throws -> (received: Int, sender: Sender) {
+    static func serve(patience: TimeAmount, limit: TimeAmount? = nil, abandon: Bool = false, _ client: @escaping @Sendable (Int) throws -> [UInt8]) async throws -> (received: Int, sender: Sender) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let sender = Sender(abandon: abandon)
         let server = try await ServerBootstrap(group: group)
             .childChannelOption(.socketOption(.so_sndbuf), value: 8_192)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(DrainingClose(patience: patience))
+                    try channel.pipeline.syncOperations.addHandler(DrainingClose(patience: patience, limit: limit ?? .seconds(60)))
                     try channel.pipeline.syncOperations.addHandler(sender)
                 }
             }
@@ -85,6 +85,22 @@ struct DrainingCloseTests {
         #expect(received < Self.size)
         let closed = try #require(sender.closed.current)
         #expect(closed - started < .seconds(5), "closed after the patience, not when the client came back")
+    }
+
+    /// A client that takes a little now and then never stalls for the patience, but cannot
+    /// hold the connection (and a graceful shutdown, which waits for it) past the limit.
+    @Test func aClientThatTakesALittleAtATimeLosesTheConnectionAtTheLimit() async throws {
+        let started = ContinuousClock.now
+        let (received, sender) = try await Self.serve(patience: .seconds(2), limit: .seconds(2)) { port in
+            let connection = try RawConnection(port: port, receiveTimeout: .seconds(20), receiveBuffer: 4_096)
+            // 4 KB every 300 ms: progress at every check, and 4 MB would take over 5 minutes.
+            connection.pacing = (4_096, .milliseconds(300))
+            return (try? connection.readToEnd()) ?? []
+        }
+        #expect(received < Self.size)
+        let asked = try #require(sender.asked.current)
+        let closed = try #require(sender.closed.current)
+        #expect(closed - asked < .seconds(5) && closed - started < .seconds(8), "closed at the limit, \(closed - asked) after it was asked for")
     }
 
     @Test func anAbandonedDrainClosesAtOnce() async throws {

@@ -190,7 +190,8 @@ struct HTTP1Front: ServerChildChannel {
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
             // Lets the response being sent finish before the connection closes, as long as the
-            // client keeps taking it (the idle timeout would otherwise cut a large answer off).
+            // client keeps taking it (the idle timeout would otherwise cut a large answer off),
+            // for at most one read timeout after the close is asked for.
             try pipeline.addHandler(DrainingClose(patience: TimeAmount(requestReadTimeout)))
             // Stops reading the socket while responses wait to be sent (a client that sends
             // requests and reads no answers), so what it sends stays in the kernel's buffers.
@@ -225,7 +226,9 @@ struct HTTP1Front: ServerChildChannel {
 /// idle timeout passed, and logged as answered. A close asked for while bytes still wait in
 /// the channel waits, checking once a second: it goes ahead once they have left, or once
 /// `patience` has passed without the client taking any (a client that reads nothing cannot
-/// hold the connection for ever), or at once after ``Abandon``.
+/// hold the connection for ever), or once `limit` has passed since the close was asked for
+/// (nor can one that takes a few bytes now and then: a graceful shutdown waits for every
+/// connection to close), or at once after ``Abandon``.
 final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = IOData
 
@@ -234,12 +237,20 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
     struct Abandon: Sendable {}
 
     private let patience: TimeAmount
+    private let limit: TimeAmount
     private var waiting: [EventLoopPromise<Void>?] = []
     private var tick: Scheduled<Void>?
     private var abandoned = false
+    /// When the close being held back was asked for.
+    private var askedAt = NIODeadline.now()
 
-    init(patience: TimeAmount) {
+    /// - Parameters:
+    ///   - patience: How long the client may take nothing before the connection closes.
+    ///   - limit: How long after the close is asked for it goes ahead in any case (`patience`
+    ///     when nil).
+    init(patience: TimeAmount, limit: TimeAmount? = nil) {
         self.patience = patience
+        self.limit = limit ?? patience
     }
 
     private static func pending(_ channel: any Channel) -> Int {
@@ -261,6 +272,7 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
             return
         }
         waiting = [promise]
+        askedAt = .now()
         wait(context: context, last: pending, since: .now())
     }
 
@@ -270,7 +282,9 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
             let (handler, context) = bound.value
             let now = Self.pending(context.channel)
             let progressed = now < last
-            if now == 0 || !context.channel.isActive || handler.abandoned || (!progressed && .now() - progress >= handler.patience) {
+            if now == 0 || !context.channel.isActive || handler.abandoned || (!progressed && .now() - progress >= handler.patience)
+                || .now() - handler.askedAt >= handler.limit
+            {
                 handler.closeNow(context: context)
             } else {
                 handler.wait(context: context, last: now, since: progressed ? .now() : progress)
