@@ -192,8 +192,9 @@ final class KeyedWarningThrottle: Sendable {
 /// A hit can only be the very same token; the time checks still run on every request.
 /// Refusals are remembered because the HTTP front judges a token from the request's head and
 /// its route judges it again: a token with a bad signature costs one ECDSA verification, not
-/// two. They are keyed by digest, so a stream of distinct 8 KiB garbage tokens keeps at most
-/// 32 bytes of each. Eviction is first-in-first-out. Replacing the keys empties both maps, and
+/// two. Both maps are keyed by the token's SHA-256 digest: a stream of distinct 8 KiB garbage
+/// tokens keeps at most 32 bytes of each, and a credential sent is never compared with the
+/// text of a valid one (the comparison of two digests tells nothing of either token). Eviction is first-in-first-out. Replacing the keys empties both maps, and
 /// a verification that began under the keys before does not store its result (each change of
 /// keys starts a new generation).
 final class VerifiedTokenCache: @unchecked Sendable {
@@ -202,7 +203,7 @@ final class VerifiedTokenCache: @unchecked Sendable {
     private let lock = NSLock()
     private var current: CardholderTokenVerifier
     private var generation: UInt64 = 0
-    private var entries: FirstInFirstOutMap<String, CardholderTokenVerifier.VerifiedClaims>
+    private var entries: FirstInFirstOutMap<SHA256Digest, CardholderTokenVerifier.VerifiedClaims>
     private var refusals: FirstInFirstOutMap<SHA256Digest, CardholderTokenVerifier.Refusal>
     /// The time rules, which a key change leaves as they are.
     private let timeRules: CardholderTokenVerifier
@@ -223,18 +224,17 @@ final class VerifiedTokenCache: @unchecked Sendable {
 
     /// The verdict remembered for `token` under the keys in force, if any; never verifies.
     func remembered(_ token: String) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal>? {
-        if let cached = lock.withLock({ entries[token] }) { return .success(cached) }
         let digest = SHA256.hash(data: Data(token.utf8))
-        return lock.withLock { refusals[digest] }.map { .failure($0) }
+        return lock.withLock { entries[digest].map { .success($0) } ?? refusals[digest].map { .failure($0) } }
     }
 
     /// The claims `token` proves, or why it is refused: remembered, or verified now (and
     /// remembered). `afterVerifying` runs between a verification and the storing of its result
     /// (tests: a key change there).
     func claims(for token: String, afterVerifying: () -> Void = {}) -> Result<CardholderTokenVerifier.VerifiedClaims, CardholderTokenVerifier.Refusal> {
-        let (verifier, generation, cached) = lock.withLock { (current, self.generation, entries[token]) }
-        if let cached { return .success(cached) }
         let digest = SHA256.hash(data: Data(token.utf8))
+        let (verifier, generation, cached) = lock.withLock { (current, self.generation, entries[digest]) }
+        if let cached { return .success(cached) }
         if let refusal = lock.withLock({ self.generation == generation ? refusals[digest] : nil }) { return .failure(refusal) }
         let result = verifier.verify(token)
         afterVerifying()
@@ -243,7 +243,7 @@ final class VerifiedTokenCache: @unchecked Sendable {
             // Keys replaced meanwhile: this result is of keys no longer in force.
             guard self.generation == generation else { return }
             switch result {
-            case .success(let claims): entries.insert(claims, for: token)
+            case .success(let claims): entries.insert(claims, for: digest)
             case .failure(let refusal): refusals.insert(refusal, for: digest)
             }
         }
