@@ -349,6 +349,31 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// The card's number is replaced while customer service's resume of a token of the old
+    /// one is with the token service (the replacement missed the token: made meanwhile, or by
+    /// an instance without the lease): the answer is the conflict it is, not "try again".
+    @Test func aResumeOvertakenByANewCardNumberIsAConflict() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice", pan: "4111111111111111")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            let environment = platform.environment
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume", var card = try await environment.store.card(externalCardId: "c1") else { return }
+                let pan = try PrimaryAccountNumber("5555555555554444")
+                card.encryptedPAN = try environment.vault.encrypt(pan, cardID: "c1").serialized
+                card.panLookupHash = environment.vault.lookupHash(pan)
+                card.panLast4 = pan.last4
+                card.panUniqueReference = "PUR-new"
+                _ = try await environment.store.putCard(card, audit: AuditEntry(at: Date(), actor: "test", action: "test", subject: "card:c1", detail: ""))
+            } }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(resumed.status == .conflict && resumed.error?.code == "pan_replaced", "\(resumed.text)")
+        }
+    }
+
     /// As above, but the card is blocked after customer service's resume, and the block's
     /// suspension is not confirmed: TMP records the token ACTIVE, at odds with the blocked card.
     /// The pending suspension, confirmed next, is not followed by a resume (it could land after

@@ -421,6 +421,11 @@ public struct LifecycleService: Sendable {
                 let advice = card.status != .blocked ? "" : now.suspendedBy == .customerService ? "; unblock the card, then resume the token" : "; unblock the card to resume its tokens"
                 throw TMPError.conflict("card_not_active", "card \(Redaction.identifier(token.externalCardId)) became \(card.status.rawValue) while the token was being resumed; \(recorded)\(advice)")
             }
+            if let card, now.isOfAReplacedPAN(of: card) {
+                // The card was given a new number while the resumption was with the token
+                // service: the token is of the old one, and is deactivated, not resumed.
+                throw TMPError.conflict("pan_replaced", "card \(Redaction.identifier(card.externalCardId)) was given a new card number while token \(Redaction.identifier(now.tokenUniqueReference)) was being resumed; the token was made for the old one, and is deactivated, never resumed")
+            }
             if outcome.result == "UNCHANGED", now.status != .active {
                 // Blocked and unblocked again meanwhile: the resumption was undone.
                 throw TMPError.conflict("resume_undone", "card \(Redaction.identifier(token.externalCardId)) was blocked while the token was being resumed, and the resumption was undone; the card is ACTIVE again and the token \(now.status.rawValue): resume it again")
