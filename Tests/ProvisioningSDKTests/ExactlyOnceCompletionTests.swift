@@ -226,6 +226,23 @@ struct ExactlyOnceCompletionTests {
         #expect(refreshed.current == 1)
     }
 
+    /// Wallet asks again after a refused request, and the cardholder closes the sheet while
+    /// the new one is on its way: the flow was cancelled; the earlier failure is not its end.
+    @Test func aCancelDuringARetryIsCancelledNotTheEarlierFailure() async throws {
+        let gate = AsyncGate()
+        let transport = ScriptedTransport { _, index in
+            guard index > 0 else { return ScriptedTransport.error(400, code: "certificate_chain_refused", message: "leaf_marker_missing: …") }
+            await gate.wait()
+            return try await ScriptedTransport.hang()
+        }
+        let session = session(transport: transport, clock: ManualClock())
+        #expect(await session.generateRequest(certificates: [Data([1])], nonce: Data([2]), nonceSignature: Data([3])) == .empty)
+        let retry = Task { await session.generateRequest(certificates: [Data([1])], nonce: Data([4]), nonceSignature: Data([3])) }
+        await gate.waitForArrivals(1)
+        #expect(await session.finish(.failed(WalletAddError(.userCancelled))).outcome == .cancelled)
+        #expect(await retry.value == .empty)
+    }
+
     @Test func theOutcomeNamesTheDeviceThePassLandedOnNotTheTarget() async {
         // The target is the iPhone; the cardholder picked the Watch in Wallet's sheet.
         let session = session(transport: Fixtures.server(cards: [], tokens: []), clock: ManualClock())

@@ -30,6 +30,16 @@ struct TMPClientFaultTests {
         #expect(transport.requests.count == 1)
     }
 
+    /// `.` and `..` are ids of the right characters that a URL library resolves to another
+    /// path (`cards/../art`): refused before a request carries the bearer token there.
+    @Test(arguments: [".", "..", "a/b", ""])
+    func aCardIdThatCannotBeAPathSegmentSendsNothing(id: String) async throws {
+        let transport = ScriptedTransport { _, _ in ScriptedTransport.json(Fixtures.signedCard) }
+        let error = try #require(await failure { _ = try await Fixtures.client(transport).cardArt(externalCardId: id) })
+        #expect(error.kind == .invalidRequest && error.operation == .cardArt)
+        #expect(transport.requests.isEmpty)
+    }
+
     @Test func serverErrorIsRetriedForIdempotentReadsUpToTheCap() async throws {
         let transport = ScriptedTransport { _, _ in ScriptedTransport.error(503, code: "unavailable", message: "database unreachable") }
         let error = try #require(await failure { _ = try await Fixtures.client(transport).cards() })
@@ -85,6 +95,32 @@ struct TMPClientFaultTests {
         let error = try #require(await call.value)
         #expect(error.kind == .timedOut)
         #expect(error.code == "timed_out")
+    }
+
+    /// A search of more references than one request may carry is sent in several requests,
+    /// and the timeout bounds them all: two answers of 6 s each end a 10 s search at 10 s.
+    /// (Before, each request had the whole timeout, and the search ended after 12 s.)
+    @Test func aSearchInSeveralRequestsEndsAtItsOneTimeout() async throws {
+        let clock = ManualClock()
+        let transport = ScriptedTransport { _, index in
+            try await clock.sleep(for: index == 0 ? .seconds(6) : .seconds(5))
+            return ScriptedTransport.json([TokenSearchResult]())
+        }
+        let client = Fixtures.client(transport, clock: clock)
+        let references = (0..<150).map { "DA-\($0)" }
+        let search = Task { await failure { _ = try await client.searchTokens(references, timeout: .seconds(10)) } }
+        // Each answer's wait is on the clock before the clock moves.
+        func untilAsleep(_ duration: Duration) async throws {
+            while !clock.requestedSleeps.contains(duration) { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        try await untilAsleep(.seconds(6))
+        clock.advance(by: .seconds(6))
+        try await untilAsleep(.seconds(5))
+        clock.advance(by: .seconds(4))
+        clock.advance(by: .seconds(1))
+        let error = await search.value
+        #expect(error?.kind == .timedOut, "\(String(describing: error))")
+        #expect(transport.requests(for: .searchTokens).count == 2)
     }
 
     @Test func aTransportTimeoutIsTimedOutAndRetriedForReads() async throws {

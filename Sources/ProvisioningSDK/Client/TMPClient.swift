@@ -55,19 +55,26 @@ public struct TMPClient: Sendable {
     /// simply absent from the answer.
     ///
     /// Duplicates are sent once; no references means no request at all. More than
-    /// ``TokenSearchRequest/maximumReferences`` are sent in several requests.
+    /// ``TokenSearchRequest/maximumReferences`` are sent in several requests, one after the
+    /// other, all within the one timeout.
     public func searchTokens(_ references: [String], timeout: Duration? = nil) async throws(TMPClientError) -> [TokenSearchResult] {
         var seen = Set<String>()
         let unique = references.filter { seen.insert($0).inserted }
-        var results: [TokenSearchResult] = []
-        var start = unique.startIndex
-        while start < unique.endIndex {
-            let end = min(start + TokenSearchRequest.maximumReferences, unique.endIndex)
-            let request = TokenSearchRequest(tokenUniqueReferences: Array(unique[start..<end]))
-            results += try await call(.searchTokens, body: request, as: [TokenSearchResult].self, timeout: timeout)
-            start = end
+        guard unique.count > TokenSearchRequest.maximumReferences else {
+            return unique.isEmpty ? [] : try await call(.searchTokens, body: TokenSearchRequest(tokenUniqueReferences: unique), as: [TokenSearchResult].self, timeout: timeout)
         }
-        return results
+        let limit = timeout ?? configuration.timeouts[.searchTokens]
+        return try await bounded(.searchTokens, within: limit) { [self] () async throws(TMPClientError) -> [TokenSearchResult] in
+            var results: [TokenSearchResult] = []
+            var start = unique.startIndex
+            while start < unique.endIndex {
+                let end = min(start + TokenSearchRequest.maximumReferences, unique.endIndex)
+                let request = TokenSearchRequest(tokenUniqueReferences: Array(unique[start..<end]))
+                results += try await call(.searchTokens, body: request, as: [TokenSearchResult].self, timeout: limit)
+                start = end
+            }
+            return results
+        }
     }
 
     /// `signed-cards`: TMP checks Apple's chain and seals the card for it. Never retried.
@@ -88,11 +95,12 @@ public struct TMPClient: Sendable {
     /// `GET cards/{externalCardId}/art`: the card's art exactly as TMP serves it, with its
     /// `Content-Type`. Not validated here: callers run `CardArtValidator` before using it.
     ///
-    /// The id must be a TMP card id (1–64 of `A–Z a–z 0–9 . _ -`); anything else is refused
-    /// before a request is made. Bodies up to `CardArtValidator.maximumSize` are accepted.
+    /// The id must be a TMP card id (1–64 of `A–Z a–z 0–9 . _ -`) other than `.` and `..`
+    /// (which URL libraries resolve to another path); anything else is refused before a
+    /// request is made. Bodies up to `CardArtValidator.maximumSize` are accepted.
     public func cardArt(externalCardId: String, timeout: Duration? = nil) async throws(TMPClientError) -> CardArtDownload {
-        guard CardIdentifier.isValid(externalCardId) else {
-            throw TMPClientError(operation: .cardArt, kind: .invalidRequest, code: "invalid_request", message: "externalCardId must be 1 to \(CardIdentifier.maximumLength) characters of A-Z, a-z, 0-9, '.', '_' or '-'")
+        guard CardIdentifier.isValid(externalCardId), externalCardId != ".", externalCardId != ".." else {
+            throw TMPClientError(operation: .cardArt, kind: .invalidRequest, code: "invalid_request", message: "externalCardId must be 1 to \(CardIdentifier.maximumLength) characters of A-Z, a-z, 0-9, '.', '_' or '-', and not '.' or '..'")
         }
         let path = TMPOperation.cardArt.path(externalCardId: externalCardId)
         return try await call(.cardArt, path: path, body: nil, timeout: timeout, maximumBytes: max(configuration.maximumResponseBytes, CardArtValidator.maximumSize)) { response throws(TMPClientError) in
@@ -129,9 +137,14 @@ public struct TMPClient: Sendable {
         read: @escaping @Sendable (TransportResponse) throws(TMPClientError) -> Response
     ) async throws(TMPClientError) -> Response {
         let limit = timeout ?? configuration.timeouts[operation]
-        let outcome = await Deadline.run(within: limit, clock: clock) { [self] () async throws(TMPClientError) -> Response in
+        return try await bounded(operation, within: limit) { [self] () async throws(TMPClientError) -> Response in
             try read(try await attempts(operation, path: path, body: body, timeout: limit, maximumBytes: maximumBytes))
         }
+    }
+
+    /// `work` for `operation`, ended at `limit` (``TMPClientError/Kind/timedOut``).
+    private func bounded<Response: Sendable>(_ operation: TMPOperation, within limit: Duration, _ work: @escaping @Sendable () async throws(TMPClientError) -> Response) async throws(TMPClientError) -> Response {
+        let outcome = await Deadline.run(within: limit, clock: clock, operation: work)
         switch outcome {
         case .finished(.success(let response)):
             return response

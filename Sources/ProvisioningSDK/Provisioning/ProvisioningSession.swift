@@ -49,6 +49,9 @@ public final class ProvisioningSession: Sendable {
         let started = state.withLock { state -> Task<AddPassRequestGenerator.Generation, Never>? in
             guard state.outcome == nil else { return nil }
             state.current?.cancel()
+            // A new request (Wallet asking again) is what the flow now waits on: an earlier
+            // failure no longer says how it ends (a cancel while this one runs is a cancel).
+            state.lastFailure = nil
             let task = Task { await generator.generate(request) }
             state.current = task
             return task
