@@ -72,6 +72,11 @@ struct ActivationLinkTests {
         ("valueless", "bankapp://wallet-activation?serialNumber", "empty"),
         ("control characters", "bankapp://wallet-activation?serialNumber=SER%0APHONE", "control"),
         ("long serial", "bankapp://wallet-activation?serialNumber=" + String(repeating: "S", count: 129), "at most 128"),
+        // Strict: the configured link, and nothing beside it.
+        ("extra path", "bankapp://wallet-activation/x/y?serialNumber=SER-PHONE", "path is not empty"),
+        ("port", "bankapp://wallet-activation:444?serialNumber=SER-PHONE", "port"),
+        ("user", "bankapp://u:p@wallet-activation?serialNumber=SER-PHONE", "user"),
+        ("fragment", "bankapp://wallet-activation?serialNumber=SER-PHONE#f", "fragment"),
     ])
     func malformedLinksAreRefusedWithoutACall(name: String, link: String, reason: String) async throws {
         let world = world()
@@ -110,5 +115,11 @@ struct ActivationLinkTests {
         let route = ActivationLinkRoute(scheme: "https", host: "bank.example", path: "/wallet/activate")
         #expect(try route.serialNumber(in: URL(string: "https://bank.example/wallet/activate?serialNumber=A%20B")!) == "A B")
         #expect(throws: ActivationError.self) { try route.serialNumber(in: URL(string: "https://bank.example/elsewhere?serialNumber=A")!) }
+        for other in ["https://bank.example/wallet%2Factivate?serialNumber=A", "https://bank.example/wallet/activate/more?serialNumber=A", "https://bank.example:8443/wallet/activate?serialNumber=A", "https://u:p@bank.example/wallet/activate?serialNumber=A"] {
+            #expect(throws: ActivationError.self, "\(other)") { try route.serialNumber(in: URL(string: other)!) }
+        }
+        // Without a path, an empty one or `/` only.
+        let custom = ActivationLinkRoute(scheme: "bankapp", host: "wallet-activation")
+        #expect(try custom.serialNumber(in: URL(string: "bankapp://wallet-activation/?serialNumber=A")!) == "A")
     }
 }

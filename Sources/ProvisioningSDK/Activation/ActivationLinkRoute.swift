@@ -15,7 +15,9 @@ public struct ActivationLinkRoute: Sendable, Hashable {
     public var scheme: String
     /// The host, compared without regard to case; nil accepts any.
     public var host: String?
-    /// The path, compared exactly; nil accepts any.
+    /// The path, compared exactly, as it is written in the link (a path spelled with
+    /// percent-escapes, `/wallet%2Factivate`, is another path); nil accepts only an empty path
+    /// or `/` (`bankapp://wallet-activation?…`), never further segments.
     public var path: String?
 
     /// Creates a route.
@@ -40,8 +42,16 @@ public struct ActivationLinkRoute: Sendable, Hashable {
         if let host, components.host?.lowercased() != host.lowercased() {
             throw ActivationError(.malformedLink, "the link's host is not \(host)")
         }
-        if let path, components.path != path {
-            throw ActivationError(.malformedLink, "the link's path is not \(path)")
+        // The network's link has none of these; a link with them is not the one configured.
+        guard components.user == nil, components.password == nil, components.port == nil, components.fragment == nil else {
+            throw ActivationError(.malformedLink, "the link has a user, password, port or fragment")
+        }
+        if let path {
+            guard components.percentEncodedPath == path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) else {
+                throw ActivationError(.malformedLink, "the link's path is not \(path)")
+            }
+        } else if !(components.percentEncodedPath.isEmpty || components.percentEncodedPath == "/") {
+            throw ActivationError(.malformedLink, "the link's path is not empty")
         }
         let values = (components.queryItems ?? []).filter { $0.name == Self.serialNumberItem }.map { $0.value ?? "" }
         guard values.count == 1, let serialNumber = values.first else {
