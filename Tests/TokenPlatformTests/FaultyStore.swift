@@ -87,10 +87,10 @@ struct FaultyStore: TMPStore {
         try await base.noteBlockSuspensionSent(reference: reference, at: time)
         await afterNote.current?()
     }
-    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?) async throws {
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?, whileStatusIs status: TokenStatus?) async throws {
         try check()
         if let error = noteFailure.current { throw error }
-        try await base.replaceBlockSuspensionNote(reference: reference, with: note, ifItIs: expected)
+        try await base.replaceBlockSuspensionNote(reference: reference, with: note, ifItIs: expected, whileStatusIs: status)
     }
     func clearBlockSuspensionNote(reference: String) async throws {
         try check()

@@ -715,6 +715,30 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// But not over an event that changed the token meanwhile: it cleared the note too, and
+    /// says what the token service holds now.
+    @Test func aNoteIsNotPutBackOverAnEventThatChangedTheToken() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await Self.cardWithAToken(api)
+            Self.suspensionsTimeOut(platform)
+            #expect(try await Self.patch(api, "c1", .blocked).text.contains("\"FAILED\""))
+            _ = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(try await platform.store.token(reference: "T1")?.blockSuspensionsSent != nil)
+            platform.connector.before.withValue { $0 = { command, _ in
+                guard command == "suspend" else { return }
+                // The token service's report of a suspension lands, then the connection fails.
+                _ = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+                throw URLError(.cannotConnectToHost)
+            } }
+            _ = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            platform.connector.before.withValue { $0 = nil }
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.blockSuspensionsSent == nil, "\(token)")
+        }
+    }
+
     /// TMP's own time limit leaves the note, as any outcome the connector cannot know; what
     /// says the command never left withdraws it.
     @Test func whichFailuresLeaveTheNote() {

@@ -404,21 +404,24 @@ struct TMPStoreContractTests {
             #expect(try await store.tokens(externalCardId: "c1").first { $0.tokenUniqueReference == "A" }?.blockSuspensionsSent == at(10)...at(30))
 
             // Replaced only while it is the one given (both ends), also by nothing; cleared whatever it is.
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(20))
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(11)...at(30))
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(20), whileStatusIs: nil)
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(11)...at(30), whileStatusIs: nil)
             #expect(try await noted("A") == at(10)...at(30))
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(30))
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(10)...at(10), ifItIs: at(10)...at(30), whileStatusIs: nil)
             #expect(try await noted("A") == at(10)...at(10))
-            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(5)...at(10))
-            try await store.replaceBlockSuspensionNote(reference: "S", with: at(1)...at(1), ifItIs: at(1)...at(1))
+            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(5)...at(10), whileStatusIs: nil)
+            try await store.replaceBlockSuspensionNote(reference: "S", with: at(1)...at(1), ifItIs: at(1)...at(1), whileStatusIs: nil)
             let (withdrawn, stillNone) = (try await noted("B"), try await noted("S"))
             #expect(withdrawn == nil && stillNone == nil)
-            // Put back only while there is none (nil expected): not over a note noted since.
-            try await store.replaceBlockSuspensionNote(reference: "B", with: at(3)...at(4), ifItIs: nil)
-            try await store.replaceBlockSuspensionNote(reference: "A", with: at(3)...at(4), ifItIs: nil)
+            // Put back only while there is none (nil expected): not over a note noted since, nor
+            // once the token's status is not the one given.
+            try await store.replaceBlockSuspensionNote(reference: "B", with: at(3)...at(4), ifItIs: nil, whileStatusIs: .suspended)
+            #expect(try await noted("B") == nil)
+            try await store.replaceBlockSuspensionNote(reference: "B", with: at(3)...at(4), ifItIs: nil, whileStatusIs: .active)
+            try await store.replaceBlockSuspensionNote(reference: "A", with: at(3)...at(4), ifItIs: nil, whileStatusIs: nil)
             let (putBack, kept) = (try await noted("B"), try await noted("A"))
             #expect(putBack == at(3)...at(4) && kept == at(10)...at(10))
-            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(3)...at(4))
+            try await store.replaceBlockSuspensionNote(reference: "B", with: nil, ifItIs: at(3)...at(4), whileStatusIs: nil)
             try await store.clearBlockSuspensionNote(reference: "N")
             #expect(try await noted("N") == nil)
             try await store.noteBlockSuspensionSent(reference: "B", at: at(5))

@@ -411,6 +411,10 @@ struct TSPRouteTests {
             #expect(try Self.result(await api.event("T9", pur: pur, .suspended, id: "q2", occurredAt: Self.at(2), tokenLast4: nil)) == ("APPLIED", .suspended))
             #expect(try Self.result(await api.event("T9", pur: pur, .created, id: "q1", tokenLast4: "5678")) == ("STALE", .suspended))
             #expect(try await platform.store.token(reference: "T9")?.tokenLast4 == "5678")
+            // Nor is one naming another device, however old: its digits are not this token's.
+            let elsewhere = try await api.event("T9", pur: pur, .created, device: .watch, id: "q0", occurredAt: Self.at(1), tokenLast4: "0000")
+            #expect(elsewhere.status == .conflict && elsewhere.error?.code == "illegal_token_transition", "\(elsewhere.text)")
+            #expect(try await platform.store.token(reference: "T9")?.tokenLast4 == "5678")
             // A CREATED that says it happened after an event of the token is not its creation.
             let afterwards = try await api.event("T9", pur: pur, .created, id: "q3", occurredAt: Self.at(3))
             #expect(afterwards.status == .conflict && afterwards.error?.code == "illegal_token_transition", "\(afterwards.text)")

@@ -63,7 +63,9 @@ public final class ProvisioningSession: Sendable {
             task.cancel()
         }
         state.withLock { state in
-            if state.current == task { state.current = nil }
+            // A request superseded meanwhile says nothing of how the flow ends.
+            guard state.current == task else { return }
+            state.current = nil
             if let failure = generation.failure, failure != .cancelled { state.lastFailure = failure }
             if generation.failure == nil { state.lastFailure = nil }
         }

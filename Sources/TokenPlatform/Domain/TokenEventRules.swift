@@ -36,17 +36,11 @@ public enum TokenEventRules {
         guard current.panUniqueReference == event.panUniqueReference else {
             return .reject("token belongs to another panUniqueReference")
         }
-        // Delivered after an event that happened later: the token service has moved on, and
-        // applying it would record a state the token no longer has. A deactivation is never
-        // stale: it is final at the token service whatever came after it (a clock that stepped
-        // back there cannot keep a dead token live here).
-        if event.event != .deactivated, let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
-            return stale(event, current)
-        }
         // A token's creation comes before everything else that happens to it: a CREATED for a
         // token TMP holds is old news — late (the token was recorded from an event that
         // overtook it) or sent again under another id — unless it says it happened after an
-        // event already applied, or names another device: then it is not this token's.
+        // event already applied, or names another device (whenever it happened): then it is
+        // not this token's.
         if event.event == .created {
             guard event.deviceType == current.deviceType else {
                 return .reject("token already exists on a \(current.deviceType.rawValue) device, not \(event.deviceType.rawValue) (state \(current.status.rawValue))")
@@ -54,6 +48,13 @@ public enum TokenEventRules {
             if let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt > last {
                 return .reject("token already exists (state \(current.status.rawValue)) with an event at \(last); it cannot be created after it")
             }
+            return stale(event, current)
+        }
+        // Delivered after an event that happened later: the token service has moved on, and
+        // applying it would record a state the token no longer has. A deactivation is never
+        // stale: it is final at the token service whatever came after it (a clock that stepped
+        // back there cannot keep a dead token live here).
+        if event.event != .deactivated, let occurredAt = event.occurredAt, let last = current.lastEventAt, occurredAt < last {
             return stale(event, current)
         }
         // The newest time stays the newest, even when a late deactivation is applied.

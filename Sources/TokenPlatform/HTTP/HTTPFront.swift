@@ -191,8 +191,9 @@ struct HTTP1Front: ServerChildChannel {
             let pipeline = channel.pipeline.syncOperations
             // Lets the response being sent finish before the connection closes, as long as the
             // client keeps taking it (the idle timeout would otherwise cut a large answer off),
-            // for at most one read timeout after the close is asked for.
-            try pipeline.addHandler(DrainingClose(patience: TimeAmount(requestReadTimeout)))
+            // for at most four read timeouts after the close is asked for: 4 MB of art then
+            // needs about 17 kB/s (a close right after the answer, `Connection: close`).
+            try pipeline.addHandler(DrainingClose(patience: TimeAmount(requestReadTimeout), limit: TimeAmount(requestReadTimeout) * 4))
             // Stops reading the socket while responses wait to be sent (a client that sends
             // requests and reads no answers), so what it sends stays in the kernel's buffers.
             try pipeline.addHandler(BackPressureHandler())

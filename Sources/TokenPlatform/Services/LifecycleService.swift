@@ -560,7 +560,10 @@ public struct LifecycleService: Sendable {
         do {
             try await call(token)
         } catch {
-            await environment.withdrawSuspensionNote(of: token.tokenUniqueReference, sentAt: noted, before: command.token.blockSuspensionsSent, after: error)
+            // The note cleared before another suspension than the block's, if any, goes back
+            // should that suspension never have left.
+            let cleared = target == .suspended && source != .cardBlocked ? command.token.blockSuspensionsSent : nil
+            await environment.withdrawSuspensionNote(of: token.tokenUniqueReference, sentAt: noted, before: command.token.blockSuspensionsSent, cleared: cleared, status: command.token.status, after: error)
             environment.logger.warning("token service command failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "target": "\(target.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: token.status, result: "FAILED")
         }

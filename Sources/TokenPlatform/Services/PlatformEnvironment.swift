@@ -240,22 +240,24 @@ extension PlatformEnvironment {
     /// still withdraws the note: the store refuses work for a cancelled task.
     ///
     /// After another suspension (`sentAt` nil) that never reached the token service, the note
-    /// ``prepareSuspension(of:forTheBlock:)`` cleared before it is put back, if the token has
-    /// none since: with it gone, the late echo of the block's suspension it stood for would be
-    /// taken as the token service's own, and the token kept suspended on an unblocked card.
-    func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, after error: any Error) async {
+    /// ``prepareSuspension(of:forTheBlock:)`` cleared before it (`cleared`) is put back, if the
+    /// token has none since and its status is still `status` (an event that changed it cleared
+    /// the note as well, and what the token service did since is known): with it gone, the late
+    /// echo of the block's suspension it stood for would be taken as the token service's own,
+    /// and the token kept suspended on an unblocked card.
+    func withdrawSuspensionNote(of reference: String, sentAt: EventTime?, before: ClosedRange<EventTime>?, cleared: ClosedRange<EventTime>? = nil, status: TokenStatus? = nil, after error: any Error) async {
         guard TokenServiceCommandOutcome.neverSent(error) else { return }
-        let expected: ClosedRange<EventTime>?
+        let (note, expected, whileStatusIs): (ClosedRange<EventTime>?, ClosedRange<EventTime>?, TokenStatus?)
         if let sentAt {
-            expected = TokenRecord.note(before, adding: sentAt)
-        } else if before != nil {
-            expected = nil
+            (note, expected, whileStatusIs) = (before, TokenRecord.note(before, adding: sentAt), nil)
+        } else if let cleared, let status {
+            (note, expected, whileStatusIs) = (cleared, nil, status)
         } else {
             return
         }
         let store = store
         let withdrawal = Task {
-            try await store.replaceBlockSuspensionNote(reference: reference, with: before, ifItIs: expected)
+            try await store.replaceBlockSuspensionNote(reference: reference, with: note, ifItIs: expected, whileStatusIs: whileStatusIs)
         }
         do {
             try await withdrawal.value

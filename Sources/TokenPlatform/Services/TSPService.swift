@@ -212,6 +212,7 @@ public struct TSPService: Sendable {
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
             return TokenEventResponse(eventId: event.eventId, result: "APPLIED", tokenStatus: await correctIfOwed(token).status)
         case .stale(let token):
+            // (Its tokenLast4, when the token had none, is kept: audited, not logged.)
             environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
             return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):

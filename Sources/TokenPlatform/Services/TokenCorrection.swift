@@ -279,7 +279,8 @@ struct TokenCorrection {
         } catch {
             done = false
             outcomeUnknown = !TokenServiceCommandOutcome.neverSent(error)
-            await environment.withdrawSuspensionNote(of: reference, sentAt: noted, before: read.blockSuspensionsSent, after: error)
+            let cleared = !forTheBlock && suspends ? read.blockSuspensionsSent : nil
+            await environment.withdrawSuspensionNote(of: reference, sentAt: noted, before: read.blockSuspensionsSent, cleared: cleared, status: read.status, after: error)
             environment.logger.error(
                 "token service did not confirm correcting a token its card's status forbids",
                 metadata: ["token": "\(Redaction.prefix(reference))", "token_status": "\(token.status.rawValue)", "card_status": "\(card.status.rawValue)", "error": "\(Redaction.cardNumbers(in: "\(error)"))"]

@@ -506,13 +506,15 @@ public struct PostgresStore: TMPStore {
         )
     }
 
-    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:)``.
-    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?) async throws {
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:whileStatusIs:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?, whileStatusIs status: TokenStatus?) async throws {
+        // Any status when none is given: the column compared with itself (NULL for none).
         _ = try await rows(
             """
             UPDATE token SET block_suspension_first_sent_ms = \(note?.lowerBound.millisecondsSince1970), block_suspension_last_sent_ms = \(note?.upperBound.millisecondsSince1970)
             WHERE token_unique_reference = \(reference) AND block_suspension_first_sent_ms IS NOT DISTINCT FROM \(expected?.lowerBound.millisecondsSince1970)
                 AND block_suspension_last_sent_ms IS NOT DISTINCT FROM \(expected?.upperBound.millisecondsSince1970)
+                AND status = COALESCE(\(status?.rawValue), status)
             """
         )
     }

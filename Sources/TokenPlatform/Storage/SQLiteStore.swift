@@ -531,17 +531,18 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
-    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:)``.
-    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?) async throws {
+    /// Implements ``TMPStore/replaceBlockSuspensionNote(reference:with:ifItIs:whileStatusIs:)``.
+    public func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?, whileStatusIs status: TokenStatus?) async throws {
         try await write { db in
             try db.execute(
                 sql: """
                     UPDATE token SET block_suspension_first_sent_ms = ?, block_suspension_last_sent_ms = ?
                     WHERE token_unique_reference = ? AND block_suspension_first_sent_ms IS ? AND block_suspension_last_sent_ms IS ?
+                        AND (? IS NULL OR status = ?)
                     """,
                 arguments: [
                     note?.lowerBound.millisecondsSince1970, note?.upperBound.millisecondsSince1970, reference,
-                    expected?.lowerBound.millisecondsSince1970, expected?.upperBound.millisecondsSince1970,
+                    expected?.lowerBound.millisecondsSince1970, expected?.upperBound.millisecondsSince1970, status?.rawValue, status?.rawValue,
                 ]
             )
         }

@@ -142,10 +142,13 @@ public protocol TMPStore: Sendable {
     /// outcome is).
     func noteBlockSuspensionSent(reference: String, at time: EventTime) async throws
     /// Sets the token's ``TokenRecord/blockSuspensionsSent`` to `note` (nil clears it), only
-    /// while it is `expected` (nil: while the token has none): a suspension noted that never
-    /// reached the token service is withdrawn, unless another was noted since; a note cleared
-    /// for another suspension that never reached it is put back, unless one was noted since. Nothing else changes, and nothing is audited.
-    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?) async throws
+    /// while it is `expected` (nil: while the token has none) and, when `status` is given, the
+    /// token's status is `status`: a suspension noted that never reached the token service is
+    /// withdrawn, unless another was noted since; a note cleared for another suspension that
+    /// never reached it is put back, unless one was noted since or the token's status changed
+    /// (which clears the note: the token service has moved on). Nothing else changes, and
+    /// nothing is audited.
+    func replaceBlockSuspensionNote(reference: String, with note: ClosedRange<EventTime>?, ifItIs expected: ClosedRange<EventTime>?, whileStatusIs status: TokenStatus?) async throws
     /// Clears the token's ``TokenRecord/blockSuspensionsSent``, whatever it is: before another
     /// suspension (customer service's) is sent, and once the token service confirmed a command
     /// whose outcome TMP found recorded already. Nothing else changes, and nothing is audited.
