@@ -9,7 +9,7 @@ import Testing
 /// while an insert is in flight share the next statement, each caller returns once its own
 /// statement committed, a refused row fails alone, an outage fails its batch and everyone
 /// queued behind it at once, and a row queued past the wait fails as an outage would.
-@Suite(.timeLimit(.minutes(1))) struct InsertBatchTests {
+@Suite(.timeLimit(.minutes(3))) struct InsertBatchTests {
     /// A row the database refuses (an integrity constraint).
     struct Refused: Error, Equatable {}
     /// A statement the database refuses whatever its rows (a missing table).
