@@ -1,9 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
@@ -99,51 +94,6 @@ struct SharedWalletStorageTests {
         #expect(app.directory.storedArtFileName(externalCardId: "card-1") == nil)
         #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
         #expect(await app.wallet.latestStatus == nil)
-    }
-
-    /// Another process keeping the folder's lock (a Wallet extension stalled mid-write) cannot
-    /// hold sign-out: past its patience the wipe goes on without the lock. What the holder
-    /// writes after it is wiped again once it lets go — unless somebody signed in meanwhile,
-    /// whose snapshot stays. (Before, sign-out waited for the lock as long as it was kept.)
-    @Test(arguments: [false, true])
-    func signOutDoesNotWaitOnALockAnotherProcessKeeps(signsInMeanwhile: Bool) async throws {
-        let app = try App(cards: [Fixtures.card("card-1")])
-        defer { app.folder.remove() }
-        try await app.wallet.refreshStatus()
-        try ExtensionSessionStore(secrets: app.secrets).save(Fixtures.session())
-        _ = try app.directory.withLock {}
-        // Another open file description, as another process's: flock excludes it.
-        let other = open(app.directory.lockURL.path, O_RDWR)
-        #expect(other >= 0)
-        defer { close(other) }
-        #expect(flock(other, LOCK_EX) == 0)
-        var locked = true
-        defer { if locked { flock(other, LOCK_UN) } }
-        let signOut = Task { try await app.wallet.signOut() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while app.directory.readSnapshotFile() != .missing, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(app.directory.readSnapshotFile() == .missing, "wiped within 10 s, the lock still kept")
-        #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
-        // The holder writes what it checked before the wipe.
-        try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice"))
-        if signsInMeanwhile {
-            try await signOut.value
-            app.user.withValue { $0 = "bob" }
-            try await app.wallet.refreshStatus()
-            #expect(app.directory.readSnapshot()?.userId == "bob")
-        }
-        flock(other, LOCK_UN)
-        locked = false
-        try await signOut.value
-        let again = ContinuousClock.now + .seconds(5)
-        while app.directory.readSnapshotFile() != .missing, !signsInMeanwhile, ContinuousClock.now < again { try await Task.sleep(for: .milliseconds(20)) }
-        if signsInMeanwhile {
-            // Past the second wipe's first tries: it gave up, bob's snapshot stays.
-            try await Task.sleep(for: .seconds(1))
-            #expect(app.directory.readSnapshot()?.userId == "bob")
-        } else {
-            #expect(app.directory.readSnapshotFile() == .missing, "wiped again once the lock was free")
-        }
     }
 
     @Test func aReadStillRunningAtSignOutPublishesAndWritesNothing() async throws {

@@ -38,20 +38,7 @@ public actor SharedWalletStorage {
     private var generation = 0
     /// The order of the newest status written, so an older one finishing later is dropped.
     private var lastOrder = 0
-    /// How many snapshots have been written: one written after a sign-out means somebody
-    /// signed in since, whose folder a late second wipe must leave alone.
-    private var snapshotsWritten = 0
     private var artTask: Task<Void, Never>?
-    private var wipeAgain: Task<Void, Never>?
-
-    /// The longest sign-out waits for the shared folder's lock (2 s). A Wallet extension holds
-    /// it for milliseconds; one that keeps it longer has stalled (or was suspended holding it),
-    /// and sign-out does not wait on it: it wipes without the lock, and again under it once
-    /// the lock is free (``wipeAgainWindow``), in case the holder wrote after the first wipe.
-    public static let wipeLockPatience: Duration = .seconds(2)
-    /// How long after such a wipe without the lock sign-out tries to wipe the folder again
-    /// under it (30 s), unless somebody signs in (a snapshot is written) or out again first.
-    public static let wipeAgainWindow: Duration = .seconds(30)
 
     /// Creates the storage; art is fetched through `client`.
     public init(sharing: WalletExtensionSharing, client: TMPClient) {
@@ -80,7 +67,6 @@ public actor SharedWalletStorage {
             try wipe()
         }
         let snapshot = ExtensionSnapshot(status, userId: userId, writtenAt: sharing.now(), artFileNames: directory.artFileNames(for: status))
-        snapshotsWritten += 1
         try directory.write(snapshot)
         directory.removeArt(keeping: Set(status.cards.map(\.id)))
         let missing = directory.cardsNeedingArt(in: status, now: sharing.now(), maximumAge: sharing.artMaximumAge)
@@ -101,41 +87,11 @@ public actor SharedWalletStorage {
     /// session among them), and drops art still arriving. A Wallet extension's refresh that
     /// was running then writes nothing afterwards (it finds its session gone; see
     /// ``SharedWalletDirectory/withLock(_:)``).
-    ///
-    /// Waits at most ``wipeLockPatience`` for the folder's lock (see there).
     public func signOut() throws {
         generation += 1
         artTask?.cancel()
         artTask = nil
-        wipeAgain?.cancel()
-        wipeAgain = nil
-        try wipe(signingOut: true)
-    }
-
-    /// Wipes the folder again under its lock once the process that kept it lets go, within
-    /// ``wipeAgainWindow``: it may have written there (a Wallet extension's snapshot, art or
-    /// add record, for the session it checked before the wipe). Not the secrets: a session
-    /// saved since is a sign-in of its own. Given up at another sign-out, or once a snapshot
-    /// is written (somebody signed in).
-    private func wipeAgainOnceTheLockIsFree(generation: Int, written: Int) {
-        wipeAgain = Task { await self.wipeFolderAgain(generation: generation, written: written) }
-    }
-
-    private func wipeFolderAgain(generation: Int, written: Int) async {
-        let directory = sharing.directory
-        let deadline = ContinuousClock.now + Self.wipeAgainWindow
-        while ContinuousClock.now < deadline {
-            guard (try? await Task.sleep(for: .milliseconds(250))) != nil else { return }
-            guard generation == self.generation, written == snapshotsWritten else { return }
-            do {
-                try directory.withLock(waitingAtMost: .milliseconds(20)) { try directory.removeAll() }
-                return
-            } catch let error as SharedStorageError where error.code == .busy {
-                continue
-            } catch {
-                return
-            }
-        }
+        try wipe()
     }
 
     // MARK: Art in the background
@@ -175,7 +131,7 @@ public actor SharedWalletStorage {
         if generation == self.generation { artTask = nil }
     }
 
-    private func wipe(signingOut: Bool = false) throws {
+    private func wipe() throws {
         let directory = sharing.directory
         let secrets = sharing.secrets
         let wipeAll = {
@@ -185,12 +141,7 @@ public actor SharedWalletStorage {
         do {
             // Under the folder's lock: a Wallet extension that checked its session is still
             // stored writes its snapshot before this wipe, never after it.
-            try directory.withLock(waitingAtMost: Self.wipeLockPatience, wipeAll)
-        } catch let error as SharedStorageError where error.code == .busy {
-            // Another process kept the lock past the patience: wiping cannot wait on it. What
-            // that process writes after this wipe is wiped again once it lets go.
-            try wipeAll()
-            if signingOut { wipeAgainOnceTheLockIsFree(generation: generation, written: snapshotsWritten) }
+            try directory.withLock(wipeAll)
         } catch {
             // No lock to be had, or the wipe failed under it: wiping matters more than the
             // lock (and is idempotent), so once more without it; its error is the one thrown.
