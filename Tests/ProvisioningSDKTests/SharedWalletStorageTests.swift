@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import ProvisioningModels
 import ProvisioningSDK
 import SDKTestSupport
@@ -18,7 +23,7 @@ struct SharedWalletStorageTests {
         let transport: ScriptedTransport
 
         /// `holdingCards`: each `GET cards` waits for the gate first.
-        init(cards: [CardSummary], tokens: [TokenSearchResult] = [], passes: [WalletPass] = [], art: [String: Data] = [:], holdingCards gate: AsyncGate? = nil) throws {
+        init(cards: [CardSummary], tokens: [TokenSearchResult] = [], passes: [WalletPass] = [], art: [String: Data] = [:], holdingCards gate: AsyncGate? = nil, wipeLockPatience: Duration = .seconds(2)) throws {
             folder = try TemporaryDirectory()
             directory = SharedWalletDirectory(containerURL: folder.url)
             secrets = FileSecretStore(directory: folder.url.appendingPathComponent("secrets"))
@@ -35,7 +40,7 @@ struct SharedWalletStorageTests {
                 client: Fixtures.client(transport),
                 passLibrary: FakePassLibrary(passes: passes),
                 activationLinks: ActivationLinkRoute(scheme: "bankapp", host: "wallet-activation"),
-                sharing: WalletExtensionSharing(directory: directory, secrets: secrets, userId: { user.current }, now: { Date(timeIntervalSince1970: 1_790_000_000) })
+                sharing: WalletExtensionSharing(directory: directory, secrets: secrets, userId: { user.current }, now: { Date(timeIntervalSince1970: 1_790_000_000) }, wipeLockPatience: wipeLockPatience)
             )
         }
     }
@@ -94,6 +99,99 @@ struct SharedWalletStorageTests {
         #expect(app.directory.storedArtFileName(externalCardId: "card-1") == nil)
         #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
         #expect(await app.wallet.latestStatus == nil)
+    }
+
+    /// Another process keeping the folder's lock (a Wallet extension stalled mid-write) cannot
+    /// hold sign-out: past its patience the wipe goes on without the lock. What the holder
+    /// writes after it is wiped again once it lets go — unless somebody signed in meanwhile,
+    /// whose snapshot stays. (Before, sign-out waited for the lock as long as it was kept,
+    /// blocking a thread of the cooperative pool all the while.)
+    @Test(arguments: [false, true])
+    func signOutDoesNotWaitOnALockAnotherProcessKeeps(signsInMeanwhile: Bool) async throws {
+        let app = try App(cards: [Fixtures.card("card-1")], wipeLockPatience: .milliseconds(100))
+        defer { app.folder.remove() }
+        let storage = try #require(app.wallet.sharedStorage)
+        try await app.wallet.refreshStatus()
+        try ExtensionSessionStore(secrets: app.secrets).save(Fixtures.session())
+        // Another open file description, as another process's: flock excludes it.
+        let other = open(app.directory.lockURL.path, O_RDWR | O_CREAT, 0o600)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(flock(other, LOCK_EX) == 0)
+        var locked = true
+        defer { if locked { flock(other, LOCK_UN) } }
+        // A detached task: were sign-out to wait for the lock, the test would still go on.
+        let signOut = Task.detached { try await app.wallet.signOut() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while app.directory.readSnapshotFile() != .missing, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(app.directory.readSnapshotFile() == .missing, "wiped within 10 s, the lock still kept")
+        try await signOut.value
+        #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
+        // The holder writes what it checked before the wipe.
+        try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice"))
+        if signsInMeanwhile {
+            app.user.withValue { $0 = "bob" }
+            try await app.wallet.refreshStatus()
+            #expect(app.directory.readSnapshot()?.userId == "bob")
+        }
+        flock(other, LOCK_UN)
+        locked = false
+        await storage.secondWipeEnded()
+        if signsInMeanwhile {
+            #expect(app.directory.readSnapshot()?.userId == "bob", "the second wipe left the new sign-in's folder alone")
+        } else {
+            #expect(app.directory.readSnapshotFile() == .missing, "wiped again once the lock was free")
+        }
+    }
+
+    /// A status recorded while sign-out waits for the lock (the next sign-in's) is written
+    /// after the wipe, not before it where the wipe would remove it.
+    @Test func aSnapshotRecordedDuringTheSignOutWipeIsWrittenAfterIt() async throws {
+        let app = try App(cards: [Fixtures.card("card-1")], wipeLockPatience: .seconds(20))
+        defer { app.folder.remove() }
+        try await app.wallet.refreshStatus()
+        let other = open(app.directory.lockURL.path, O_RDWR | O_CREAT, 0o600)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(flock(other, LOCK_EX) == 0)
+        let signOut = Task.detached { try await app.wallet.signOut() }
+        // Time for the sign-out to reach its wait for the lock.
+        try await Task.sleep(for: .milliseconds(200))
+        let read = Task.detached { try await app.wallet.refreshStatus() }
+        try await Task.sleep(for: .milliseconds(200))
+        flock(other, LOCK_UN)
+        try await signOut.value
+        _ = try await read.value
+        #expect(app.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"], "the new snapshot is there after the wipe")
+    }
+
+    /// A wait for the folder's lock from `async` code holds no thread: more waiters than the
+    /// cooperative pool has threads all wait, and the task that frees the lock still runs.
+    @Test func waitingForTheLockHoldsNoThread() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url)
+        let other = open(directory.lockURL.path, O_RDWR | O_CREAT, 0o600)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(flock(other, LOCK_EX) == 0)
+        let waiters = ProcessInfo.processInfo.activeProcessorCount * 4
+        let ran = Locked(0)
+        let outcomes = Task {
+            await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<waiters {
+                    group.addTask { (try? await directory.withLockWithoutBlocking(waitingAtMost: .seconds(10)) { ran.withValue { $0 += 1 } }) != nil }
+                }
+                return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(ran.current == 0, "the lock is kept: nobody ran")
+        let releasedAt = ContinuousClock.now
+        flock(other, LOCK_UN)
+        #expect(await outcomes.value == waiters, "every waiter had the lock once it was free")
+        #expect(ContinuousClock.now - releasedAt < .seconds(5), "they had it once it was free, not at their patience's end")
+        #expect(ran.current == waiters)
     }
 
     @Test func aReadStillRunningAtSignOutPublishesAndWritesNothing() async throws {

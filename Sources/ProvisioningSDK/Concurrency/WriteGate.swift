@@ -6,8 +6,8 @@ final class WriteGate: Sendable {
     private let closed = Locked(false)
 
     /// Runs `body` unless the gate is closed (nil then). The gate stays open while it runs.
-    func ifOpen<T>(_ body: () -> T) -> T? {
-        closed.withLock { closed in closed ? nil : body() }
+    func ifOpen<T>(_ body: () throws -> T) rethrows -> T? {
+        try closed.withLock { closed in closed ? nil : try body() }
     }
 
     /// Closes the gate, after a `body` under way has returned.

@@ -15,14 +15,33 @@ public struct WalletExtensionSharing: Sendable {
     public var artMaximumAge: TimeInterval
     /// The wall clock, for the snapshot's date and the art's age.
     public var now: @Sendable () -> Date
+    /// The longest a wipe waits for the shared folder's lock (default 2 s). A Wallet extension
+    /// holds it for milliseconds; one that keeps it longer has stalled (or was suspended
+    /// holding it), and the wipe does not wait on it: it goes on without the lock, and at
+    /// sign-out the folder is wiped again once the lock is free (``wipeAgainWindow``).
+    public var wipeLockPatience: Duration
+    /// How long after a sign-out's wipe without the lock the folder is wiped again under it,
+    /// once the lock is free (default 30 s), unless somebody signs in (a snapshot is written)
+    /// or out again first.
+    public var wipeAgainWindow: Duration
 
     /// Creates a sharing configuration.
-    public init(directory: SharedWalletDirectory, secrets: any SecretStore, userId: @escaping @Sendable () async -> String?, artMaximumAge: TimeInterval = 86_400, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        directory: SharedWalletDirectory,
+        secrets: any SecretStore,
+        userId: @escaping @Sendable () async -> String?,
+        artMaximumAge: TimeInterval = 86_400,
+        now: @escaping @Sendable () -> Date = { Date() },
+        wipeLockPatience: Duration = .seconds(2),
+        wipeAgainWindow: Duration = .seconds(30)
+    ) {
         self.directory = directory
         self.secrets = secrets
         self.userId = userId
         self.artMaximumAge = artMaximumAge
         self.now = now
+        self.wipeLockPatience = wipeLockPatience
+        self.wipeAgainWindow = wipeAgainWindow
     }
 }
 
@@ -38,7 +57,14 @@ public actor SharedWalletStorage {
     private var generation = 0
     /// The order of the newest status written, so an older one finishing later is dropped.
     private var lastOrder = 0
+    /// How many snapshots have been written: one written after a sign-out means somebody
+    /// signed in since, whose folder a late second wipe must leave alone.
+    private var snapshotsWritten = 0
     private var artTask: Task<Void, Never>?
+    /// The sign-out's wipe under way, which a snapshot to record waits for.
+    private var signingOut: Task<Void, any Error>?
+    /// The second wipe after a sign-out that wiped without the lock.
+    private var wipeAgain: Task<Void, Never>?
 
     /// Creates the storage; art is fetched through `client`.
     public init(sharing: WalletExtensionSharing, client: TMPClient) {
@@ -58,15 +84,20 @@ public actor SharedWalletStorage {
     func record(_ status: WalletStatusSnapshot, order: Int) async throws {
         guard order > lastOrder else { return }
         lastOrder = order
+        // Written after a sign-out's wipe under way, never before it (where the wipe would
+        // remove it).
+        if let signingOut { _ = await signingOut.result }
         let generation = generation
         guard let userId = await sharing.userId() else { return }
         // Another record, or a sign-out, may have run while the user id was asked for.
         guard order == lastOrder, generation == self.generation else { return }
         let directory = sharing.directory
         if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
-            try wipe()
+            try await wipe()
+            guard order == lastOrder, generation == self.generation else { return }
         }
         let snapshot = ExtensionSnapshot(status, userId: userId, writtenAt: sharing.now(), artFileNames: directory.artFileNames(for: status))
+        snapshotsWritten += 1
         try directory.write(snapshot)
         directory.removeArt(keeping: Set(status.cards.map(\.id)))
         let missing = directory.cardsNeedingArt(in: status, now: sharing.now(), maximumAge: sharing.artMaximumAge)
@@ -86,12 +117,51 @@ public actor SharedWalletStorage {
     /// Sign-out: removes the snapshot, the art and every shared secret (the extensions'
     /// session among them), and drops art still arriving. A Wallet extension's refresh that
     /// was running then writes nothing afterwards (it finds its session gone; see
-    /// ``SharedWalletDirectory/withLock(_:)``).
-    public func signOut() throws {
+    /// ``SharedWalletDirectory/withLock(waitingAtMost:_:)``).
+    ///
+    /// The wipe waits for the shared folder's lock without holding a thread, at most
+    /// ``WalletExtensionSharing/wipeLockPatience``; then it goes on without the lock, and wipes
+    /// the folder again under it once the process that kept it lets go (within
+    /// ``WalletExtensionSharing/wipeAgainWindow``), in case that process wrote after the first
+    /// wipe. Cancelling the calling task does not stop the wipe: this returns once it is done.
+    public func signOut() async throws {
         generation += 1
         artTask?.cancel()
         artTask = nil
-        try wipe()
+        wipeAgain?.cancel()
+        wipeAgain = nil
+        // Its own task: the caller's cancellation must not cut the wipe short.
+        let wipe = Task { try await self.wipe(signingOut: true) }
+        signingOut = wipe
+        defer { if signingOut == wipe { signingOut = nil } }
+        try await wipe.value
+    }
+
+    /// Waits until the second wipe after a sign-out that wiped without the shared folder's
+    /// lock, if one is pending, is done or given up.
+    public func secondWipeEnded() async {
+        while let task = wipeAgain {
+            await task.value
+            if wipeAgain == task { wipeAgain = nil }
+        }
+    }
+
+    /// Wipes the folder again under its lock once the process that kept it lets go, within
+    /// ``WalletExtensionSharing/wipeAgainWindow``: it may have written there (a Wallet
+    /// extension's snapshot, art or add record, for the session it checked before the wipe).
+    /// Not the secrets: a session saved since is a sign-in of its own. Given up at another
+    /// sign-out, or once a snapshot is written (somebody signed in).
+    private func wipeAgainOnceTheLockIsFree() {
+        let generation = generation
+        let written = snapshotsWritten
+        let directory = sharing.directory
+        let window = sharing.wipeAgainWindow
+        wipeAgain = Task {
+            try? await directory.withLockWithoutBlocking(waitingAtMost: window) {
+                guard generation == self.generation, written == self.snapshotsWritten else { return }
+                try directory.removeAll()
+            }
+        }
     }
 
     // MARK: Art in the background
@@ -131,7 +201,7 @@ public actor SharedWalletStorage {
         if generation == self.generation { artTask = nil }
     }
 
-    private func wipe() throws {
+    private func wipe(signingOut: Bool = false) async throws {
         let directory = sharing.directory
         let secrets = sharing.secrets
         let wipeAll = {
@@ -141,7 +211,12 @@ public actor SharedWalletStorage {
         do {
             // Under the folder's lock: a Wallet extension that checked its session is still
             // stored writes its snapshot before this wipe, never after it.
-            try directory.withLock(wipeAll)
+            try await directory.withLockWithoutBlocking(waitingAtMost: sharing.wipeLockPatience, wipeAll)
+        } catch let error as SharedStorageError where error.code == .busy {
+            // Another process kept the lock past the patience: wiping cannot wait on it. What
+            // that process writes after this wipe is wiped again once it lets go.
+            try wipeAll()
+            if signingOut { wipeAgainOnceTheLockIsFree() }
         } catch {
             // No lock to be had, or the wipe failed under it: wiping matters more than the
             // lock (and is idempotent), so once more without it; its error is the one thrown.

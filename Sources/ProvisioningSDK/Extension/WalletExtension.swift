@@ -228,7 +228,7 @@ public final class WalletExtension: Sendable {
             // the session is gone or replaced, and what was read for it is neither written
             // nor offered. Checked and written under the folder's lock, which sign-out takes
             // for its wipe, so no sign-out falls between the check and the write.
-            guard whileSignedIn(session, { try? directory.write(snapshot) }) else { return nil }
+            guard await whileSignedIn(session, { try? directory.write(snapshot) }) else { return nil }
             return (snapshot, Set(status.cards.filter { $0.card.artURL != nil }.map(\.id)))
         case .finished(.failure(let error as TMPClientError)) where error.kind == .unauthorized:
             // The refused session only: a fresh one saved meanwhile stays.
@@ -245,33 +245,49 @@ public final class WalletExtension: Sendable {
     /// and what `body` writes; when the lock cannot be had (the lock file cannot be opened),
     /// checked and run without it, as the wipe then goes on without it too. When another
     /// process holds the lock for more than ``lockPatience`` (the app mid-sign-out, stalled),
-    /// `body` does not run: the extension answers from what it has, within Wallet's budgets.
-    private func whileSignedIn(_ session: ExtensionSession, _ body: () -> Void) -> Bool {
+    /// or the task is cancelled while it waits, `body` does not run: the extension answers from
+    /// what it has, within Wallet's budgets. The wait holds no thread.
+    ///
+    /// With a `gate`, each try for the lock is made through it: once the gate is closed, no
+    /// try begins and `body` does not run, so closing it waits at most for one try and `body`.
+    private func whileSignedIn(_ session: ExtensionSession, through gate: WriteGate? = nil, _ body: () -> Void) async -> Bool {
         let sessions = sessions
+        let directory = configuration.directory
         func checked() -> Bool {
             guard sessions.holds(session) else { return false }
             body()
             return true
         }
+        // nil: the lock is busy; try again.
+        func attempt() throws -> Bool? {
+            guard let gate else { return try directory.withLockIfFree(checked) }
+            switch try gate.ifOpen({ try directory.withLockIfFree(checked) }) {
+            case nil: return false  // closed: nothing more is written
+            case .some(let ran): return ran
+            }
+        }
         do {
-            return try configuration.directory.withLock(waitingAtMost: Self.lockPatience, checked)
+            return try await SharedWalletDirectory.retryingWhileBusy(waitingAtMost: Self.lockPatience, attempt)
         } catch let error as SharedStorageError where error.code == .busy {
             return false
+        } catch is CancellationError {
+            return false
         } catch {
-            return checked()
+            return gate.map { $0.ifOpen(checked) ?? false } ?? checked()
         }
     }
 
     /// Leaves an ``ExtensionAdd`` for the app, while `session` is still the stored one.
-    private func recordAdd(of entry: ExtensionEntryIdentifier, by session: ExtensionSession) {
+    private func recordAdd(of entry: ExtensionEntryIdentifier, by session: ExtensionSession) async {
         let directory = configuration.directory
         let add = ExtensionAdd(externalCardId: entry.externalCardId, device: entry.device, userId: session.userId, at: configuration.now())
-        _ = whileSignedIn(session) { try? directory.recordExtensionAdd(add, now: add.at) }
+        _ = await whileSignedIn(session) { try? directory.recordExtensionAdd(add, now: add.at) }
     }
 
     /// The longest the extension waits for the shared folder's lock (250 ms): the app holds it
-    /// for milliseconds, to wipe the folder at sign-out. It comes on top of the refresh and art
-    /// budgets (at most 19 s together), once after each, so Wallet's 20 s still hold.
+    /// for milliseconds, to wipe the folder at sign-out. It comes on top of the refresh budget
+    /// (the art's waits fall within the art budget), so with the budgets' 19 s at most
+    /// together, Wallet's 20 s still hold.
     static let lockPatience: Duration = .milliseconds(250)
 
     /// Fetches art for `ids` within the art budget; whatever arrived in time is stored, each
@@ -280,8 +296,8 @@ public final class WalletExtension: Sendable {
     ///
     /// Returns only once no write can begin any more and none is under way: the fetch goes on
     /// in the background past the budget (``Deadline``), and a write it began would hold the
-    /// shared folder's lock after Wallet has its answer. That wait is at most the lock's
-    /// patience and one file.
+    /// shared folder's lock after Wallet has its answer. That wait is at most one try for the
+    /// lock and one file: a wait for the lock is made through a ``WriteGate``, outside it.
     private func fetchArt(_ ids: [String], session: ExtensionSession) async {
         let fetcher = CardArtFetcher(client: client(session), directory: configuration.directory)
         let writes = WriteGate()
@@ -289,8 +305,8 @@ public final class WalletExtension: Sendable {
             for id in ids {
                 if Task.isCancelled { return }
                 guard let download = try? await fetcher.download(externalCardId: id) else { continue }
-                let stored = writes.ifOpen { self.whileSignedIn(session, { _ = try? fetcher.store(download, externalCardId: id) }) }
-                guard stored == true else { return }
+                let stored = await self.whileSignedIn(session, through: writes) { _ = try? fetcher.store(download, externalCardId: id) }
+                guard stored else { return }
             }
         }
         writes.close()
@@ -331,7 +347,7 @@ public final class WalletExtension: Sendable {
                 // the shared container is killed (`0xdead10cc`). It costs the answer at most the
                 // lock's patience (250 ms) and a small write, within Wallet's 20 s beside the
                 // generation's budget of at most 19 s.
-                if !generation.request.isEmpty { self.recordAdd(of: entry, by: session) }
+                if !generation.request.isEmpty { await self.recordAdd(of: entry, by: session) }
                 once.complete(generation.request.isEmpty ? nil : generation.request)
                 return generation
             }
