@@ -39,6 +39,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("jwt-audience"), help: ArgumentHelp("The aud cardholder JWTs must name: this server (PUSHPROV_JWT_AUDIENCE; required with --production).", valueName: "audience")) var jwtAudience: String?
     @Option(name: .customLong("jwt-type"), help: ArgumentHelp("The typ cardholder JWTs' headers must carry, e.g. at+jwt for an identity provider that types its access tokens (PUSHPROV_JWT_TYPE; default: not checked).", valueName: "type")) var jwtType: String?
     @Option(name: .customLong("max-connections"), help: ArgumentHelp("Most client connections held open at once; more wait in the listen queue (PUSHPROV_MAX_CONNECTIONS; default: the open-file limit less 256, at least 16, at most 10000).", valueName: "count")) var maxConnections: String?
+    @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("Most seconds a graceful shutdown (SIGINT, SIGTERM) waits for requests and connections to finish before it cancels what is left (PUSHPROV_SHUTDOWN_GRACE; default 25; 0 waits as long as they take; otherwise 1 to 3600, decimals allowed).", valueName: "seconds")) var shutdownGrace: String?
     @Flag(help: "Production mode: explicit secrets only, Apple's root only.") var production = false
 
     func run() async throws {
@@ -59,6 +60,7 @@ struct ServeCommand: AsyncParsableCommand {
         settings.cardholderAudience = jwtAudience
         settings.cardholderType = jwtType
         settings.maximumConnections = maxConnections
+        settings.shutdownGrace = shutdownGrace
         // A server may hold as many files as the system lets it; the connection limit is then
         // judged against that.
         settings.openFileLimit = ConnectionLimit.raiseOpenFileLimit()
@@ -101,7 +103,7 @@ struct ServeCommand: AsyncParsableCommand {
             var services: [any Service] = []
             if let realigner { services.append(realigner) }
             if let reloader { services.append(reloader) }
-            try await app.runService(alongside: services)
+            try await app.runService(alongside: services, shutdownGrace: configuration.shutdownGrace)
         } catch {
             await environment.store.close()
             throw Self.describe(error, host: configuration.host, port: configuration.port)

@@ -6,6 +6,11 @@ import TokenPlatform
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Starts the real `pushprov serve` binary on a free loopback port and drives it over HTTP.
 @Suite("pushprov serve", .serialized)
@@ -315,6 +320,7 @@ struct ServeCommandTests {
         ("--connector-timeout", "0", "PUSHPROV_CONNECTOR_TIMEOUT", "connector timeout must be a number of seconds from 0.1 to 300 (got 0)"),
         ("--realign-interval", "7200", "PUSHPROV_REALIGN_INTERVAL", "realign interval must be 0 (off) or a number of seconds from 1 to 3600 (got 7200)"),
         ("--jwks-reload-interval", "0.5", "PUSHPROV_JWKS_RELOAD_INTERVAL", "JWKS reload interval must be 0 (read only at start) or a number of seconds from 1 to 3600 (got 0.5)"),
+        ("--shutdown-grace", "0.5", "PUSHPROV_SHUTDOWN_GRACE", "shutdown grace must be 0 (no limit) or a number of seconds from 1 to 3600 (got 0.5)"),
     ])
     func aBadTimeSettingIsOneClearLine(flag: String, value: String, variable: String, message: String) async throws {
         let fromFlag = try await CLI.run(["serve", flag, value, "--port", "0", "--data-dir", "/tmp/pushprov-unused"])
@@ -324,5 +330,50 @@ struct ServeCommandTests {
         let fromEnvironment = try await CLI.run(["serve", "--port", "0", "--data-dir", "/tmp/pushprov-unused"], environment: [variable: "soon"])
         #expect(fromEnvironment.status != 0)
         #expect(fromEnvironment.stderr.contains("(got soon)"))
+    }
+
+    /// A connection that holds a graceful shutdown (here a request whose body never comes,
+    /// which the 60 s read timeout would end) is cut once the grace has passed: the server
+    /// stops within it, cleanly (exit 0, the SQLite file checkpointed, its log removed).
+    @Test func aShutdownPastItsGraceCancelsWhatIsLeft() async throws {
+        let server = try Server(arguments: ["--shutdown-grace", "1"])
+        defer { server.removeDataDirectory() }
+        let port = try await server.port()
+        let connection = try Self.connect(port: port)
+        defer { close(connection) }
+        let head = "PUT /lifecycle/cards/card-1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"userId\":"
+        let bytes = Array(head.utf8)
+        try #require(bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, 0) } == bytes.count)
+        // Time for the server to read the head and wait for the body.
+        try await Task.sleep(for: .milliseconds(500))
+        let asked = ContinuousClock.now
+        server.process.terminate()
+        while server.process.isRunning, ContinuousClock.now - asked < .seconds(40) { try await Task.sleep(for: .milliseconds(50)) }
+        let took = ContinuousClock.now - asked
+        #expect(!server.process.isRunning, "still running 40 s after SIGTERM")
+        #expect(took < .seconds(20), "stopped \(took) after SIGTERM; the grace is 1 s")
+        #expect(try await server.stopAndReadAll() == 0)
+        #expect(FileManager.default.fileExists(atPath: server.dataDirectory + "/pushprov.sqlite"))
+        #expect(!FileManager.default.fileExists(atPath: server.dataDirectory + "/pushprov.sqlite-wal"), "the database was closed")
+    }
+
+    /// A blocking TCP connection to 127.0.0.1:`port`.
+    static func connect(port: Int) throws -> Int32 {
+        #if canImport(Glibc)
+        let connection = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let connection = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        try #require(connection >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(connection, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if connected != 0 { close(connection) }
+        try #require(connected == 0, "cannot connect to port \(port)")
+        return connection
     }
 }

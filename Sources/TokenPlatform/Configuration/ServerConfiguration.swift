@@ -57,6 +57,9 @@ public struct ServerConfiguration: Sendable {
     public var realignInterval: Duration? = TokenRealigner.defaultInterval
     /// The most client connections held open at once (``ConnectionLimit``).
     public var maximumConnections: Int = ConnectionLimit.defaultCeiling
+    /// The longest a graceful shutdown (SIGINT, SIGTERM) waits for requests and connections
+    /// to finish before it cancels what is left (default 25 s); nil: as long as they take.
+    public var shutdownGrace: Duration? = ServerSettings.defaultShutdownGrace
     /// Lines to print once at start-up (generated secrets and where they live).
     public var notices: [String]
 
@@ -120,6 +123,9 @@ public struct ServerSettings: Sendable {
     /// `--max-connections` / `PUSHPROV_MAX_CONNECTIONS`: the most client connections held open
     /// at once, as text (checked when resolving).
     public var maximumConnections: String?
+    /// `--shutdown-grace` / `PUSHPROV_SHUTDOWN_GRACE`: seconds a graceful shutdown may take
+    /// before what is left is cancelled, as text; `0` waits as long as it takes.
+    public var shutdownGrace: String?
     /// The most files this process may open (`ulimit -n`), which bounds the connection limit;
     /// nil: read from the process (`pushprov serve` raises it to the hard limit first).
     public var openFileLimit: Int?
@@ -168,6 +174,7 @@ public struct ServerSettings: Sendable {
         let realignInterval = try resolveRealignInterval(environment: environment)
         let keysReloadInterval = try resolveCardholderKeysReloadInterval(environment: environment)
         let maximumConnections = try resolveMaximumConnections(environment: environment)
+        let shutdownGrace = try resolveShutdownGrace(environment: environment)
         let executorText = executor ?? env("PUSHPROV_EXECUTOR") ?? ServerExecutor.eventLoops.rawValue
         guard let executor = ServerExecutor(rawValue: executorText) else {
             throw ConfigurationError("executor must be event-loops or swift (got \(executorText))")
@@ -225,7 +232,7 @@ public struct ServerSettings: Sendable {
                 cardholderKeys: try Self.loadJWKS(env("PUSHPROV_JWKS")!), developmentTokenKey: nil,
                 cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval,
                 cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy,
-                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections,
+                connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, shutdownGrace: shutdownGrace,
                 notices: metricsKey == nil ? [Self.openMetricsWarning] : []
             )
         }
@@ -314,7 +321,7 @@ public struct ServerSettings: Sendable {
         return ServerConfiguration(
             host: host, port: port, dataDirectory: dataDirectory, database: database, migrateOnStart: migrate, production: false, trustAnchors: anchors,
             keys: keys, keyFilePath: keyFile, keyFileGenerated: keyFileGenerated, issuerAPIKey: issuerKey, tspAPIKey: tspKey, metricsAPIKey: metricsKey, cardholderKeys: cardholderKeys,
-            developmentTokenKey: devKey, cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, notices: notices
+            developmentTokenKey: devKey, cardholderKeysFile: env("PUSHPROV_JWKS"), cardholderKeysReloadInterval: keysReloadInterval, cardholderIssuer: cardholderIssuer, cardholderAudience: cardholderAudience, cardholderType: cardholderType, activationPolicy: policy, connectorTimeout: connectorTimeout, executor: executor, realignInterval: realignInterval, maximumConnections: maximumConnections, shutdownGrace: shutdownGrace, notices: notices
         )
     }
 
@@ -400,6 +407,23 @@ public struct ServerSettings: Sendable {
         try Self.interval(
             cardholderKeysReloadInterval ?? environment["PUSHPROV_JWKS_RELOAD_INTERVAL"].flatMap { $0.isEmpty ? nil : $0 }, default: CardholderKeyReloader.defaultInterval,
             maximum: Self.maximumCardholderKeysReloadIntervalSeconds, name: "JWKS reload interval", zero: "read only at start"
+        )
+    }
+
+    /// The default of `--shutdown-grace`: 25 s, inside the 30 s a container's orchestrator
+    /// (Kubernetes, Docker) gives a process between SIGTERM and SIGKILL by default, so what is
+    /// cancelled at the end still ends cleanly (the database closed, a SQLite file checkpointed).
+    public static let defaultShutdownGrace: Duration = .seconds(25)
+    /// The longest `--shutdown-grace` / `PUSHPROV_SHUTDOWN_GRACE` accepted, in seconds.
+    public static let maximumShutdownGraceSeconds = 3_600.0
+
+    /// Resolves only the shutdown grace: `--shutdown-grace` or `PUSHPROV_SHUTDOWN_GRACE`, 0
+    /// (wait as long as it takes, nil) or seconds from 1 to ``maximumShutdownGraceSeconds``
+    /// (decimals allowed), default ``defaultShutdownGrace``.
+    public func resolveShutdownGrace(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> Duration? {
+        try Self.interval(
+            shutdownGrace ?? environment["PUSHPROV_SHUTDOWN_GRACE"].flatMap { $0.isEmpty ? nil : $0 }, default: Self.defaultShutdownGrace,
+            maximum: Self.maximumShutdownGraceSeconds, name: "shutdown grace", zero: "no limit"
         )
     }
 

@@ -138,8 +138,14 @@ public struct TMPHTTPServer: Service {
 
     /// Runs the server, and `services` beside it, in a service group that shuts them down
     /// gracefully on SIGTERM and SIGINT.
-    public func runService(alongside services: [any Service] = [], gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws {
-        let group = ServiceGroup(configuration: .init(services: [self] + services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger))
+    ///
+    /// - Parameter shutdownGrace: The longest a graceful shutdown waits for requests and
+    ///   connections to finish (a slow client taking a large answer, a token service command
+    ///   under way) before it cancels them; nil: as long as they take.
+    public func runService(alongside services: [any Service] = [], gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint], shutdownGrace: Duration? = nil) async throws {
+        var configuration = ServiceGroupConfiguration(services: [self] + services, gracefulShutdownSignals: gracefulShutdownSignals, logger: logger)
+        configuration.maximumGracefulShutdownDuration = shutdownGrace
+        let group = ServiceGroup(configuration: configuration)
         try await group.run()
     }
 }
@@ -176,6 +182,8 @@ struct RequestResponder: Sendable {
 struct HTTP1Front: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let channel: any Channel
+        /// The requests the connection is answering.
+        let requests: ConnectionRequests
     }
 
     let respond: RequestResponder
@@ -207,15 +215,67 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(CloseMarker(metrics: metrics))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, headTimeout: requestHeadTimeout, metrics: metrics))
-            return Value(channel: channel)
+            let requests = ConnectionRequests()
+            try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, headTimeout: requestHeadTimeout, metrics: metrics, requests: requests))
+            return Value(channel: channel, requests: requests)
         }
     }
 
     func handle(value: Value, logger: Logger) async {
         // The handler answers requests as they complete; the server keeps track of the
-        // connection until it closes, so graceful shutdown waits for it.
-        try? await value.channel.closeFuture.get()
+        // connection until it closes, so graceful shutdown waits for it. Cancelled (a shutdown
+        // past its grace), the connection goes at once: its requests are cancelled, and the
+        // close does not wait for a slow reader.
+        await withTaskCancellationHandler {
+            try? await value.channel.closeFuture.get()
+        } onCancel: {
+            value.requests.cancelAll()
+            value.channel.triggerUserOutboundEvent(DrainingClose.Abandon(), promise: nil)
+            value.channel.close(promise: nil)
+        }
+    }
+}
+
+/// The requests one connection is answering, each on a task of its own, so that a shutdown
+/// past its grace can cancel them (a token service command under way, a database call
+/// waiting): they end, and their connection with them.
+final class ConnectionRequests: Sendable {
+    private struct State {
+        var tasks: [Int: Task<Void, Never>] = [:]
+        var next = 0
+        var cancelled = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Runs `operation` on a task of its own; at once cancelled if ``cancelAll()`` came first.
+    func run(_ operation: @escaping @Sendable () async -> Void) {
+        state.withLockedValue { state in
+            let id = state.next
+            state.next += 1
+            let task = Task {
+                await operation()
+                self.finished(id)
+            }
+            if state.cancelled { task.cancel() } else { state.tasks[id] = task }
+        }
+    }
+
+    /// Cancels the tasks running, and any started later.
+    func cancelAll() {
+        let tasks = state.withLockedValue { state in
+            state.cancelled = true
+            defer { state.tasks = [:] }
+            return Array(state.tasks.values)
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    /// How many requests are being answered.
+    var running: Int { state.withLockedValue { $0.tasks.count } }
+
+    private func finished(_ id: Int) {
+        _ = state.withLockedValue { $0.tasks.removeValue(forKey: id) }
     }
 }
 
@@ -460,6 +520,8 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     typealias OutboundOut = HTTPResponsePart
 
     private let respond: RequestResponder
+    /// Where the requests' tasks are kept, for a shutdown past its grace to cancel them.
+    private let requests: ConnectionRequests
     private let bodyLimit: TMPHTTPServer.BodyLimit
     private let readTimeout: Duration
     private let headTimeout: Duration
@@ -503,8 +565,9 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Where connections closed for a failure of the client's are counted.
     private let metrics: PlatformMetrics?
 
-    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration, headTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout, metrics: PlatformMetrics? = nil) {
+    init(respond: RequestResponder, bodyLimit: @escaping TMPHTTPServer.BodyLimit, readTimeout: Duration, headTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout, metrics: PlatformMetrics? = nil, requests: ConnectionRequests = ConnectionRequests()) {
         self.respond = respond
+        self.requests = requests
         self.bodyLimit = bodyLimit
         self.readTimeout = readTimeout
         self.headTimeout = headTimeout
@@ -738,7 +801,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
         let respond = self.respond
-        Task {
+        requests.run {
             let response = await respond.respond(to: request, channel: channel)
             let collected = BufferedBody()
             let failed: Bool
