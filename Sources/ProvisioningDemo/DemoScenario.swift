@@ -121,8 +121,16 @@ public struct DemoScenario: Sendable {
     private func run(on platform: DemoPlatform, trace: DemoTrace) async {
         let wallet = SimulatedWallet()
         await platform.tokenService.addObserver(WalletTokenObserver(wallet: wallet))
-        wallet.install()
-        defer { PassKitShim.install(nil) }
+        // Behind PassKit for this task and its children only: installed for the whole
+        // process, it would also answer code running beside the demo (another test in the
+        // same test process that expects no Wallet).
+        await wallet.withInstalled {
+            await run(on: platform, wallet: wallet, trace: trace)
+        }
+    }
+
+    @MainActor
+    private func run(on platform: DemoPlatform, wallet: SimulatedWallet, trace: DemoTrace) async {
         let sheet = SimulatedAddPaymentPassSheet(wallet: wallet, pki: platform.pki, network: TokenServicePaymentNetwork(platform.tokenService), budget: walletTiming.requestBudget)
         let route = ActivationLinkRoute(scheme: DemoPlatform.activationLink.scheme, host: DemoPlatform.activationLink.host, path: DemoPlatform.activationLink.path)
         // The App Group container the app shares with its Wallet extensions, and their

@@ -117,6 +117,27 @@ struct EndToEndTests {
         ])
     }
 
+    /// The demo's Wallet answers PassKit for the demo alone: code running beside it in the
+    /// same process (another test, expecting no Wallet) sees none. (Before, the demo installed
+    /// its Wallet for the whole process while it ran.)
+    @Test func theDemosWalletIsNotSeenOutsideTheDemo() async throws {
+        let done = Locked(false)
+        let demo = Task.detached {
+            defer { done.withValue { $0 = true } }
+            return await DemoScenario(walletTiming: .lenient).run(trace: DemoTrace())
+        }
+        var looks = 0
+        var sawWallet = false
+        while !done.current {
+            if PKPassLibrary.isPassLibraryAvailable() { sawWallet = true }
+            looks += 1
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(await demo.value, "the demo passed")
+        #expect(looks > 10, "looked while the demo ran")
+        #expect(!sawWallet, "a Wallet answered outside the demo")
+    }
+
     @Test(.enabled(if: ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"] != nil, "set PUSHPROV_TEST_POSTGRES_URL (scripts/postgres-dev.sh start) to run the demo on PostgreSQL"))
     func theDemoScenarioPassesOnPostgreSQL() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_URL"])
