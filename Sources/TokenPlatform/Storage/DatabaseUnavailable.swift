@@ -39,6 +39,13 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
         return error
     }
 
+    /// A transaction that lost its race with others `attempts` times in a row (a deadlock, a
+    /// serialization failure, a unique key taken meanwhile, a row changed between two reads):
+    /// the rows it needs are that busy now, so the client is asked to try again.
+    static func contention(attempts: Int) -> DatabaseUnavailable {
+        DatabaseUnavailable("a transaction lost its race with others \(attempts) times in a row")
+    }
+
     /// Whether `error` means the database is unreachable or cannot take the request for now
     /// (as opposed to a bug, a broken schema or a refused statement):
     /// - ``DatabaseUnavailable`` itself;

@@ -1015,10 +1015,14 @@ public struct PostgresStore: TMPStore {
                         throw error
                     }
                 }
-            } catch let error as PSQLError where attempt < Self.maximumAttempts && Self.isLostRace(error) {
+            } catch let error as PSQLError where Self.isLostRace(error) {
+                // Past the last attempt the rows are that busy: the client tries again (503),
+                // as for any other passing condition, rather than see a bug (500).
+                guard attempt < Self.maximumAttempts else { throw DatabaseUnavailable.contention(attempts: attempt) }
                 attempt += 1
                 logger.debug("retrying a transaction that lost a race", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")", "attempt": "\(attempt)"])
-            } catch is LostRace where attempt < Self.maximumAttempts {
+            } catch is LostRace {
+                guard attempt < Self.maximumAttempts else { throw DatabaseUnavailable.contention(attempts: attempt) }
                 attempt += 1
                 logger.debug("retrying a transaction that read a row another committed meanwhile", metadata: ["attempt": "\(attempt)"])
             }
