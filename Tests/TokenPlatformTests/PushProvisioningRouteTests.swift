@@ -47,7 +47,16 @@ struct PushProvisioningRouteTests {
             let leafOnly = SignedCardRequest(externalCardId: "card-1", deviceType: .phone, certificates: [platform.pki.walletCertificates[0]], nonce: Data([1]), nonceSignature: Data([2]))
             let second = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), json: leafOnly)
             #expect(second.error?.message.hasPrefix("incomplete_chain") == true)
+            // A cardholder sending bad chains at request rate: every one is refused, and the log
+            // has a line a second for each reason, not one per request.
+            for _ in 0..<5 {
+                let again = try await api.send(.post, "/issuer/push-provisioning/signed-cards", as: .cardholder("alice"), json: request)
+                #expect(again.error?.code == "certificate_chain_refused")
+            }
         }
+        let lines = platform.logs.current.filter { $0.contains("signed-cards refused certificate chain") }
+        #expect(lines.filter { $0.contains("untrusted_root") }.count <= 2, "\(lines)")
+        #expect(lines.filter { $0.contains("incomplete_chain") }.count == 1, "\(lines)")
     }
 
     @Test func signedCardsRefusesAnEmptyOrOversizedNonceOrSignatureNamingTheField() async throws {
@@ -162,6 +171,7 @@ struct PushProvisioningRouteTests {
         try await second.run { api in
             let reply = try await api.signCard("a1", user: "alice")
             #expect(reply.status == .internalServerError && reply.error?.code == "internal_error")
+            #expect(reply.error?.message == "the server failed to process the request")
         }
         let lines = second.logs.current.filter { $0.contains("a stored card number cannot be decrypted") }
         #expect(lines.count == 1, "\(second.logs.current)")

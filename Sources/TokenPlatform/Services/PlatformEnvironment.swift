@@ -53,6 +53,10 @@ public struct PlatformEnvironment: Sendable {
     let tokenCommandOrder: TokenCommandOrder
     /// This instance, as the holder of token command leases in a shared database.
     let instanceIdentifier = UUID().uuidString
+    /// Lets one line a second through for each reason `signed-cards` refuses a certificate
+    /// chain, shared by every copy of this environment: a cardholder may send bad chains at
+    /// request rate.
+    let chainRefusalLog = KeyedWarningThrottle(interval: .seconds(1))
 
     /// Creates an environment.
     ///

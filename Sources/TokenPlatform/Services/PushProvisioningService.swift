@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ProvisioningCrypto
 import ProvisioningModels
 
@@ -56,7 +57,11 @@ public struct PushProvisioningService: Sendable {
         switch await environment.chainValidator.validate(request.certificates.map(\.data)) {
         case .accepted(let accepted): chain = accepted
         case .refused(let refusal):
-            environment.logger.notice("signed-cards refused certificate chain", metadata: ["card": "\(Redaction.identifier(card.externalCardId))", "reason": "\(refusal.code.rawValue)"])
+            if let held = environment.chainRefusalLog.admit(refusal.code.rawValue) {
+                var metadata: Logger.Metadata = ["card": "\(Redaction.identifier(card.externalCardId))", "reason": "\(refusal.code.rawValue)"]
+                if held > 0 { metadata["refused_since_last_line"] = "\(held)" }
+                environment.logger.notice("signed-cards refused certificate chain", metadata: metadata)
+            }
             throw TMPError.badRequest("certificate_chain_refused", "\(refusal.code.rawValue): \(refusal.message)")
         }
         let pan: PrimaryAccountNumber
@@ -69,7 +74,8 @@ public struct PushProvisioningService: Sendable {
                 "a stored card number cannot be decrypted: the card cannot be provisioned",
                 metadata: ["card": "\(Redaction.identifier(card.externalCardId))", "vault_key": "\(keyID)", "error": "\(type(of: error))"]
             )
-            throw error
+            // Without detail, as every 500: what went wrong is in the operator's log.
+            throw TMPError.internalError
         }
         let payload: PassDataPayload
         do {
