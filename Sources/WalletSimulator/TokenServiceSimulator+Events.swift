@@ -104,6 +104,9 @@ extension TokenServiceSimulator {
     }
 
     private func retryDelivery() {
+        // Cancelled by connect(to:) after its wait ended, while it waited for the actor: the
+        // retry that replaced it is in `retryTask`, and stays the only one.
+        guard !Task.isCancelled else { return }
         retryTask = nil
         if !outbox.isEmpty { _ = startDelivery() }
     }

@@ -164,7 +164,7 @@ public struct PushProvisioningService: Sendable {
             try await environment.tokenService.activate(token)
         } catch {
             environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
-            return answer(.failed, "the token service could not be reached; try again later")
+            return answer(.failed, "the token service could not be reached or did not answer in time; try again later")
         }
         let audit = AuditEntry(at: environment.now(), actor: "user:\(userId)", action: "token.activate", subject: "token:\(token.tokenUniqueReference)", detail: "in-app activation")
         let result = try await environment.recordCommandOutcome(reference: token.tokenUniqueReference, audit: audit) { current, card in
