@@ -117,6 +117,23 @@ struct HistoryPruningTests {
         }
     }
 
+    /// The year's floor holds for every caller of the library, not only for the command's
+    /// `--keep-days`: a cutoff inside it is refused and nothing is deleted.
+    @Test func aCutoffInsideTheRetentionFloorIsRefusedDeletingNothing() async throws {
+        try await StoreFactory.sqlite[0].withStore { store in
+            let at = Date()
+            try await store.recordProvisioningAttempt(ProvisioningAttempt(activationDataId: "recent", externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at.addingTimeInterval(-3_600), expiresAt: at.addingTimeInterval(-3_000)))
+            let refused = await #expect(throws: ConfigurationError.self) {
+                try await HistoryPruning(store: store).prune(before: at, now: at)
+            }
+            #expect(refused?.message.contains("at least 366 days") == true, "\(String(describing: refused))")
+            #expect(try await store.provisioningAttempt(activationDataId: "recent") != nil)
+            // At the floor itself, it goes ahead.
+            let totals = try await HistoryPruning(store: store).prune(before: at.addingTimeInterval(-366 * 86_400), now: at)
+            #expect(totals[.provisioningAttempts] == 0)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func aRowAtTheCutoffOrOutOfStorageOrderIsJudgedByItsTime(factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -212,8 +212,14 @@ enum AtOddsSQL {
         """
 
     /// The rule as migration `v3` applied it, before tokens had `pending_command`: frozen, so
-    /// that the migration runs on the schema of its time.
-    static let predicateBeforeV7 = "token.status <> 'DEACTIVATED' AND \(cardAsks)"
+    /// that the migration runs on the schema of its time (written out, not built from
+    /// `cardAsks`, which may come to name columns added later).
+    static let predicateBeforeV7 = """
+        token.status <> 'DEACTIVATED' AND \
+        EXISTS (SELECT 1 FROM card WHERE card.external_card_id = token.external_card_id \
+        AND (card.status = 'CLOSED' OR card.pan_unique_reference <> token.pan_unique_reference OR (card.status = 'BLOCKED' AND token.status = 'ACTIVE') \
+        OR (card.status = 'ACTIVE' AND token.status = 'SUSPENDED' AND token.suspended_by = 'CARD_BLOCKED')))
+        """
 
     /// The card's part of the rule, for a live `token` row.
     private static let cardAsks = """

@@ -53,8 +53,18 @@ public struct HistoryPruning: Sendable {
     /// calling `progress` with each table's running total after every batch; returns the
     /// totals. A failure leaves the batches already deleted deleted, and running it again
     /// goes on from there.
+    ///
+    /// Throws a ``ConfigurationError``, deleting nothing, for a cutoff less than
+    /// ``minimumRetentionDays`` days before `now`: the rows a running platform still relies on
+    /// (activation data's single use within its ten minutes, token event ids the token service
+    /// may send again, the attempts its decisions are matched with) and a year of audit history
+    /// are never pruned, whoever calls.
     @discardableResult
-    public func prune(before cutoff: Date, progress: (HistoryTable, Int) -> Void = { _, _ in }) async throws -> [HistoryTable: Int] {
+    public func prune(before cutoff: Date, now: Date = Date(), progress: (HistoryTable, Int) -> Void = { _, _ in }) async throws -> [HistoryTable: Int] {
+        let latest = now.addingTimeInterval(-Double(Self.minimumRetentionDays) * 86_400)
+        guard cutoff <= latest else {
+            throw ConfigurationError("history recorded after \(latest.formatted(.iso8601)) is kept: at least \(Self.minimumRetentionDays) days are (cutoff \(cutoff.formatted(.iso8601)))")
+        }
         var totals: [HistoryTable: Int] = [:]
         for table in HistoryTable.allCases {
             var total = 0
