@@ -45,3 +45,38 @@ struct PostgresContentionTests {
         }
     }
 }
+
+/// PostgreSQL's pruning looks at a bounded range of blocks per batch, so no statement runs
+/// into the statement timeout on a large table; a pass still reaches every old row, past
+/// ranges holding only young ones, and counts them the same way.
+@Suite("PostgreSQL pruning ranges", .enabled(if: PostgresTestDatabase.isConfigured, PostgresTestDatabase.howToRun), .timeLimit(.minutes(3)))
+struct PostgresPruningRangeTests {
+    static func day(_ days: Double) -> Date { TMPStoreContractTests.now.addingTimeInterval(days * 86_400) }
+
+    @Test func aPassOfOneBlockRangesReachesEveryOldRowPastYoungOnes() async throws {
+        try await StoreFactory.postgres.withStore { store in
+            var postgres = try #require(store as? PostgresStore)
+            postgres.historyScanBlocks = 1
+            // Stored in this order: old rows, a run of young ones over several blocks, old again.
+            let runs: [(count: Int, day: Double, name: String)] = [(150, -500, "old-a"), (400, 0, "young"), (60, -450, "old-b")]
+            for run in runs {
+                for index in 0..<run.count {
+                    let at = Self.day(run.day)
+                    try await postgres.recordProvisioningAttempt(ProvisioningAttempt(activationDataId: "\(run.name)-\(index)", externalCardId: "c1", userId: "alice", deviceType: .phone, nonceHash: "nh", leafFingerprint: "ab", createdAt: at, expiresAt: at.addingTimeInterval(600)))
+                }
+            }
+            let blocks = try await postgres.transaction { connection in
+                try await connection.all("SELECT pg_relation_size('provisioning_attempt'::regclass) / current_setting('block_size')::bigint", logger: PostgresTestDatabase.logger).first?.decode(Int.self) ?? 0
+            }
+            try #require(blocks >= 4, "the rows span several blocks (\(blocks))")
+            let cutoff = Self.day(-400)
+            #expect(try await postgres.historyCount(.provisioningAttempts, before: cutoff) == 210)
+            let totals = try await HistoryPruning(store: postgres, batchSize: 25).prune(before: cutoff)
+            #expect(totals[.provisioningAttempts] == 210)
+            #expect(try await postgres.historyCount(.provisioningAttempts, before: cutoff) == 0)
+            #expect(try await postgres.historyCount(.provisioningAttempts, before: Self.day(1)) == 400, "the young rows stay")
+            #expect(try await postgres.provisioningAttempt(activationDataId: "old-b-59") == nil)
+            #expect(try await postgres.provisioningAttempt(activationDataId: "young-399") != nil)
+        }
+    }
+}

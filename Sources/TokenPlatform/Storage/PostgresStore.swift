@@ -28,6 +28,12 @@ public struct PostgresStore: TMPStore {
     let statementTimeout: Duration
     /// ``silenceGrace``, unless a test set another.
     let callGrace: Duration
+    /// The most table blocks (8 KiB each) one pruning batch looks at (``defaultHistoryScanBlocks``
+    /// unless a test sets fewer).
+    var historyScanBlocks = PostgresStore.defaultHistoryScanBlocks
+    /// 8,192 blocks, 64 MiB of table: a scan of that many takes well under a second on any
+    /// server, far inside the statement timeout.
+    static let defaultHistoryScanBlocks = 8_192
     /// Whether a connection the pool lends can be used: not closed (a test may say otherwise).
     let isUsable: @Sendable (PostgresConnection) -> Bool
 
@@ -409,16 +415,41 @@ public struct PostgresStore: TMPStore {
         ).map(TokenRecord.init(postgres:))
     }
 
-    /// Implements ``TMPStore/historyCount(_:before:)``.
+    /// Implements ``TMPStore/historyCount(_:before:)``: counted a range of
+    /// ``historyScanBlocks`` × 4 blocks at a time, each in a statement of its own, so a large
+    /// table's count does not run into the statement timeout.
     public func historyCount(_ table: HistoryTable, before cutoff: Date) async throws -> Int {
-        let rows = try await rows("SELECT count(*) FROM \(unescaped: table.rawValue) WHERE \(unescaped: table.timeColumn) < \(cutoff)")
-        return try rows.first?.decode(Int.self) ?? 0
+        var total = 0
+        var block = 0
+        let step = historyScanBlocks * 4
+        while true {
+            let row = try await rows(
+                """
+                SELECT count(*), pg_relation_size('\(unescaped: table.rawValue)'::regclass) / current_setting('block_size')::bigint
+                FROM \(unescaped: table.rawValue)
+                WHERE ctid > \("(\(block),0)")::tid AND ctid < \("(\(block + step),0)")::tid AND \(unescaped: table.timeColumn) < \(cutoff)
+                """
+            ).first
+            guard let (count, blocks) = try row?.decode((Int, Int).self) else { return total }
+            // `ctid > (block,0)` leaves out no row: tuple offsets start at 1.
+            total += count
+            block += step
+            if block >= blocks { return total }
+        }
     }
 
     /// Implements ``TMPStore/deleteHistory(_:before:limit:after:)``.
+    ///
+    /// A batch looks at no more than ``historyScanBlocks`` blocks from its position on, and
+    /// deletes at most `limit` rows: so each runs well inside the statement timeout however
+    /// large the table and however few of its rows are old (the last batches of a pass walk
+    /// the young rows that follow the old ones). A range holding no old row still moves the
+    /// position on; the pass ends past the table's last block.
     public func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch {
         guard limit > 0 else { return HistoryBatch(deleted: 0, next: position) }
         let start = position?.value ?? "(0,0)"
+        guard let startBlock = Self.block(ofTID: start) else { throw DatabaseUnavailable("a pruning position that is not a row address: \(start)") }
+        let end = "(\(startBlock + historyScanBlocks),0)"
         // A TID range scan from `position` on (PostgreSQL 14 and later), so a batch does not
         // pass again over the rows earlier batches deleted (dead until vacuumed). The next
         // batch starts after the largest ctid found, which is right only if the scan returns
@@ -437,19 +468,30 @@ public struct PostgresStore: TMPStore {
                 """
                 WITH found AS (
                     SELECT ctid FROM \(unescaped: table.rawValue)
-                    WHERE ctid > \(start)::tid AND \(unescaped: table.timeColumn) < \(cutoff) LIMIT \(limit)
+                    WHERE ctid > \(start)::tid AND ctid < \(end)::tid AND \(unescaped: table.timeColumn) < \(cutoff) LIMIT \(limit)
                 ), gone AS (
                     DELETE FROM \(unescaped: table.rawValue) WHERE ctid IN (SELECT ctid FROM found) RETURNING ctid
                 )
-                SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM gone), (SELECT max(ctid)::text FROM found)
+                SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM gone), (SELECT max(ctid)::text FROM found),
+                    pg_relation_size('\(unescaped: table.rawValue)'::regclass) / current_setting('block_size')::bigint
                 """,
                 logger: logger
             ).first
         }
-        guard let (found, deleted, last) = try row?.decode((Int, Int, String?).self), let last else {
+        guard let (found, deleted, last, blocks) = try row?.decode((Int, Int, String?, Int).self) else {
             return HistoryBatch(deleted: 0, next: nil)
         }
-        return HistoryBatch(deleted: deleted, next: found < limit ? nil : HistoryPosition(last))
+        if found == limit, let last { return HistoryBatch(deleted: deleted, next: HistoryPosition(last)) }
+        // The range is done: on to the next, unless it was the table's last.
+        return HistoryBatch(deleted: deleted, next: startBlock + historyScanBlocks >= blocks ? nil : HistoryPosition(end))
+    }
+
+    /// The block number of a row address as PostgreSQL writes it, `(block,offset)`.
+    static func block(ofTID text: String) -> Int? {
+        guard text.hasPrefix("("), text.hasSuffix(")") else { return nil }
+        let parts = text.dropFirst().dropLast().split(separator: ",")
+        guard parts.count == 2, let block = Int(parts[0]), block >= 0, Int(parts[1]) != nil else { return nil }
+        return block
     }
 
     /// Implements ``TMPStore/claimTokensAtOddsWithTheirCard(since:limit:at:)``.
