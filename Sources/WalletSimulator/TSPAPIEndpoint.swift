@@ -40,6 +40,12 @@ public enum TSPAPIError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether TMP refused the caller's credential (401, 403) rather than the call: the same
+    /// call may succeed once the right key is configured.
+    public var isCredentialRefusal: Bool {
+        if case .refused(_, let status, _, _) = self { status == 401 || status == 403 } else { false }
+    }
+
     /// The error envelope's code when TMP refused the call.
     public var code: String? {
         if case .refused(_, _, let code, _) = self { code } else { nil }

@@ -69,7 +69,13 @@ extension TokenServiceSimulator {
                 case "STALE": outcome = .stale(response.tokenStatus)
                 default: outcome = .rejected(code: "invalid_response", message: "token event answered with result \(response.result.debugDescription), not APPLIED, DUPLICATE or STALE")
                 }
-            } catch where error.isTransient {
+            } catch where error.isTransient || error.isCredentialRefusal {
+                // A refused credential (401, 403) says nothing of the event: the simulator's key
+                // is wrong or was rotated. The event stays queued, as for an outage, until
+                // `connect(to:)` brings the right key.
+                if error.isCredentialRefusal {
+                    logger.warning("TMP refused the token service's credential; events stay queued", metadata: ["event": "\(event.event.rawValue)", "error": "\(error.description)"])
+                }
                 record(TokenEventDelivery(event: event, outcome: .failed(error.description)))
                 scheduleRetry()
                 return

@@ -294,6 +294,29 @@ struct FaultInjectionTests {
         }
     }
 
+    /// A wrong (or rotated) TSP API key is refused 401: the events stay queued, as in an
+    /// outage, and go once the right key is configured. (Before, each was dropped as rejected.)
+    @Test func eventsRefusedForTheCredentialStayQueuedUntilTheRightKey() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let port = try #require(session.client.port)
+            // Provisioned (the decision asked with the right key), its events not yet sent.
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:\(port)")!, apiKey: "a-key-TMP-does-not-know"))
+            await session.simulator.drainEvents()
+            let queued = await session.simulator.pendingEvents.map(\.event)
+            #expect(queued.first == .created, "\(queued)")
+            let refused = try #require(await session.simulator.deliveryLog.last)
+            guard case .failed = refused.outcome else { throw TestFailure("expected a failed delivery, got \(refused.outcome)") }
+            #expect(try await session.tmpToken(reference) == nil, "TMP has not heard of the token")
+            await session.simulator.connect(to: LiveTMP.endpoint(port: port))
+            await session.simulator.drainEvents()
+            #expect(await session.simulator.pendingEvents.isEmpty)
+            #expect(try await session.tmpToken(reference) != nil, "the queued CREATED reached TMP")
+        }
+    }
+
     @Test func theTSPAPIKeyGoesOverPlainHTTPOnlyToThisMachine() async throws {
         let tmp = try await LiveTMP(policy: .immediate, delivery: .manual)
         try await tmp.run { session in
