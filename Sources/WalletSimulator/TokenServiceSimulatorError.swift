@@ -1,4 +1,5 @@
 import ProvisioningModels
+import TokenPlatform
 
 /// Why the simulated token service refused a call.
 public enum TokenServiceSimulatorError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -53,6 +54,17 @@ public enum TokenServiceSimulatorError: Error, Sendable, Hashable, CustomStringC
             "TMP refused the token service: \(error)"
         case .invalidDecision(let reason):
             "TMP's tokenization decision is invalid: \(reason)"
+        }
+    }
+}
+
+extension TokenServiceSimulatorError: TokenServiceCommandRefusal {
+    /// An unknown token, or a command its state does not allow, is the token service's final
+    /// answer (TMP declines an activation so refused); the rest are failures.
+    public var isRefusedForGood: Bool {
+        switch self {
+        case .unknownToken, .illegalTransition: true
+        case .notConnected, .timedOut, .notAwaitingActivation, .invalidSerialNumber, .issuerRefused, .invalidDecision: false
         }
     }
 }

@@ -49,6 +49,27 @@ struct LifecycleCommandTests {
         }
     }
 
+    /// The token service's final refusal of an activation (here: the pass was removed there,
+    /// and TMP has not heard yet) is DECLINED with its reason, not FAILED "try again later",
+    /// which no retry would change.
+    @Test func anActivationTheTokenServiceRefusesForGoodIsDeclinedWithItsReason() async throws {
+        let tmp = try await LiveTMP(policy: .inApp, delivery: .manual)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(reference)?.status == .inactive)
+            // Removed at the token service; its DEACTIVATED event not yet sent.
+            try await session.simulator.change(.passRemoved, tokenUniqueReference: reference)
+            let response = try await session.activate(reference)
+            #expect(response.issuerMobileAppAuthResponse == .declined)
+            #expect(response.comment.contains("the token service refused the activation"), "\(response.comment)")
+            #expect(try await session.tmpToken(reference)?.status == .inactive, "TMP's record waits for the token service's event")
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(reference)?.status == .deactivated)
+        }
+    }
+
     @Test func blockUnblockAndCloseReachTheSimulatorAndTheObserverAndTMPEndsRight() async throws {
         let tmp = try await LiveTMP(policy: .immediate)
         try await tmp.run { session in

@@ -162,6 +162,13 @@ public struct PushProvisioningService: Sendable {
         }
         do {
             try await environment.tokenService.activate(token)
+        } catch let refusal as any TokenServiceCommandRefusal where refusal.isRefusedForGood {
+            // The token service's final answer (the token unknown to it, or in a state that
+            // takes no activation there): asking again would not change it. TMP's record
+            // follows from the token service's events.
+            let reason = Redaction.cardNumbers(in: refusal.description)
+            environment.logger.notice("token service refused the activation", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "reason": "\(reason)"])
+            return answer(.declined, "the token service refused the activation: \(reason)")
         } catch {
             environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return answer(.failed, "the token service could not be reached or did not answer in time; try again later")

@@ -56,6 +56,18 @@ public struct UnconfiguredTokenServiceConnector: TokenServiceConnector {
 /// even send the request. Any other error leaves open whether the command was carried out.
 public protocol TokenServiceCommandNotSent: Error {}
 
+/// An error that may say the token service answered and refused the command for good: it
+/// holds no such token, or the token's state there does not allow the command. Sending it
+/// again would get the same answer (unlike an outage or a time-out), so TMP answers an in-app
+/// activation refused so `DECLINED` with the token service's reason, not `FAILED` ("try
+/// again later"). A connector's error type conforms and says which of its errors are such
+/// refusals; any other error is a command TMP could not confirm.
+public protocol TokenServiceCommandRefusal: Error, CustomStringConvertible {
+    /// Whether the token service refused the command for good (true), rather than failed to
+    /// carry it out or answer (false).
+    var isRefusedForGood: Bool { get }
+}
+
 /// What a failed token service command tells about its effect.
 public enum TokenServiceCommandOutcome {
     /// Whether the command that threw `error` certainly never reached the token service: a
