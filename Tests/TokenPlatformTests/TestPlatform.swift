@@ -61,7 +61,7 @@ struct TestPlatform {
     /// a caller cancelled at a chosen step.
     let cancelAtNextNow = Locked(false)
     let logs = Locked<[String]>([])
-    let environment: PlatformEnvironment
+    var environment: PlatformEnvironment
     let counter = Locked(0)
 
     /// An instance on a fresh SQLite database (in memory unless `databasePath` is given).

@@ -56,7 +56,7 @@ public struct PlatformEnvironment: Sendable {
     /// Lets one line a second through for each reason `signed-cards` refuses a certificate
     /// chain, shared by every copy of this environment: a cardholder may send bad chains at
     /// request rate.
-    let chainRefusalLog = KeyedWarningThrottle(interval: .seconds(1))
+    var chainRefusalLog = KeyedWarningThrottle(interval: .seconds(1))
 
     /// Creates an environment.
     ///
