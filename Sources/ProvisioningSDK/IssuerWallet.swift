@@ -37,6 +37,8 @@ public actor IssuerWallet {
     // started after the one last published may replace it.
     private var readsStarted = 0
     private var lastPublishedRead = 0
+    /// Sign-outs whose wipe of the shared folder has not returned yet.
+    private var signOutsUnderWay = 0
     /// Passes in-app flows added that TMP did not list at the last read.
     public private(set) var passesAwaitingIssuer: [AddedPass] = []
     /// The waits between the reads made while ``passesAwaitingIssuer`` is not empty, from the
@@ -93,7 +95,8 @@ public actor IssuerWallet {
         let awaited = passesAwaitingIssuer
         let startedAt = now()
         let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: startedAt)
-        if read > lastPublishedRead {
+        // Not while a sign-out is under way: the read was made for the cardholder leaving.
+        if read > lastPublishedRead, signOutsUnderWay == 0 {
             lastPublishedRead = read
             // What this read learnt of the records it was given; ones added meanwhile stay.
             let given = Set(awaited.map(\.id))
@@ -142,6 +145,14 @@ public actor IssuerWallet {
         importedExtensionAdds = []
         latestStatusReadAt = nil
         stopRechecking()
+        // A read that ends while the wipe waits for the shared folder's lock, or that began
+        // meanwhile, was made for the cardholder signing out (the app leaves its identity
+        // provider afterwards): it publishes and writes nothing either.
+        signOutsUnderWay += 1
+        defer {
+            signOutsUnderWay -= 1
+            lastPublishedRead = readsStarted
+        }
         try await sharedStorage?.signOut()
     }
 

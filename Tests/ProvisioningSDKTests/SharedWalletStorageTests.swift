@@ -131,8 +131,12 @@ struct SharedWalletStorageTests {
         try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice"))
         if signsInMeanwhile {
             app.user.withValue { $0 = "bob" }
+            // Bob's session is saved before his first status is recorded; recording it (with
+            // the signed-out cardholder's late snapshot there) keeps it.
+            try ExtensionSessionStore(secrets: app.secrets).save(Fixtures.session(user: "bob"))
             try await app.wallet.refreshStatus()
             #expect(app.directory.readSnapshot()?.userId == "bob")
+            #expect(ExtensionSessionStore(secrets: app.secrets).validSession(at: Date(timeIntervalSince1970: 1_790_000_000), userId: "bob") != nil, "bob's session stays")
         }
         flock(other, LOCK_UN)
         locked = false
@@ -144,25 +148,45 @@ struct SharedWalletStorageTests {
         }
     }
 
-    /// A status recorded while sign-out waits for the lock (the next sign-in's) is written
-    /// after the wipe, not before it where the wipe would remove it.
-    @Test func aSnapshotRecordedDuringTheSignOutWipeIsWrittenAfterIt() async throws {
+    /// While sign-out waits for the lock: a status recorded then (through the storage) is
+    /// written after the wipe, not before it where the wipe would remove it; and a read the app
+    /// starts then is made for the cardholder signing out, so the wallet neither publishes nor
+    /// writes it.
+    @Test func aStatusDuringTheSignOutWipeIsWrittenAfterItAndTheWalletsOwnReadNotAtAll() async throws {
         let app = try App(cards: [Fixtures.card("card-1")], wipeLockPatience: .seconds(20))
         defer { app.folder.remove() }
+        let storage = try #require(app.wallet.sharedStorage)
         try await app.wallet.refreshStatus()
+        let status = try #require(await app.wallet.latestStatus)
         let other = open(app.directory.lockURL.path, O_RDWR | O_CREAT, 0o600)
         try #require(other >= 0)
         defer { close(other) }
+        func waitForTheWipe() async throws {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while await !storage.isSigningOut, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            try #require(await storage.isSigningOut, "the sign-out waits for the lock")
+        }
+        // Through the storage.
         try #require(flock(other, LOCK_EX) == 0)
-        let signOut = Task.detached { try await app.wallet.signOut() }
-        // Time for the sign-out to reach its wait for the lock.
-        try await Task.sleep(for: .milliseconds(200))
-        let read = Task.detached { try await app.wallet.refreshStatus() }
-        try await Task.sleep(for: .milliseconds(200))
+        let first = Task.detached { try await app.wallet.signOut() }
+        try await waitForTheWipe()
+        let recorded = Task.detached { try await storage.record(status) }
+        try await Task.sleep(for: .milliseconds(50))
         flock(other, LOCK_UN)
-        try await signOut.value
+        try await first.value
+        try await recorded.value
+        #expect(app.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"], "written after the wipe")
+        // The wallet's own read.
+        try #require(flock(other, LOCK_EX) == 0)
+        let second = Task.detached { try await app.wallet.signOut() }
+        try await waitForTheWipe()
+        let read = Task.detached { try await app.wallet.refreshStatus() }
+        try await Task.sleep(for: .milliseconds(50))
+        flock(other, LOCK_UN)
+        try await second.value
         _ = try await read.value
-        #expect(app.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"], "the new snapshot is there after the wipe")
+        #expect(app.directory.readSnapshotFile() == .missing, "the signed-out cardholder's read was not written")
+        #expect(await app.wallet.latestStatus == nil)
     }
 
     /// A wait for the folder's lock from `async` code holds no thread: more waiters than the

@@ -21,9 +21,20 @@ struct PostgresContentionTests {
             }
             #expect(attempts.current == PostgresStore.maximumAttempts)
             #expect(readRace.map { DatabaseUnavailable.isUnavailable($0) } == true)
-            // A unique key another transaction took first (23505), every time.
+            #expect(readRace?.reason.contains("lost its race") == true)
+            // A deadlock every time (40P01, raised here as the server would).
             attempts.withValue { $0 = 0 }
-            let keyRace = await #expect(throws: DatabaseUnavailable.self) {
+            await #expect(throws: DatabaseUnavailable.self) {
+                try await store.transaction { connection in
+                    attempts.withValue { $0 += 1 }
+                    try await connection.query("DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$", logger: PostgresTestDatabase.logger)
+                }
+            }
+            #expect(attempts.current == PostgresStore.maximumAttempts)
+            // A unique key taken every time (23505) is retried, then stays what it is: more
+            // likely a bug than a race lost eight times.
+            attempts.withValue { $0 = 0 }
+            let keyTaken = await #expect(throws: PSQLError.self) {
                 try await store.transaction { connection in
                     attempts.withValue { $0 += 1 }
                     try await connection.query("CREATE TEMPORARY TABLE IF NOT EXISTS race (id int PRIMARY KEY)", logger: PostgresTestDatabase.logger)
@@ -31,7 +42,7 @@ struct PostgresContentionTests {
                 }
             }
             #expect(attempts.current == PostgresStore.maximumAttempts)
-            #expect(keyRace?.reason.contains("lost its race") == true)
+            #expect(keyTaken?.serverInfo?[.sqlState] == "23505")
             // Another failure is not retried, and stays what it is.
             attempts.withValue { $0 = 0 }
             await #expect(throws: PSQLError.self) {

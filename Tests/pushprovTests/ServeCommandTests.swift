@@ -8,8 +8,13 @@ import FoundationNetworking
 #endif
 #if canImport(Glibc)
 import Glibc
+/// The C library's `send` and `connect` (the suite has methods of those names).
+private let systemSend = Glibc.send
+private let systemConnect = Glibc.connect
 #elseif canImport(Darwin)
 import Darwin
+private let systemSend = Darwin.send
+private let systemConnect = Darwin.connect
 #endif
 
 /// Starts the real `pushprov serve` binary on a free loopback port and drives it over HTTP.
@@ -343,7 +348,7 @@ struct ServeCommandTests {
         defer { close(connection) }
         let head = "PUT /lifecycle/cards/card-1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"userId\":"
         let bytes = Array(head.utf8)
-        try #require(bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, 0) } == bytes.count)
+        try #require(bytes.withUnsafeBytes { systemSend(connection, $0.baseAddress, $0.count, 0) } == bytes.count)
         // Time for the server to read the head and wait for the body.
         try await Task.sleep(for: .milliseconds(500))
         let asked = ContinuousClock.now
@@ -370,7 +375,7 @@ struct ServeCommandTests {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(connection, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { systemConnect(connection, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         if connected != 0 { close(connection) }
         try #require(connected == 0, "cannot connect to port \(port)")

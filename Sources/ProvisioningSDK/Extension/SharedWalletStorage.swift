@@ -85,15 +85,19 @@ public actor SharedWalletStorage {
         guard order > lastOrder else { return }
         lastOrder = order
         // Written after a sign-out's wipe under way, never before it (where the wipe would
-        // remove it).
-        if let signingOut { _ = await signingOut.result }
+        // remove it); also after one that began while this waited.
+        var awaited: Task<Void, any Error>?
+        while let wiping = signingOut, wiping != awaited {
+            awaited = wiping
+            _ = await wiping.result
+        }
         let generation = generation
         guard let userId = await sharing.userId() else { return }
         // Another record, or a sign-out, may have run while the user id was asked for.
         guard order == lastOrder, generation == self.generation else { return }
         let directory = sharing.directory
         if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
-            try await wipe()
+            try await wipe(keepingSessionOf: userId)
             guard order == lastOrder, generation == self.generation else { return }
         }
         let snapshot = ExtensionSnapshot(status, userId: userId, writtenAt: sharing.now(), artFileNames: directory.artFileNames(for: status))
@@ -137,6 +141,9 @@ public actor SharedWalletStorage {
         try await wipe.value
     }
 
+    /// Whether a sign-out's wipe is under way (waiting for the shared folder's lock, say).
+    public var isSigningOut: Bool { signingOut != nil }
+
     /// Waits until the second wipe after a sign-out that wiped without the shared folder's
     /// lock, if one is pending, is done or given up.
     public func secondWipeEnded() async {
@@ -156,9 +163,13 @@ public actor SharedWalletStorage {
         let written = snapshotsWritten
         let directory = sharing.directory
         let window = sharing.wipeAgainWindow
+        let secrets = sharing.secrets
         wipeAgain = Task {
             try? await directory.withLockWithoutBlocking(waitingAtMost: window) {
                 guard generation == self.generation, written == self.snapshotsWritten else { return }
+                // A session saved since the first wipe is a sign-in of its own, whose Wallet
+                // extension may have written here first: its folder stays.
+                guard (try? secrets.secret(for: ExtensionSessionStore.key)) == nil else { return }
                 try directory.removeAll()
             }
         }
@@ -201,12 +212,20 @@ public actor SharedWalletStorage {
         if generation == self.generation { artTask = nil }
     }
 
-    private func wipe(signingOut: Bool = false) async throws {
+    /// Removes the folder and every shared secret — but, with `userId`, a stored extension
+    /// session of that cardholder's (the one signing in now, saved before their first status
+    /// was recorded) is put back.
+    private func wipe(signingOut: Bool = false, keepingSessionOf userId: String? = nil) async throws {
         let directory = sharing.directory
         let secrets = sharing.secrets
+        let now = sharing.now()
         let wipeAll = {
+            let kept = userId.flatMap { userId in
+                ExtensionSessionStore(secrets: secrets).validSession(at: now, userId: userId).flatMap { _ in try? secrets.secret(for: ExtensionSessionStore.key) }
+            }
             try directory.removeAll()
             try secrets.removeAllSecrets()
+            if let kept { try secrets.setSecret(kept, for: ExtensionSessionStore.key) }
         }
         do {
             // Under the folder's lock: a Wallet extension that checked its session is still

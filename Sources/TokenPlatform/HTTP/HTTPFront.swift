@@ -248,20 +248,22 @@ final class ConnectionRequests: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    /// Runs `operation` on a task of its own; at once cancelled if ``cancelAll()`` came first.
+    /// Runs `operation` on a task of its own; not at all once ``cancelAll()`` came (a request
+    /// read after the shutdown's grace is not carried out: no answer could be sent).
     func run(_ operation: @escaping @Sendable () async -> Void) {
         state.withLockedValue { state in
+            guard !state.cancelled else { return }
             let id = state.next
             state.next += 1
             let task = Task {
                 await operation()
                 self.finished(id)
             }
-            if state.cancelled { task.cancel() } else { state.tasks[id] = task }
+            state.tasks[id] = task
         }
     }
 
-    /// Cancels the tasks running, and any started later.
+    /// Cancels the tasks running; none is started later.
     func cancelAll() {
         let tasks = state.withLockedValue { state in
             state.cancelled = true
