@@ -355,6 +355,10 @@ struct ConnectorTimeoutTests {
                 #expect(calls.current == before, "a command reported not sent reached the connector")
             } catch is TimeLimitedTokenServiceConnector.TimedOut {
                 // Handed over, then given up at the limit.
+            } catch is TimeLimitedTokenServiceConnector.EarlierCommandUnfinished {
+                // The command given up before this one had not returned yet: this one is held
+                // back, never handed over (a loaded machine lets that happen now and then). The
+                // earlier one may still reach the connector meanwhile, so no count is checked.
             }
         }
     }
