@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
+import ServiceLifecycle
 import SDKTestSupport
 import TMPTestSupport
 import Testing
@@ -967,6 +968,76 @@ struct HTTPFrontTests {
         }
         let rest = try await blocking { try connection.readToEnd() }
         #expect(rest.isEmpty, "the idle connection was closed by the shutdown")
+    }
+
+    /// A shutdown past its grace (`serve --shutdown-grace`): the request still being answered
+    /// is cancelled (its handler sees the cancellation rather than running on unowned), its
+    /// connection closes, and the server returns soon after the grace.
+    @Test func aRequestStillRunningPastTheShutdownsGraceIsCancelledAndItsConnectionClosed() async throws {
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let cancelled = Locked(false)
+        let router = Router()
+        router.get("/slow") { _, _ -> Response in
+            enteredContinuation.yield()
+            do {
+                try await Task.sleep(for: .seconds(120))
+            } catch {
+                cancelled.withValue { $0 = true }
+                throw error
+            }
+            return Response(status: .ok)
+        }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let server = TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, onServerRunning: { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        })
+        var configuration = ServiceGroupConfiguration(services: [server], gracefulShutdownSignals: [], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(1)
+        let group = ServiceGroup(configuration: configuration)
+        let running = Task { try await group.run() }
+        var portIterator = ports.makeAsyncIterator()
+        guard let port = await portIterator.next() else {
+            running.cancel()
+            throw TestFailure("the server did not start")
+        }
+        let connection = try await blocking {
+            let connection = try RawConnection(port: port, receiveTimeout: .seconds(30))
+            try connection.send("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            return connection
+        }
+        var enteredIterator = entered.makeAsyncIterator()
+        await enteredIterator.next()
+        let shutdownAsked = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        // The group may end with the cancellation it used past the grace; either way it ends.
+        _ = await running.result
+        let tookToStop = ContinuousClock.now - shutdownAsked
+        let rest = try await blocking { try connection.readToEnd() }
+        #expect(cancelled.current, "the request's handler was cancelled, not left running")
+        #expect(tookToStop < .seconds(20), "the server stopped soon after its grace, not after the request (\(tookToStop))")
+        #expect(String(decoding: rest, as: UTF8.self).hasPrefix("HTTP/1.1 200") == false, "no answer claims the request was carried out")
+    }
+
+    /// A request read once its connection's requests were cancelled (after the shutdown's
+    /// grace) is not carried out at all: no answer could be sent.
+    @Test func aRequestReadAfterItsConnectionsRequestsWereCancelledIsNotRun() async throws {
+        let requests = ConnectionRequests()
+        let (done, doneContinuation) = AsyncStream.makeStream(of: Void.self)
+        let ran = Locked(0)
+        requests.run {
+            ran.withValue { $0 += 1 }
+            doneContinuation.yield()
+        }
+        var iterator = done.makeAsyncIterator()
+        await iterator.next()
+        requests.cancelAll()
+        requests.run { ran.withValue { $0 += 1 } }
+        // Nothing was started: the table holds no task, and nothing runs later either.
+        #expect(requests.running == 0)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(ran.current == 1)
     }
 }
 
