@@ -38,6 +38,10 @@ public enum AppleIssuerEncryptionRules {
         guard marker.critical else {
             return ChainRefusal(.leafMarkerNotCritical, "the leaf's marker extension \(leafMarkerOID) must be critical")
         }
+        // Apple's leaf carries the marker as an ASN.1 NULL; any other value is not Apple's marker.
+        guard marker.value.elementsEqual([0x05, 0x00]) else {
+            return ChainRefusal(.leafMarkerValue, "the leaf's marker extension \(leafMarkerOID) must hold an ASN.1 NULL")
+        }
         return nil
     }
 

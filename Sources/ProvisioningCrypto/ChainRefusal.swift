@@ -27,6 +27,8 @@ public struct ChainRefusal: Error, Sendable, Hashable, CustomStringConvertible {
         case leafMarkerMissing = "leaf_marker_missing"
         /// The leaf carries the marker extension but not as critical.
         case leafMarkerNotCritical = "leaf_marker_not_critical"
+        /// The leaf's marker extension holds something other than an ASN.1 NULL.
+        case leafMarkerValue = "leaf_marker_value"
         /// The intermediate lacks the Apple marker extension 1.2.840.113635.100.6.2.15.
         case intermediateMarkerMissing = "intermediate_marker_missing"
         /// The intermediate's key is not an EC P-256 key.

@@ -174,6 +174,13 @@ struct ChainRefusalTests {
         #expect(try await refusal(try pki.chain(options: options)).code == .leafMarkerNotCritical)
     }
 
+    @Test(arguments: [[UInt8](), [0x04, 0x00], [0x05, 0x01, 0x00], [0x05, 0x00, 0x00]])
+    func refusesAMarkerThatIsNotANull(_ value: [UInt8]) async throws {
+        var options = TestPKI.Options()
+        options.leafMarker = .criticalWithValue(value)
+        #expect(try await refusal(try pki.chain(options: options)).code == .leafMarkerValue)
+    }
+
     @Test(arguments: [
         KeyUsage(digitalSignature: true),
         KeyUsage(keyEncipherment: true),

@@ -8,7 +8,7 @@ import _CryptoExtras
 /// Builds Apple-shaped certificate chains with knobs for every way a chain can be wrong.
 struct TestPKI {
     enum LeafKey { case p256, p384, rsa }
-    enum Marker { case absent, critical, nonCritical }
+    enum Marker { case absent, critical, nonCritical, criticalWithValue([UInt8]) }
 
     struct Options {
         var leafKey: LeafKey = .p256
@@ -99,6 +99,7 @@ struct TestPKI {
         case .absent: break
         case .critical: extensions.append(Certificate.Extension(oid: AppleIssuerEncryptionRules.leafMarkerOID, critical: true, value: [0x05, 0x00]))
         case .nonCritical: extensions.append(Certificate.Extension(oid: AppleIssuerEncryptionRules.leafMarkerOID, critical: false, value: [0x05, 0x00]))
+        case .criticalWithValue(let value): extensions.append(Certificate.Extension(oid: AppleIssuerEncryptionRules.leafMarkerOID, critical: true, value: value[...]))
         }
         let publicKey: Certificate.PublicKey
         var agreementKey: P256.KeyAgreement.PrivateKey?

@@ -183,6 +183,28 @@ struct PushProvisioningRouteTests {
         #expect(trail.contains("card.create") && !trail.contains("card.seal"), "\(trail)")
     }
 
+    @Test func aStoredCardNumberOtherThanTheCardsIsA500AndNothingIsSealed() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice", pan: "4111111111111111")
+            let old = try #require(try await platform.store.card(externalCardId: "a1")).encryptedPAN
+            // The number replaced (compromised), then its old ciphertext written back into the row
+            // (a backup restored by hand): it decrypts, being bound to the same card id.
+            try await api.putCard("a1", user: "alice", pan: "5555555555554444")
+            let current = try #require(try await platform.store.card(externalCardId: "a1")).encryptedPAN
+            let audit = AuditEntry(at: Date(), actor: "test", action: "card.reencrypt", subject: "card:a1", detail: "old ciphertext written back")
+            #expect(try await platform.store.replaceEncryptedPANs([EncryptedPANChange(externalCardId: "a1", expected: current, replacement: old, audit: audit)]) == ["a1"])
+            let reply = try await api.signCard("a1", user: "alice")
+            #expect(reply.status == .internalServerError && reply.error?.code == "internal_error")
+            #expect(reply.error?.message == "the server failed to process the request")
+        }
+        let lines = platform.logs.current.filter { $0.contains("is not the one the card was stored with") }
+        #expect(lines.count == 1 && lines.first?.hasPrefix("error ") == true, "\(platform.logs.current)")
+        #expect(!platform.logs.current.joined().contains("4111111111111111"))
+        let trail = try await platform.store.auditEntries(subject: "card:a1").map(\.action)
+        #expect(!trail.contains("card.seal"), "\(trail)")
+    }
+
     @Test func anotherUsersCardAnswersExactlyLikeAMissingOne() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

@@ -77,6 +77,16 @@ public struct PushProvisioningService: Sendable {
             // Without detail, as every 500: what went wrong is in the operator's log.
             throw TMPError.internalError
         }
+        // The ciphertext is bound to its card id, not to the card's current number: one stored
+        // for an earlier number of the same card (restored from a backup, written back by hand)
+        // decrypts as well. The keyed hash the card was stored with says which number it has.
+        guard constantTimeEquals(environment.vault.lookupHash(pan), card.panLookupHash) else {
+            environment.logger.error(
+                "a stored card number is not the one the card was stored with (its lookup hash differs): the card cannot be provisioned",
+                metadata: ["card": "\(Redaction.identifier(card.externalCardId))"]
+            )
+            throw TMPError.internalError
+        }
         let payload: PassDataPayload
         do {
             payload = try PassDataPayload(
