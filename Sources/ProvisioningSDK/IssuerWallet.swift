@@ -91,19 +91,23 @@ public actor IssuerWallet {
     public func refreshStatus() async throws(TMPClientError) -> WalletStatusSnapshot {
         readsStarted += 1
         let read = readsStarted
+        // Whom the read is for, so it is not shown to or written for a cardholder who signed in
+        // (without the previous one signing out) while it ran.
+        let readFor = await sharedStorage?.sharing.userId()
         await importExtensionAdds()
         let awaited = passesAwaitingIssuer
         let startedAt = now()
         let (snapshot, stillAwaited) = try await WalletStatusReader(client: client, passLibrary: passLibrary).read(addedPasses: awaited, now: startedAt)
         // Not while a sign-out is under way: the read was made for the cardholder leaving.
-        if read > lastPublishedRead, signOutsUnderWay == 0 {
+        // (The sign-in check may wait, so the order and sign-outs are checked after it too.)
+        if read > lastPublishedRead, signOutsUnderWay == 0, await isStillSignedIn(readFor), read > lastPublishedRead, signOutsUnderWay == 0 {
             lastPublishedRead = read
             // What this read learnt of the records it was given; ones added meanwhile stay.
             let given = Set(awaited.map(\.id))
             let kept = Dictionary(uniqueKeysWithValues: stillAwaited.map { ($0.id, $0) })
             passesAwaitingIssuer = passesAwaitingIssuer.compactMap { given.contains($0.id) ? kept[$0.id] : $0 }
             if passesAwaitingIssuer.isEmpty { stopRechecking() }
-            await publish(snapshot, read: read, readAt: startedAt)
+            await publish(snapshot, read: read, readAt: startedAt, readFor: readFor)
             // Adds of cards this read was the first to list wait for the next read.
             await importExtensionAdds()
         }
@@ -305,14 +309,22 @@ public actor IssuerWallet {
 
     // MARK: Publishing
 
-    private func publish(_ snapshot: WalletStatusSnapshot, read: Int, readAt: Date) async {
+    /// Whether `readFor`, the cardholder signed in when a read began (nil without shared
+    /// storage, or when nobody was), is still the one signed in.
+    private func isStillSignedIn(_ readFor: String?) async -> Bool {
+        guard let sharedStorage, let readFor else { return true }
+        guard let current = await sharedStorage.sharing.userId() else { return false }
+        return current.isSameIdentifier(as: readFor)
+    }
+
+    private func publish(_ snapshot: WalletStatusSnapshot, read: Int, readAt: Date, readFor: String?) async {
         latestStatus = snapshot
         latestStatusReadAt = readAt
         for continuation in subscribers.values {
             continuation.yield(snapshot)
         }
         // The extensions make do with the previous snapshot if this one cannot be written.
-        try? await sharedStorage?.record(snapshot, order: read)
+        try? await sharedStorage?.record(snapshot, order: read, readFor: readFor)
     }
 
     private func unsubscribe(_ id: UUID) {

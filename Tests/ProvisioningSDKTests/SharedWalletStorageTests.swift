@@ -149,10 +149,11 @@ struct SharedWalletStorageTests {
     }
 
     /// While sign-out waits for the lock: a status recorded then (through the storage) is
-    /// written after the wipe, not before it where the wipe would remove it; and a read the app
+    /// dropped, since it may have been read for the cardholder leaving (the app leaves its
+    /// identity provider after the wallet, so the user id does not tell); and a read the app
     /// starts then is made for the cardholder signing out, so the wallet neither publishes nor
     /// writes it.
-    @Test func aStatusDuringTheSignOutWipeIsWrittenAfterItAndTheWalletsOwnReadNotAtAll() async throws {
+    @Test func aStatusDuringTheSignOutWipeIsDroppedAndTheWalletsOwnReadNotPublished() async throws {
         let app = try App(cards: [Fixtures.card("card-1")], wipeLockPatience: .seconds(20))
         defer { app.folder.remove() }
         let storage = try #require(app.wallet.sharedStorage)
@@ -175,7 +176,10 @@ struct SharedWalletStorageTests {
         flock(other, LOCK_UN)
         try await first.value
         try await recorded.value
-        #expect(app.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"], "written after the wipe")
+        #expect(app.directory.readSnapshotFile() == .missing, "not written after the wipe either")
+        // Once the sign-out has returned, a status is written again.
+        try await storage.record(status)
+        #expect(app.directory.readSnapshot()?.cards.map(\.externalCardId) == ["card-1"])
         // The wallet's own read.
         try #require(flock(other, LOCK_EX) == 0)
         let second = Task.detached { try await app.wallet.signOut() }
@@ -235,6 +239,70 @@ struct SharedWalletStorageTests {
         try await app.wallet.refreshStatus()
         #expect(await app.wallet.latestStatus?["card-1"] != nil)
         #expect(app.directory.readSnapshot()?.userId == "alice")
+    }
+
+    /// A read that began for one cardholder and ends after another signed in (without the
+    /// first signing out) is neither shown to nor written for the new one.
+    @Test func aReadForThePreviousCardholderIsNotPublishedForTheNextOne() async throws {
+        let gate = AsyncGate()
+        let app = try App(cards: [Fixtures.card("card-1")], holdingCards: gate)
+        defer { app.folder.remove() }
+        let read = Task { try await app.wallet.refreshStatus() }
+        await gate.waitForArrivals(1)
+        app.user.withValue { $0 = "bob" }
+        gate.open()
+        #expect(try await read.value["card-1"] != nil, "its caller still gets what it read")
+        #expect(await app.wallet.latestStatus == nil)
+        #expect(app.directory.readSnapshotFile() == .missing, "alice's cards not written as bob's")
+        // Bob's own read is.
+        try await app.wallet.refreshStatus()
+        #expect(app.directory.readSnapshot()?.userId == "bob")
+    }
+
+    /// A secret store that notes whether the shared folder was still there when it was cleared,
+    /// and can refuse to be cleared.
+    final class WatchedSecrets: SecretStore {
+        let inner = MemorySecretStore()
+        let folder: URL
+        let refuses: Bool
+        let folderThereWhenCleared = Locked<[Bool]>([])
+        init(folder: URL, refuses: Bool) {
+            self.folder = folder
+            self.refuses = refuses
+        }
+        func secret(for key: String) throws -> Data? { try inner.secret(for: key) }
+        func setSecret(_ secret: Data, for key: String) throws { try inner.setSecret(secret, for: key) }
+        func removeSecret(for key: String) throws { try inner.removeSecret(for: key) }
+        func removeAllSecrets() throws {
+            folderThereWhenCleared.withValue { $0.append(FileManager.default.fileExists(atPath: folder.path)) }
+            if refuses { throw SharedStorageError(.busy, "refused for the test") }
+            try inner.removeAllSecrets()
+        }
+    }
+
+    /// Sign-out clears the secrets before the folder (a folder that cannot be removed must not
+    /// keep the extensions' session), and removes the folder even when the secrets refuse.
+    @Test(arguments: [false, true])
+    func signOutClearsTheSecretsFirstAndTriesBoth(secretsRefuse: Bool) async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let directory = SharedWalletDirectory(containerURL: folder.url.appendingPathComponent("group"))
+        let secrets = WatchedSecrets(folder: directory.url, refuses: secretsRefuse)
+        try ExtensionSessionStore(secrets: secrets).save(Fixtures.session(user: "alice"))
+        let storage = SharedWalletStorage(
+            sharing: WalletExtensionSharing(directory: directory, secrets: secrets, userId: { "alice" }, now: { Date(timeIntervalSince1970: 1_790_000_000) }),
+            client: Fixtures.client(Fixtures.server(cards: [], tokens: []))
+        )
+        try await storage.record(WalletStatusSnapshot(cards: [], passLibraryAvailable: true))
+        #expect(directory.readSnapshot()?.userId == "alice")
+        var failure: (any Error)?
+        do { try await storage.signOut() } catch { failure = error }
+        #expect((failure != nil) == secretsRefuse, "a refusal is reported, and only then: \(String(describing: failure))")
+        #expect(secrets.folderThereWhenCleared.current.first == true, "the secrets went first")
+        #expect(directory.readSnapshotFile() == .missing, "the folder went too")
+        if !secretsRefuse {
+            #expect(try secrets.secret(for: ExtensionSessionStore.key) == nil)
+        }
     }
 
     @Test func anotherCardholderSigningInRemovesThePreviousSession() async throws {

@@ -40,8 +40,9 @@ extension SharedWalletDirectory {
     public var extensionAddsURL: URL { url.appendingPathComponent("extension-adds.json") }
 
     /// Adds `add` to the recent ones, keeping the newest ``maximumExtensionAdds`` younger than
-    /// ``extensionAddLifetime`` at `now`; the file is replaced atomically. Call it under
-    /// ``withLock(waitingAtMost:_:)`` (two extension processes may record at once).
+    /// ``extensionAddLifetime`` at `now`; the file is replaced atomically. Call it under the
+    /// folder's lock (two extension processes may record at once): from `async` code through
+    /// ``withLockWithoutBlocking(waitingAtMost:isolation:_:)``, which holds no thread while it waits.
     public func recordExtensionAdd(_ add: ExtensionAdd, now: Date) throws {
         guard Self.isPlausible(add) else {
             throw SharedStorageError(.invalidName, "an extension add needs a TMP card id and a cardholder id of at most \(Self.maximumExtensionAddUserIdLength) bytes")

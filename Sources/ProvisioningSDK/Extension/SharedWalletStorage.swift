@@ -75,26 +75,32 @@ public actor SharedWalletStorage {
     /// Writes the snapshot of `status` for the signed-in cardholder and starts fetching art
     /// that is missing or old. Nothing is written while nobody is signed in. When another
     /// cardholder's snapshot is there, their session and art are removed first.
+    ///
+    /// A status handed in while a sign-out is under way (``isSigningOut``), or that a sign-out
+    /// overtakes before it is written, is dropped: it was read for whoever was signed in when
+    /// its read began, which may be the cardholder leaving. Record a new cardholder's first
+    /// status once ``signOut()`` has returned.
     public func record(_ status: WalletStatusSnapshot) async throws {
-        try await record(status, order: lastOrder + 1)
+        try await record(status, order: lastOrder + 1, readFor: nil)
     }
 
     /// ``record(_:)`` for the status with this place in the order statuses were read
-    /// (``IssuerWallet``'s read count): one older than the last written is dropped.
-    func record(_ status: WalletStatusSnapshot, order: Int) async throws {
+    /// (``IssuerWallet``'s read count): one older than the last written is dropped. With
+    /// `readFor` (the cardholder signed in when the read began), it is dropped as well when
+    /// somebody else is signed in by the time it would be written.
+    func record(_ status: WalletStatusSnapshot, order: Int, readFor: String?) async throws {
         guard order > lastOrder else { return }
         lastOrder = order
-        // Written after a sign-out's wipe under way, never before it (where the wipe would
-        // remove it); also after one that began while this waited.
-        var awaited: Task<Void, any Error>?
-        while let wiping = signingOut, wiping != awaited {
-            awaited = wiping
-            _ = await wiping.result
-        }
+        // Never for the cardholder signing out: the wipe under way would remove it, or (were it
+        // written after the wipe) it would outlive their sign-out.
+        guard signingOut == nil else { return }
         let generation = generation
         guard let userId = await sharing.userId() else { return }
         // Another record, or a sign-out, may have run while the user id was asked for.
-        guard order == lastOrder, generation == self.generation else { return }
+        guard order == lastOrder, generation == self.generation, signingOut == nil else { return }
+        // Read for another cardholder than the one signed in now (one signed in without the
+        // previous one signing out first): not theirs to see.
+        if let readFor, !readFor.isSameIdentifier(as: userId) { return }
         let directory = sharing.directory
         if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
             try await wipe(keepingSessionOf: userId)
@@ -118,10 +124,11 @@ public actor SharedWalletStorage {
         }
     }
 
-    /// Sign-out: removes the snapshot, the art and every shared secret (the extensions'
-    /// session among them), and drops art still arriving. A Wallet extension's refresh that
-    /// was running then writes nothing afterwards (it finds its session gone; see
-    /// ``SharedWalletDirectory/withLock(waitingAtMost:_:)``).
+    /// Sign-out: removes every shared secret (the extensions' session among them), the
+    /// snapshot and the art, and drops art still arriving. A Wallet extension's refresh that
+    /// was running then writes nothing afterwards when the wipe had the folder's lock (it finds
+    /// its session gone); when the wipe went on without it, what the extension wrote is wiped
+    /// again once the lock is free (below).
     ///
     /// The wipe waits for the shared folder's lock without holding a thread, at most
     /// ``WalletExtensionSharing/wipeLockPatience``; then it goes on without the lock, and wipes
@@ -223,9 +230,19 @@ public actor SharedWalletStorage {
             let kept = userId.flatMap { userId in
                 ExtensionSessionStore(secrets: secrets).validSession(at: now, userId: userId).flatMap { _ in try? secrets.secret(for: ExtensionSessionStore.key) }
             }
-            try directory.removeAll()
-            try secrets.removeAllSecrets()
-            if let kept { try secrets.setSecret(kept, for: ExtensionSessionStore.key) }
+            // The secrets first, and each part whatever became of the other: a folder that
+            // cannot be removed (a file written into it meanwhile) must not keep the session
+            // that lets the extensions act for the cardholder; an extension that checks for its
+            // session before writing then writes nothing more. The first error is thrown.
+            var failure: (any Error)?
+            do {
+                try secrets.removeAllSecrets()
+                if let kept { try secrets.setSecret(kept, for: ExtensionSessionStore.key) }
+            } catch {
+                failure = error
+            }
+            do { try directory.removeAll() } catch { failure = failure ?? error }
+            if let failure { throw failure }
         }
         do {
             // Under the folder's lock: a Wallet extension that checked its session is still
@@ -233,9 +250,10 @@ public actor SharedWalletStorage {
             try await directory.withLockWithoutBlocking(waitingAtMost: sharing.wipeLockPatience, wipeAll)
         } catch let error as SharedStorageError where error.code == .busy {
             // Another process kept the lock past the patience: wiping cannot wait on it. What
-            // that process writes after this wipe is wiped again once it lets go.
-            try wipeAll()
+            // that process writes after this wipe is wiped again once it lets go (also when
+            // this wipe fails: that process's writes may be what made it fail).
             if signingOut { wipeAgainOnceTheLockIsFree() }
+            try wipeAll()
         } catch {
             // No lock to be had, or the wipe failed under it: wiping matters more than the
             // lock (and is idempotent), so once more without it; its error is the one thrown.
