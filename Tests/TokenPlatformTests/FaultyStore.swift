@@ -22,6 +22,8 @@ struct FaultyStore: TMPStore {
     let noteFailure = Locked<(any Error)?>(nil)
     /// Awaited, while set, after a note of a block suspension is written, in the caller's task.
     let afterNote = Locked<(@Sendable () async -> Void)?>(nil)
+    /// Awaited, while set, just before and just after a tokenization decision is recorded.
+    let aroundDecisionRecord = Locked<(before: @Sendable () async -> Void, after: @Sendable () async -> Void)?>(nil)
 
     private func check() throws {
         if let error = failure.current { throw error }
@@ -100,9 +102,13 @@ struct FaultyStore: TMPStore {
 
     func recordProvisioningAttempt(_ attempt: ProvisioningAttempt) async throws { try check(); try await base.recordProvisioningAttempt(attempt) }
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt? { try check(); return try await base.provisioningAttempt(activationDataId: activationDataId) }
-    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?, decidedOn card: DecidedCard?) async throws -> TokenizationDecisionRecording {
         try check()
-        return try await base.recordTokenizationDecision(decision, consumingActivationData: id)
+        let around = aroundDecisionRecord.current
+        await around?.before()
+        let recording = try await base.recordTokenizationDecision(decision, consumingActivationData: id, decidedOn: card)
+        await around?.after()
+        return recording
     }
     func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord? { try check(); return try await base.tokenizationDecision(requestId: requestId) }
     func tokenizationDecision(requestId: String, usingUp activationDataId: String) async throws -> TokenizationDecisionRecord? {

@@ -869,6 +869,31 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A decision that lets a token be made is recorded only while its card is still as it was
+    /// decided on; otherwise nothing is recorded and its activation data stays unused.
+    @Test(arguments: StoreFactory.all)
+    func aDecisionIsRecordedOnlyWhileItsCardIsAsDecidedOn(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1", "card.create"))
+            let asDecided = DecidedCard(externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "alice")
+            for (index, changed) in [
+                DecidedCard(externalCardId: "c1", panUniqueReference: "PUR-c1", userId: "bob"),
+                DecidedCard(externalCardId: "c1", panUniqueReference: "PUR-other", userId: "alice"),
+                DecidedCard(externalCardId: "c2", panUniqueReference: "PUR-c1", userId: "alice"),
+            ].enumerated() {
+                #expect(try await store.recordTokenizationDecision(Self.decision("r-changed-\(index)"), consumingActivationData: "jti-1", decidedOn: changed) == .cardChanged)
+                #expect(try await store.tokenizationDecision(requestId: "r-changed-\(index)") == nil, "nothing recorded")
+            }
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .blocked, at: Self.now) { _ in Self.audit("card:c1", "card.status") }
+            #expect(try await store.recordTokenizationDecision(Self.decision("r-blocked"), consumingActivationData: "jti-1", decidedOn: asDecided) == .cardChanged)
+            _ = try await store.setCardStatus(externalCardId: "c1", status: .active, at: Self.now) { _ in Self.audit("card:c1", "card.status") }
+            // The activation data was not used up by any of them.
+            #expect(try await store.recordTokenizationDecision(Self.decision("r-1"), consumingActivationData: "jti-1", decidedOn: asDecided) == .recorded)
+            #expect(try await store.tokenizationDecision(requestId: "r-1", usingUp: "jti-1") != nil)
+            #expect(try await store.recordTokenizationDecision(Self.decision("r-2"), consumingActivationData: "jti-1", decidedOn: asDecided) == .activationDataUsedBefore)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func aCardsTrailShowsItsSealsByTimeAmongItsEvents(factory: StoreFactory) async throws {
         try await factory.withStore { store in

@@ -247,6 +247,59 @@ struct TSPRouteTests {
         }
     }
 
+    /// The card given to another user (same PAN) after a green decision read it and before the
+    /// decision is recorded: decided again on the card as it is now, so declined, and the
+    /// activation data is not used up by the approval that was not recorded.
+    @Test func aCardHandedOverWhileADecisionIsRecordedIsDecidedAgain() async throws {
+        let base = try SQLiteStore.inMemory()
+        try await base.migrate()
+        let store = FaultyStore(base: base)
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            let handedOver = Locked(false)
+            store.aroundDecisionRecord.withValue {
+                $0 = (before: {
+                    guard !handedOver.withValue({ let was = $0; $0 = true; return was }) else { return }
+                    guard var card = try? await base.card(externalCardId: "c1") else { return }
+                    card.userId = "bob"
+                    _ = try? await base.putCard(card, audit: AuditEntry(at: Date(), actor: "issuer", action: "card.replace", subject: "card:c1", detail: "to bob"))
+                }, after: {})
+            }
+            let decision = try await decide(api, activationData: data, request: "r-handover")
+            #expect(decision.decision == .declined && decision.reason == "activation_data_owner_changed")
+            #expect(handedOver.current)
+            let recorded = try await base.tokenizationDecision(requestId: "r-handover")
+            #expect(recorded?.decision == .declined && recorded?.activationDataId == nil, "only the decline is recorded, using nothing up")
+        }
+    }
+
+    /// A card that changes again while the decision made anew is recorded: declined
+    /// (`card_changed`), and its activation data still unused.
+    @Test func aCardChangingTwiceWhileADecisionIsRecordedDeclinesIt() async throws {
+        let base = try SQLiteStore.inMemory()
+        try await base.migrate()
+        let store = FaultyStore(base: base)
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            let data = try await activationData(api)
+            let audit = AuditEntry(at: Date(), actor: "issuer", action: "card.status", subject: "card:c1", detail: "test")
+            // Blocked just before each record, and active again just after it.
+            store.aroundDecisionRecord.withValue {
+                $0 = (
+                    before: { _ = try? await base.setCardStatus(externalCardId: "c1", status: .blocked, at: Date()) { _ in audit } },
+                    after: { _ = try? await base.setCardStatus(externalCardId: "c1", status: .active, at: Date()) { _ in audit } }
+                )
+            }
+            let decision = try await decide(api, activationData: data, request: "r-twice")
+            #expect(decision.decision == .declined && decision.reason == "card_changed")
+            store.aroundDecisionRecord.withValue { $0 = nil }
+            #expect(try await decide(api, activationData: data, request: "r-after").decision == .approved, "the activation data was not used up")
+        }
+    }
+
     @Test func activationDataIsSingleUseAndBoundToCardAndTimeButNotToTheDeviceAskedFor() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

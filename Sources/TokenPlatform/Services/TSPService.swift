@@ -18,46 +18,80 @@ public struct TSPService: Sendable {
         // Stored and logged in clear: no card number in it, the request's own least of all.
         try await environment.refuseCardNumber(in: request.requestId, field: "requestId", own: request.primaryAccountNumber)
         let now = environment.now()
-        let decided = try await decision(for: request, now: now)
-        var response = decided.0
-        if decided.answeredBefore {
-            // A retry after the activation data expired: the recorded answer, recorded once.
-            environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
-            return response
-        }
         func record(_ response: TokenizationDecisionResponse) -> TokenizationDecisionRecord {
             TokenizationDecisionRecord(requestId: request.requestId, panUniqueReference: response.panUniqueReference, deviceType: request.deviceType, decision: response.decision, reason: response.reason, decidedAt: now)
         }
-        // The activation data is used up in the transaction that records the decision.
-        if try await !environment.store.recordTokenizationDecision(record(response), consumingActivationData: decided.consuming), let consuming = decided.consuming {
-            let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: consuming)
-            if let earlier, earlier.panUniqueReference == response.panUniqueReference, earlier.deviceType == request.deviceType {
-                // A retry of a request already decided (its answer was lost on the way): the
-                // same answer, not a refusal for the activation data it used itself. The same
-                // request id with activation data another request used up is a replay.
-                return TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason)
-            }
-            response = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
-            try await environment.store.recordTokenizationDecision(record(response))
+        func answer(_ response: TokenizationDecisionResponse) -> TokenizationDecisionResponse {
+            environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
+            return response
         }
-        environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
-        return response
+        // A decision that lets a token be made is recorded only while the card is still as it
+        // was decided on; a card changed meanwhile (blocked, closed, given another owner or PAN)
+        // is decided on again, as it is now, and a second change in that time declines.
+        for round in 1...2 {
+            let decided = try await decision(for: request, now: now)
+            let response = decided.response
+            if decided.answeredBefore {
+                // A retry after the activation data expired: the recorded answer, recorded once.
+                environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)", "retry": "true"])
+                return response
+            }
+            // The activation data is used up in the transaction that records the decision.
+            switch try await environment.store.recordTokenizationDecision(record(response), consumingActivationData: decided.consuming, decidedOn: decided.card) {
+            case .recorded:
+                return answer(response)
+            case .cardChanged:
+                guard round == 2 else { continue }
+                let declined = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: Self.cardChangedDuringDecision)
+                try await environment.store.recordTokenizationDecision(record(declined))
+                return answer(declined)
+            case .activationDataUsedBefore:
+                if let consuming = decided.consuming,
+                    let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: consuming),
+                    earlier.panUniqueReference == response.panUniqueReference, earlier.deviceType == request.deviceType
+                {
+                    // A retry of a request already decided (its answer was lost on the way): the
+                    // same answer, not a refusal for the activation data it used itself. The same
+                    // request id with activation data another request used up is a replay.
+                    return TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason)
+                }
+                let replayed = TokenizationDecisionResponse(decision: .declined, panUniqueReference: response.panUniqueReference, reason: "activation_data_replayed")
+                try await environment.store.recordTokenizationDecision(record(replayed))
+                return answer(replayed)
+            }
+        }
+        // Not reached: the second round returns in every case.
+        throw TMPError.internalError
     }
+
+    /// The reason of a decision declined because its card changed twice while it was decided.
+    static let cardChangedDuringDecision = "card_changed"
 
     /// How long after its activation data expired a request that used it up may still be
     /// retried for its recorded answer (15 minutes): a token service retries within minutes.
     public static let retryWindowAfterExpiry: TimeInterval = 900
 
-    /// The decision for `request`; the activation data it uses up when it is recorded; and
-    /// whether it is the answer recorded before for this request (a retry after the data
-    /// expired), which is not recorded again.
-    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> (TokenizationDecisionResponse, consuming: String?, answeredBefore: Bool) {
+    /// A decision before it is recorded.
+    private struct Decided {
+        /// The answer.
+        var response: TokenizationDecisionResponse
+        /// The activation data it uses up when it is recorded.
+        var consuming: String?
+        /// Whether it is the answer recorded before for this request (a retry after the data
+        /// expired), which is not recorded again.
+        var answeredBefore = false
+        /// The card as decided on, for a decision that lets a token be made.
+        var card: DecidedCard?
+    }
+
+    /// The decision for `request`.
+    private func decision(for request: TokenizationDecisionRequest, now: Date) async throws -> Decided {
         let hash = environment.vault.lookupHash(request.primaryAccountNumber)
         guard let card = try await environment.store.card(panLookupHash: hash) else {
-            return (TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown"), nil, false)
+            return Decided(response: TokenizationDecisionResponse(decision: .declined, panUniqueReference: nil, reason: "card_unknown"))
         }
-        func declined(_ reason: String) -> (TokenizationDecisionResponse, consuming: String?, answeredBefore: Bool) {
-            (TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason), nil, false)
+        func declined(_ reason: String) -> Decided {
+            Decided(response: TokenizationDecisionResponse(decision: .declined, panUniqueReference: card.panUniqueReference, reason: reason))
         }
         switch card.status {
         case .active: break
@@ -68,7 +102,7 @@ public struct TSPService: Sendable {
         if request.expiration != card.expiration { return declined("expiration_mismatch") }
         guard let activationData = request.activationData else {
             // No proof that the issuer app started this: the owner must activate it in the app.
-            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"), nil, false)
+            return Decided(response: TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "activation_data_missing"))
         }
         let verifier = environment.activationVerifier
         let verdict = verifier.verify(activationData, panUniqueReference: card.panUniqueReference, now: now)
@@ -105,11 +139,13 @@ public struct TSPService: Sendable {
             guard let earlier = try await environment.store.tokenizationDecision(requestId: request.requestId, usingUp: claims.id),
                 earlier.panUniqueReference == card.panUniqueReference, earlier.deviceType == request.deviceType
             else { return declined("activation_data_expired") }
-            return (TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason), nil, true)
+            return Decided(response: TokenizationDecisionResponse(decision: earlier.decision, panUniqueReference: earlier.panUniqueReference, reason: earlier.reason), answeredBefore: true)
         }
+        // Decided on the card as read: recorded only while it still is so.
+        let decidedOn = DecidedCard(externalCardId: card.externalCardId, panUniqueReference: card.panUniqueReference, userId: card.userId)
         switch environment.activationPolicy {
         case .immediate:
-            return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), claims.id, false)
+            return Decided(response: TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "activation_data_valid"), consuming: claims.id, card: decidedOn)
         case .inApp:
             // The cardholder already proved themselves for this card on their other device
             // (its token there is active): the new device's token is active at once.
@@ -119,9 +155,9 @@ public struct TSPService: Sendable {
                     // Activated by the card's previous owner, and being ended: no proof of this owner.
                     && $0.pendingCommand != .deactivate
             }) {
-                return (TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), claims.id, false)
+                return Decided(response: TokenizationDecisionResponse(decision: .approved, panUniqueReference: card.panUniqueReference, reason: "active_on_other_device"), consuming: claims.id, card: decidedOn)
             }
-            return (TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), claims.id, false)
+            return Decided(response: TokenizationDecisionResponse(decision: .requireAdditionalAuthentication, panUniqueReference: card.panUniqueReference, reason: "in_app_activation_required"), consuming: claims.id, card: decidedOn)
         }
     }
 

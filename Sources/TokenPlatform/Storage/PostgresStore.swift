@@ -609,15 +609,27 @@ public struct PostgresStore: TMPStore {
     }
 
     /// Implements ``TMPStore/recordTokenizationDecision(_:consumingActivationData:)``.
-    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?, decidedOn card: DecidedCard?) async throws -> TokenizationDecisionRecording {
         try await transaction { connection in
+            if let card {
+                // Locked for share until the commit: a change of the card (status, PAN, owner)
+                // waits for this decision, or this waits for it and sees its outcome.
+                let holds = try await connection.all(
+                    """
+                    SELECT 1 FROM card WHERE external_card_id = \(card.externalCardId) AND status = 'ACTIVE'
+                    AND pan_unique_reference = \(card.panUniqueReference) AND user_id = \(card.userId) FOR SHARE
+                    """,
+                    logger: logger
+                )
+                guard !holds.isEmpty else { return .cardChanged }
+            }
             if let id {
                 // A concurrent use of the same id waits for the first to commit, then does nothing.
                 let used = try await connection.all(
                     "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (\(id), \(decision.decidedAt)) ON CONFLICT DO NOTHING RETURNING activation_data_id",
                     logger: logger
                 )
-                guard !used.isEmpty else { return false }
+                guard !used.isEmpty else { return .activationDataUsedBefore }
             }
             try await connection.run(
                 """
@@ -626,7 +638,7 @@ public struct PostgresStore: TMPStore {
                 """,
                 logger: logger
             )
-            return true
+            return .recorded
         }
     }
 

@@ -579,17 +579,24 @@ public struct SQLiteStore: TMPStore {
     }
 
     /// Implements ``TMPStore/recordTokenizationDecision(_:consumingActivationData:)``.
-    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?, decidedOn card: DecidedCard?) async throws -> TokenizationDecisionRecording {
         try await commitInGroup { db in
+            if let card {
+                let holds = try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM card WHERE external_card_id = ? AND status = 'ACTIVE' AND pan_unique_reference = ? AND user_id = ?)",
+                    arguments: [card.externalCardId, card.panUniqueReference, card.userId]
+                ) ?? false
+                guard holds else { return .cardChanged }
+            }
             if let id {
                 try db.execute(sql: "INSERT INTO activation_data_use (activation_data_id, used_at) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [id, decision.decidedAt])
-                guard db.changesCount == 1 else { return false }
+                guard db.changesCount == 1 else { return .activationDataUsedBefore }
             }
             try db.execute(
                 sql: "INSERT INTO tokenization_decision (request_id, pan_unique_reference, device_type, decision, reason, decided_at, activation_data_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 arguments: [decision.requestId, decision.panUniqueReference, decision.deviceType.rawValue, decision.decision.rawValue, decision.reason, decision.decidedAt, id]
             )
-            return true
+            return .recorded
         }
     }
 

@@ -160,11 +160,17 @@ public protocol TMPStore: Sendable {
     func provisioningAttempt(activationDataId: String) async throws -> ProvisioningAttempt?
     /// Records a tokenization decision and, in the same transaction, marks the activation data
     /// whose id is `id` (the `consumingActivationData` argument) used, at the decision's time;
-    /// nil uses none. Returns false, recording nothing, when that
-    /// activation data was used before. So activation data is never used up by a decision that
-    /// was not recorded. The decision is recorded with the id it used up
+    /// nil uses none. Records nothing, answering ``TokenizationDecisionRecording/activationDataUsedBefore``,
+    /// when that activation data was used before. So activation data is never used up by a
+    /// decision that was not recorded. The decision is recorded with the id it used up
     /// (``TokenizationDecisionRecord/activationDataId`` when read back).
-    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool
+    ///
+    /// With `card` (a decision that lets a token be made), the decision is recorded only while
+    /// the card still is as it was decided on — ACTIVE, with that PAN and that owner — checked
+    /// in the same transaction, and a change of the card's waits for it (PostgreSQL: the
+    /// card's row is locked for share); otherwise nothing is recorded or used up
+    /// (``TokenizationDecisionRecording/cardChanged``).
+    func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?, decidedOn card: DecidedCard?) async throws -> TokenizationDecisionRecording
     /// The newest decision recorded for the token service's request id.
     func tokenizationDecision(requestId: String) async throws -> TokenizationDecisionRecord?
     /// The decision recorded for the token service's request id that used up `activationDataId`:
@@ -218,6 +224,35 @@ public protocol TMPStore: Sendable {
 }
 
 /// One card's PAN, encrypted again (``TMPStore/replaceEncryptedPANs(_:)``).
+/// The card a tokenization decision that lets a token be made was decided on, as it was read:
+/// the decision stands only while the card is still ACTIVE with this PAN and this owner.
+public struct DecidedCard: Sendable, Hashable {
+    /// The card.
+    public var externalCardId: String
+    /// Its PAN's reference when decided.
+    public var panUniqueReference: String
+    /// Its owner when decided (the one its activation data was issued to).
+    public var userId: String
+
+    /// Creates the condition.
+    public init(externalCardId: String, panUniqueReference: String, userId: String) {
+        self.externalCardId = externalCardId
+        self.panUniqueReference = panUniqueReference
+        self.userId = userId
+    }
+}
+
+/// What became of a tokenization decision to record.
+public enum TokenizationDecisionRecording: Sendable, Hashable {
+    /// Recorded, its activation data (if any) used up with it.
+    case recorded
+    /// Not recorded: its activation data was used before.
+    case activationDataUsedBefore
+    /// Not recorded: the card is no longer as the decision found it (blocked, closed, given
+    /// another PAN or another owner meanwhile).
+    case cardChanged
+}
+
 public struct EncryptedPANChange: Sendable, Hashable {
     /// The card.
     public var externalCardId: String
@@ -523,6 +558,12 @@ public enum StoreError: Error, Sendable, Hashable {
 extension TMPStore {
     /// Records a tokenization decision that uses no activation data.
     public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord) async throws {
-        _ = try await recordTokenizationDecision(decision, consumingActivationData: nil)
+        _ = try await recordTokenizationDecision(decision, consumingActivationData: nil, decidedOn: nil)
+    }
+
+    /// Records a decision without a card to check (``recordTokenizationDecision(_:consumingActivationData:decidedOn:)``);
+    /// false when its activation data was used before.
+    public func recordTokenizationDecision(_ decision: TokenizationDecisionRecord, consumingActivationData id: String?) async throws -> Bool {
+        try await recordTokenizationDecision(decision, consumingActivationData: id, decidedOn: nil) == .recorded
     }
 }
