@@ -1122,10 +1122,14 @@ struct LifecycleRaceTests {
             let bobs = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("bob"), json: TokenActivationRequest(tokenUniqueReference: "T1")).decode(TokenActivationResponse.self)
             #expect(bobs.issuerMobileAppAuthResponse == .declined && bobs.comment == "the token is being deactivated")
             #expect(platform.connector.commands.current.last == "activate T1")
-            // The token service's echo of Alice's activation makes it ACTIVE, now Bob's: it is
-            // still no proof of Bob for his watch, which must activate in the app.
+            // The token service's echo of Alice's activation makes it ACTIVE, now Bob's: the
+            // deactivation it owes is sent at once, and (the token service still failing) stays
+            // pending. The token is still no proof of Bob for his watch, which must activate in
+            // the app.
             let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            platform.connector.failing.withValue { $0 = true }
             #expect(try await api.event("T1", pur: card.panUniqueReference, .activated).status == .ok)
+            platform.connector.failing.withValue { $0 = false }
             let echoed = try await platform.store.token(reference: "T1")
             #expect(echoed?.status == .active && echoed?.pendingCommand == .deactivate)
             let watch = try await api.provision("c1", user: "bob", device: .watch, token: "T2")

@@ -300,6 +300,43 @@ struct TSPRouteTests {
         }
     }
 
+    /// The card given to another user (same PAN) after a green decision and before the token
+    /// service's CREATED: the token is on the previous owner's device, made with activation
+    /// data issued to them, so it is ended at the token service as soon as TMP learns of it;
+    /// unconfirmed, its deactivation stays pending (and an ACTIVATED event later ends it too).
+    @Test(arguments: [false, true])
+    func aTokenMadeForTheCardsPreviousOwnerIsEndedWhenItIsCreated(tokenServiceFails: Bool) async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            #expect(try await decide(api, activationData: try await activationData(api, user: "alice")).decision == .approved)
+            try await api.putCard("c1", user: "bob")
+            platform.connector.failing.withValue { $0 = tokenServiceFails }
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .created).status == .ok)
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            if tokenServiceFails {
+                #expect(token.status == .inactive && token.pendingCommand == .deactivate, "\(token)")
+                // Its activation at the token service (the green path) does not make it bob's
+                // to use: ended then too, once the token service answers.
+                platform.connector.failing.withValue { $0 = false }
+                #expect(try await api.event("T1", pur: card.panUniqueReference, .activated).status == .ok)
+                #expect(try await platform.store.token(reference: "T1")?.status == .deactivated)
+                #expect(platform.connector.commands.current.last == "deactivate T1")
+            } else {
+                #expect(token.status == .deactivated && token.userId == "bob")
+                #expect(platform.connector.commands.current.last == "deactivate T1")
+            }
+            let trail = try await platform.store.auditEntries(subject: "token:T1")
+            #expect(trail.last?.action == "token.deactivated" && trail.last?.detail.hasPrefix("made or activated for the card's previous owner") == true, "\(trail)")
+            // Bob's own token is not touched.
+            let commands = platform.connector.commands.current.count
+            #expect(try await decide(api, activationData: try await activationData(api, user: "bob")).decision == .approved)
+            #expect(try await api.event("T2", pur: card.panUniqueReference, .created).status == .ok)
+            #expect(try await platform.store.token(reference: "T2")?.pendingCommand == nil)
+            #expect(platform.connector.commands.current.count == commands)
+        }
+    }
+
     @Test func activationDataIsSingleUseAndBoundToCardAndTimeButNotToTheDeviceAskedFor() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

@@ -216,6 +216,13 @@ public struct TSPService: Sendable {
             if let card = found {
                 // The decision that let this token be made: a decline since (a replay, say) made none.
                 let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
+                // Made with activation data issued to the card's previous owner (the card changed
+                // hands, same PAN, after the decision and before this event): the token is on
+                // their device, so it is owed its deactivation, sent below.
+                var madeForAPreviousOwner = false
+                if let used = decision?.activationDataId, let attempt = try await environment.store.provisioningAttempt(activationDataId: used) {
+                    madeForAPreviousOwner = !attempt.userId.isSameIdentifier(as: card.userId)
+                }
                 newToken = TokenRecord(
                     tokenUniqueReference: event.tokenUniqueReference,
                     externalCardId: card.externalCardId,
@@ -228,7 +235,8 @@ public struct TSPService: Sendable {
                     tokenLast4: event.tokenLast4,
                     createdAt: now,
                     updatedAt: now,
-                    lastEventAt: event.occurredAt
+                    lastEventAt: event.occurredAt,
+                    pendingCommand: madeForAPreviousOwner ? .deactivate : nil
                 )
             } else {
                 cardUnknown = true

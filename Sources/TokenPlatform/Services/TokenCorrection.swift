@@ -197,13 +197,16 @@ struct TokenCorrection {
         }
     }
 
-    /// After a token event was applied: deactivates a closed card's token, or one of a PAN the
-    /// card no longer has, and suspends a blocked card's active token at the token service.
+    /// After a token event was applied: deactivates a closed card's token, one of a PAN the
+    /// card no longer has, or one whose deactivation is pending (made or activated for the
+    /// card's previous owner), and suspends a blocked card's active token at the token service.
     func enforce(afterEvent reference: String) async -> Settlement {
         guard let (token, card) = await current(reference) else { return .nothingToUndo }
         switch Self.correctionAfterEvent(token, card) {
         case .deactivate:
-            return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "tmp", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil)
+            // Not confirmed, a pending deactivation stays pending (the realignment sends it).
+            let reason = token.pendingCommand == .deactivate && !token.isOfAReplacedPAN(of: card) && card.status != .closed ? "made or activated for the card's previous owner" : nil
+            return await correct(token, card: card, with: environment.tokenService.deactivate, actor: "tmp", confirmed: .set(.deactivated, suspendedBy: nil), unconfirmed: nil, reason: reason)
         case .suspend:
             return await correct(token, card: card, with: environment.tokenService.suspend, actor: "tmp", confirmed: .set(.suspended, suspendedBy: .cardBlocked), unconfirmed: nil)
         case nil:
@@ -221,11 +224,12 @@ struct TokenCorrection {
     /// What a token event's correction sends, if anything.
     private enum EventCorrection { case deactivate, suspend }
 
-    /// Deactivate a closed card's token or one of a PAN the card no longer has; suspend a
-    /// blocked card's active token.
+    /// Deactivate a closed card's token, one of a PAN the card no longer has, or one whose
+    /// deactivation is pending (rather than suspend it for a block: it is owed its end);
+    /// suspend a blocked card's active token.
     private static func correctionAfterEvent(_ token: TokenRecord, _ card: CardRecord) -> EventCorrection? {
         switch (token.status, card.status) {
-        case _ where token.isOfAReplacedPAN(of: card), (_, .closed): .deactivate
+        case _ where token.isOfAReplacedPAN(of: card), (_, .closed), _ where token.pendingCommand == .deactivate: .deactivate
         case (.active, .blocked): .suspend
         default: nil
         }
