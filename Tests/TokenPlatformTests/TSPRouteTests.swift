@@ -337,6 +337,25 @@ struct TSPRouteTests {
         }
     }
 
+    /// An event naming another device than the token's is not this token's (409, nothing
+    /// recorded), and a token's last four digits are the first reported: filled in, never replaced.
+    @Test func anEventForAnotherDeviceIsRefusedAndTheTokensDigitsAreNotReplaced() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .created, tokenLast4: nil).status == .ok)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .activated, tokenLast4: "1234").status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.tokenLast4 == "1234", "filled in")
+            let watch = try await api.event("T1", pur: card.panUniqueReference, .suspended, device: .watch, tokenLast4: "0000")
+            #expect(watch.status == .conflict && watch.error?.code == "illegal_token_transition", "\(watch)")
+            #expect(watch.error?.message.contains("PHONE") == true && watch.error?.message.contains("WATCH") == true, "\(String(describing: watch.error))")
+            #expect(try await platform.store.token(reference: "T1")?.status == .active, "nothing recorded")
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended, tokenLast4: "0000").status == .ok)
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .suspended && token?.tokenLast4 == "1234", "not replaced")
+        }
+    }
+
     @Test func activationDataIsSingleUseAndBoundToCardAndTimeButNotToTheDeviceAskedFor() async throws {
         let platform = try await TestPlatform(policy: .immediate)
         try await platform.run { api in

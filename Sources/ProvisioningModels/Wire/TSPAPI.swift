@@ -55,7 +55,8 @@ public struct TokenizationDecisionResponse: Codable, Sendable, Hashable {
 
 /// What happened to a token at the token service provider.
 public enum TokenEventType: String, Codable, Sendable, Hashable, CaseIterable {
-    /// Created (active on green, inactive on yellow — see the decision).
+    /// Created: TMP records the token `INACTIVE` whatever the decision; a token the token
+    /// service makes active (green) is reported `ACTIVATED` too.
     case created = "CREATED"
     /// Activated.
     case activated = "ACTIVATED"
@@ -69,7 +70,8 @@ public enum TokenEventType: String, Codable, Sendable, Hashable, CaseIterable {
 
 /// `POST /tsp/token-events`: idempotent by `eventId`.
 public struct TokenEventRequest: Codable, Sendable, Hashable {
-    /// Unique per event; a repeat is acknowledged and ignored.
+    /// Unique per event: a repeat of the same event is acknowledged (`DUPLICATE`) and changes
+    /// nothing; the id reused for another event is refused (409 `event_id_reused`).
     public var eventId: String
     /// The token.
     public var tokenUniqueReference: String

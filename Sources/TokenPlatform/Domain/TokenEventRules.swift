@@ -36,6 +36,11 @@ public enum TokenEventRules {
         guard current.panUniqueReference == event.panUniqueReference else {
             return .reject("token belongs to another panUniqueReference")
         }
+        // A token lives in one device's secure element: an event naming another device is not
+        // this token's (a CREATED says so in its own words below).
+        guard event.event == .created || event.deviceType == current.deviceType else {
+            return .reject("token is on a \(current.deviceType.rawValue) device, not \(event.deviceType.rawValue)")
+        }
         // A token's creation comes before everything else that happens to it: a CREATED for a
         // token TMP holds is old news — late (the token was recorded from an event that
         // overtook it) or sent again under another id — unless it says it happened after an
@@ -60,8 +65,11 @@ public enum TokenEventRules {
         // The newest time stays the newest, even when a late deactivation is applied.
         let eventTime = [event.occurredAt, current.lastEventAt].compactMap { $0 }.max()
         let target = target(of: event.event)
+        // The token number's last four digits are the first ones reported: a later event fills
+        // them in when the token has none, and never replaces them.
+        let tokenLast4 = current.tokenLast4 == nil ? event.tokenLast4 : nil
         if current.status == target {
-            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
+            return .update(status: target, suspendedBy: current.suspendedBy, tokenLast4: tokenLast4, eventTime: eventTime)
         }
         // Newer than every event applied to the token (both times known), an INACTIVE token's
         // SUSPENDED or RESUMED says the token was activated meanwhile: its ACTIVATED (and a
@@ -87,7 +95,7 @@ public enum TokenEventRules {
         let echoesTheBlock = current.blockSuspensionsSent.flatMap { sent in eventAt.map { blockSuspensionEcho(sent: sent).contains($0) } } ?? false
         let blocks = cardStatus == .blocked || echoesTheBlock
         let suspendedBy: SuspensionSource? = target == .suspended ? (current.suspendedBy ?? (blocks ? .cardBlocked : .tokenService)) : nil
-        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: event.tokenLast4, eventTime: eventTime)
+        return .update(status: target, suspendedBy: suspendedBy, tokenLast4: tokenLast4, eventTime: eventTime)
     }
 
     /// `event` acknowledged as stale; the token number's last four digits it carries are kept
