@@ -17,8 +17,11 @@ public enum Redaction {
     /// split them (`41-11111111111111`), and forms, paths and URLs may carry them — replaced
     /// by its last four, as ``pan(last4:)`` writes them: for messages that echo what a caller
     /// sent (an id or a path), in case a card number was sent there. A separator is one to
-    /// three of: space, tab, no-break space, `-`, `.`, `_`, `/`, `+` and `%20`. Other digit
-    /// runs (most numeric ids, times, dates) are left as they are.
+    /// three of: space, tab, line feed, carriage return, no-break space, the other Unicode
+    /// spaces digits are grouped or aligned with (U+2000 to U+200A, the narrow no-break space
+    /// U+202F, U+205F, U+3000, U+1680), `-`, `.`, `_`, `/`, `+` and `%20`. Other digit runs
+    /// (most numeric ids, times, dates) are left as they are, and so are lists: a comma or a
+    /// quote ends a chain.
     ///
     /// Every stretch of 12 to 19 consecutive digits of a chain is checked, so a card number
     /// inside a longer run (`4111111111111111` followed by a sequence number) is found; the
@@ -86,10 +89,12 @@ public enum Redaction {
     private static func separatorUnit(at index: Int, in bytes: [UInt8], percentSpace: Bool) -> Int? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
-        case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "/"), UInt8(ascii: "+"):
+        case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "/"), UInt8(ascii: "+"):
             return 1
         case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
             return 2
+        case 0xE1, 0xE2, 0xE3:
+            return unicodeSpace(at: index, in: bytes)
         case UInt8(ascii: "%") where percentSpace && index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "2") && bytes[index + 2] == UInt8(ascii: "0"):
             return 3
         default:
@@ -97,8 +102,21 @@ public enum Redaction {
         }
     }
 
+    /// The length in bytes (3) of a space outside ASCII and Latin-1 starting at `index` — the
+    /// Ogham space mark, U+2000 to U+200A (en and em spaces, thin and hair spaces, the figure
+    /// space digits are aligned with), the narrow no-break space U+202F (which French and other
+    /// locales group digits with), U+205F and the ideographic space U+3000 — or nil.
+    private static func unicodeSpace(at index: Int, in bytes: [UInt8]) -> Int? {
+        guard index + 2 < bytes.count else { return nil }
+        switch (bytes[index], bytes[index + 1], bytes[index + 2]) {
+        case (0xE1, 0x9A, 0x80), (0xE2, 0x80, 0x80...0x8A), (0xE2, 0x80, 0xAF), (0xE2, 0x81, 0x9F), (0xE3, 0x80, 0x80): return 3
+        default: return nil
+        }
+    }
+
     /// The length in bytes of a character that may join digits in an id (anything but an ASCII
-    /// letter or digit, and outside ASCII only a no-break space), or nil.
+    /// letter or digit, and outside ASCII only a space: no-break, and those of
+    /// ``unicodeSpace(at:in:)``), or nil.
     private static func idSeparator(at index: Int, in bytes: [UInt8]) -> Int? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
@@ -106,6 +124,8 @@ public enum Redaction {
             return nil
         case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
             return 2
+        case 0xE1, 0xE2, 0xE3:
+            return unicodeSpace(at: index, in: bytes)
         case 0x80...:
             return nil
         default:

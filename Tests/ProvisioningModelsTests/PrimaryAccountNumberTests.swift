@@ -191,6 +191,12 @@ struct RedactionTests {
     @Test func cardNumbersSplitByOtherSeparatorsAreHidden() {
         for (text, redacted) in [
             ("4111\t1111\t1111\t1111", "•••• 1111"),
+            ("4111\n1111\r\n1111\n1111", "•••• 1111"),
+            // Narrow no-break space (French grouping), thin space, figure space, ideographic space.
+            ("4111\u{202F}1111\u{202F}1111\u{202F}1111", "•••• 1111"),
+            ("4111\u{2009}1111\u{2009}1111\u{2009}1111", "•••• 1111"),
+            ("4111\u{2007}1111\u{2007}1111\u{2007}1111", "•••• 1111"),
+            ("4111\u{3000}1111\u{3000}1111\u{3000}1111", "•••• 1111"),
             ("4111  1111  1111  1111", "•••• 1111"),
             ("4111 - 1111 - 1111 - 1111", "•••• 1111"),
             ("/cards/4111/1111/1111/1111/art", "/cards/•••• 1111/art"),
@@ -246,6 +252,9 @@ struct RedactionTests {
         #expect(Redaction.identifier("(4111) (1111) (1111) (1111)") == "(•••• 1111)")
         #expect(Redaction.identifier("4111 ~~ 1111 ## 1111 ** 1111 @@ ok") == "•••• 1111 @@ ok")
         #expect(Redaction.identifier("x4111\u{A0}\u{A0}\u{A0}\u{A0}1111,,,,1111;;;;1111") == "x•••• 1111")
+        #expect(Redaction.identifier("4111\u{202F}\u{202F}\u{202F}\u{202F}1111\u{2009}-\u{2009}1111 \u{3000} 1111") == "•••• 1111")
+        // Other characters outside ASCII still end a chain (they may be letters).
+        #expect(Redaction.identifier("4111é1111é1111é1111") == "4111é1111é1111é1111")
         // What text redaction leaves, because text joins numbers that way (a list, a range).
         #expect(Redaction.cardNumbers(in: "4111    1111    1111    1111") == "4111    1111    1111    1111")
         #expect(Redaction.identifier("4111    1111    1111    1111") == "•••• 1111")
