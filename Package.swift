@@ -57,11 +57,14 @@ let package = Package(
             resources: [.embedInCode("Resources/AppleRootCA-G3.pem")]
         ),
         // The TMP server as a library: Hummingbird app, auth, services, storage.
+        // The one system call Swift cannot reach (prctl is variadic in C).
+        .target(name: "CProcessControl"),
         .target(
             name: "TokenPlatform",
             dependencies: [
                 "ProvisioningModels",
                 "ProvisioningCrypto",
+                "CProcessControl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

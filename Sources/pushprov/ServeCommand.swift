@@ -64,6 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         // A server may hold as many files as the system lets it; the connection limit is then
         // judged against that.
         settings.openFileLimit = ConnectionLimit.raiseOpenFileLimit()
+        // Before any key or card number is read: a crash must not write them to disk.
+        let hardeningNotices = ProcessHardening.withholdMemoryFromDumps(production: production)
         var resolved: ServerConfiguration
         do {
             resolved = try settings.resolve()
@@ -80,7 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = Logger(label: "pushprov") { ServerLogHandler(label: $0, metadataProvider: RequestLogContext.metadataProvider) }
         let (level, levelNotice) = ServerLogHandler.level(fromEnvironment: ProcessInfo.processInfo.environment["LOG_LEVEL"])
         logger.logLevel = level
-        for notice in configuration.notices + [levelNotice].compactMap({ $0 }) { print(notice) }
+        for notice in configuration.notices + hardeningNotices + [levelNotice].compactMap({ $0 }) { print(notice) }
         fflush(nil)
         let environment: PlatformEnvironment
         do {

@@ -362,6 +362,24 @@ struct ServeCommandTests {
         #expect(!FileManager.default.fileExists(atPath: server.dataDirectory + "/pushprov.sqlite-wal"), "the database was closed")
     }
 
+    #if os(Linux)
+    /// The server writes no core file should it crash: its memory holds the vault's keys and
+    /// the card numbers it seals.
+    @Test func theServerWritesNoCoreFile() async throws {
+        // The hard limit the server starts with, from this process: were it 0 already, the
+        // check below could not fail.
+        let inherited = try String(contentsOfFile: "/proc/self/limits", encoding: .utf8)
+        let inheritedCore = try #require(inherited.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        try #require(inheritedCore.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).last != "0", "this process may not make core files: \(inheritedCore)")
+        let server = try Server()
+        defer { server.removeDataDirectory() }
+        _ = try await server.port()
+        let limits = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/limits", encoding: .utf8)
+        let core = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
+    }
+    #endif
+
     /// A blocking TCP connection to 127.0.0.1:`port`.
     static func connect(port: Int) throws -> Int32 {
         #if canImport(Glibc)
