@@ -305,6 +305,35 @@ struct SharedWalletStorageTests {
         }
     }
 
+    /// Another cardholder's extension session with no snapshot of theirs (they signed in
+    /// through Wallet's sign-in and no status was written), or a snapshot that cannot be read
+    /// as anybody's: the next cardholder's first status removes it before it is written.
+    @Test(arguments: ["session only", "corrupt snapshot"])
+    func anotherCardholdersSessionOrAnUnreadableSnapshotGoesBeforeTheFirstStatus(left: String) async throws {
+        let app = try App(cards: [Fixtures.card("card-1")])
+        defer { app.folder.remove() }
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        if left == "corrupt snapshot" {
+            // Alice's add through Wallet beside a snapshot nobody can read; Bob's own session,
+            // saved before his first status, stays.
+            try app.directory.recordExtensionAdd(ExtensionAdd(externalCardId: "card-1", device: .phone, userId: "alice", at: now), now: now)
+            try Data("{not a snapshot".utf8).write(to: app.directory.snapshotURL)
+            try ExtensionSessionStore(secrets: app.secrets).save(Fixtures.session(user: "bob"))
+        } else {
+            try ExtensionSessionStore(secrets: app.secrets).save(Fixtures.session(user: "alice"))
+        }
+        app.user.withValue { $0 = "bob" }
+        try await app.wallet.refreshStatus()
+        #expect(app.directory.readSnapshot()?.userId == "bob")
+        let stored = try app.secrets.secret(for: ExtensionSessionStore.key).map { try JSONDecoder().decode(ExtensionSession.self, from: $0) }
+        if left == "corrupt snapshot" {
+            #expect(stored?.userId == "bob", "bob's own session stays")
+            #expect(app.directory.readExtensionAdds(now: now).isEmpty, "alice's add went with the folder")
+        } else {
+            #expect(stored == nil, "alice's session went")
+        }
+    }
+
     @Test func anotherCardholderSigningInRemovesThePreviousSession() async throws {
         let app = try App(cards: [Fixtures.card("card-1")])
         defer { app.folder.remove() }

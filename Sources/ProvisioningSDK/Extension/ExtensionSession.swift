@@ -85,13 +85,16 @@ public struct ExtensionSessionStore: Sendable {
         try? secrets.removeSecret(for: Self.key)
     }
 
+    /// The session stored, valid or not (nil when there is none, or it cannot be read).
+    func storedSession() -> ExtensionSession? {
+        guard let data = try? secrets.secret(for: Self.key) else { return nil }
+        return try? JSONDecoder().decode(ExtensionSession.self, from: data)
+    }
+
     /// Whether the store still holds `session` itself, valid or not: false once sign-out
     /// removed it or another sign-in replaced it (or it cannot be read).
     public func holds(_ session: ExtensionSession) -> Bool {
-        guard let data = try? secrets.secret(for: Self.key),
-            let stored = try? JSONDecoder().decode(ExtensionSession.self, from: data)
-        else { return false }
-        return stored == session
+        storedSession() == session
     }
 
     /// Removes `session` if it is still the one stored: a session saved since (the

@@ -102,7 +102,7 @@ public actor SharedWalletStorage {
         // previous one signing out first): not theirs to see.
         if let readFor, !readFor.isSameIdentifier(as: userId) { return }
         let directory = sharing.directory
-        if let previous = directory.readSnapshot(), !previous.userId.isSameIdentifier(as: userId) {
+        if Self.holdsAnotherCardholdersData(directory: directory, secrets: sharing.secrets, userId: userId) {
             try await wipe(keepingSessionOf: userId)
             guard order == lastOrder, generation == self.generation else { return }
         }
@@ -114,6 +114,20 @@ public actor SharedWalletStorage {
         if !missing.isEmpty, artTask == nil {
             startFetchingArt(missing, for: userId)
         }
+    }
+
+    /// Whether the shared folder or secrets may hold another cardholder's than `userId`'s: a
+    /// snapshot of theirs, one that cannot be read as anybody's (corrupt, too large, implausible,
+    /// of a newer SDK: it may be theirs), or an extension session of theirs (saved through
+    /// Wallet's sign-in while no snapshot of theirs was written).
+    static func holdsAnotherCardholdersData(directory: SharedWalletDirectory, secrets: any SecretStore, userId: String) -> Bool {
+        switch directory.readSnapshotFile() {
+        case .found(let previous): if !previous.userId.isSameIdentifier(as: userId) { return true }
+        case .missing: break
+        case .tooLarge, .corrupt, .newerVersion, .invalid: return true
+        }
+        guard let stored = ExtensionSessionStore(secrets: secrets).storedSession() else { return false }
+        return !stored.userId.isSameIdentifier(as: userId)
     }
 
     /// Waits until the art being fetched, if any, is stored.
