@@ -380,6 +380,8 @@ struct TSPRouteTests {
             let forged = try ActivationDataIssuer(signingKey: SigningKey.generate()).issue(panUniqueReference: "x", nonce: Data([1]), deviceType: .phone, now: platform.clock.current).token
             #expect(try await decide(api, activationData: forged).reason == "activation_data_unknown_key_id")
             #expect(try await decide(api, activationData: "garbage").reason == "activation_data_malformed")
+            // An empty string is activation data too, and not a JWS: declined, not taken for none.
+            #expect(try await decide(api, activationData: "").reason == "activation_data_malformed")
         }
     }
 
