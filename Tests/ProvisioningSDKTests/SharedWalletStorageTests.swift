@@ -106,8 +106,11 @@ struct SharedWalletStorageTests {
     /// writes after it is wiped again once it lets go — unless somebody signed in meanwhile,
     /// whose snapshot stays. (Before, sign-out waited for the lock as long as it was kept,
     /// blocking a thread of the cooperative pool all the while.)
-    @Test(arguments: [false, true])
-    func signOutDoesNotWaitOnALockAnotherProcessKeeps(signsInMeanwhile: Bool) async throws {
+    ///
+    /// The second wipe goes by whose snapshot is there: when Bob signed in and the stalled
+    /// holder then wrote Alice's snapshot over his (`writesOverTheNewSignIn`), it goes too.
+    @Test(arguments: [(false, false), (true, false), (true, true)])
+    func signOutDoesNotWaitOnALockAnotherProcessKeeps(signsInMeanwhile: Bool, writesOverTheNewSignIn: Bool) async throws {
         let app = try App(cards: [Fixtures.card("card-1")], wipeLockPatience: .milliseconds(100))
         defer { app.folder.remove() }
         let storage = try #require(app.wallet.sharedStorage)
@@ -128,7 +131,7 @@ struct SharedWalletStorageTests {
         try await signOut.value
         #expect(try app.secrets.secret(for: ExtensionSessionStore.key) == nil)
         // The holder writes what it checked before the wipe.
-        try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice"))
+        if !writesOverTheNewSignIn { try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice")) }
         if signsInMeanwhile {
             app.user.withValue { $0 = "bob" }
             // Bob's session is saved before his first status is recorded; recording it (with
@@ -138,10 +141,14 @@ struct SharedWalletStorageTests {
             #expect(app.directory.readSnapshot()?.userId == "bob")
             #expect(ExtensionSessionStore(secrets: app.secrets).validSession(at: Date(timeIntervalSince1970: 1_790_000_000), userId: "bob") != nil, "bob's session stays")
         }
+        if writesOverTheNewSignIn { try app.directory.write(Fixtures.snapshot([Fixtures.snapshotCard("card-1")], user: "alice")) }
         flock(other, LOCK_UN)
         locked = false
         await storage.secondWipeEnded()
-        if signsInMeanwhile {
+        if writesOverTheNewSignIn {
+            #expect(app.directory.readSnapshotFile() == .missing, "alice's snapshot, written over bob's, went")
+            #expect(ExtensionSessionStore(secrets: app.secrets).validSession(at: Date(timeIntervalSince1970: 1_790_000_000), userId: "bob") != nil, "bob's session stays")
+        } else if signsInMeanwhile {
             #expect(app.directory.readSnapshot()?.userId == "bob", "the second wipe left the new sign-in's folder alone")
         } else {
             #expect(app.directory.readSnapshotFile() == .missing, "wiped again once the lock was free")

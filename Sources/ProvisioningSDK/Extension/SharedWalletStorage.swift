@@ -21,8 +21,9 @@ public struct WalletExtensionSharing: Sendable {
     /// sign-out the folder is wiped again once the lock is free (``wipeAgainWindow``).
     public var wipeLockPatience: Duration
     /// How long after a sign-out's wipe without the lock the folder is wiped again under it,
-    /// once the lock is free (default 30 s), unless somebody signs in (a snapshot is written)
-    /// or out again first.
+    /// once the lock is free (default 30 s): if it then holds the signed-out cardholder's
+    /// snapshot (or one nobody can read), or no snapshot and no new extension session; given
+    /// up at another sign-out.
     public var wipeAgainWindow: Duration
 
     /// Creates a sharing configuration.
@@ -57,9 +58,6 @@ public actor SharedWalletStorage {
     private var generation = 0
     /// The order of the newest status written, so an older one finishing later is dropped.
     private var lastOrder = 0
-    /// How many snapshots have been written: one written after a sign-out means somebody
-    /// signed in since, whose folder a late second wipe must leave alone.
-    private var snapshotsWritten = 0
     private var artTask: Task<Void, Never>?
     /// The sign-out's wipe under way, which a snapshot to record waits for.
     private var signingOut: Task<Void, any Error>?
@@ -107,7 +105,6 @@ public actor SharedWalletStorage {
             guard order == lastOrder, generation == self.generation else { return }
         }
         let snapshot = ExtensionSnapshot(status, userId: userId, writtenAt: sharing.now(), artFileNames: directory.artFileNames(for: status))
-        snapshotsWritten += 1
         try directory.write(snapshot)
         directory.removeArt(keeping: Set(status.cards.map(\.id)))
         let missing = directory.cardsNeedingArt(in: status, now: sharing.now(), maximumAge: sharing.artMaximumAge)
@@ -155,8 +152,16 @@ public actor SharedWalletStorage {
         artTask = nil
         wipeAgain?.cancel()
         wipeAgain = nil
-        // Its own task: the caller's cancellation must not cut the wipe short.
-        let wipe = Task { try await self.wipe(signingOut: true) }
+        // Its own task: the caller's cancellation must not cut the wipe short. It is the
+        // sign-out under way from now on (before anything here waits), so a status handed in
+        // meanwhile is dropped.
+        let sharing = sharing
+        let wipe = Task {
+            // Whose data this sign-out removes, so the second wipe knows it should it come back.
+            var leaving = Self.cardholders(in: sharing.directory, secrets: sharing.secrets)
+            if let signedIn = await sharing.userId() { leaving.insert(signedIn) }
+            try await self.wipe(signingOut: leaving)
+        }
         signingOut = wipe
         defer { if signingOut == wipe { signingOut = nil } }
         try await wipe.value
@@ -174,23 +179,43 @@ public actor SharedWalletStorage {
         }
     }
 
+    /// The cardholders whose data the folder and secrets hold: the snapshot's and the stored
+    /// extension session's.
+    static func cardholders(in directory: SharedWalletDirectory, secrets: any SecretStore) -> Set<String> {
+        var found: Set<String> = []
+        if let snapshot = directory.readSnapshot() { found.insert(snapshot.userId) }
+        if let session = ExtensionSessionStore(secrets: secrets).storedSession() { found.insert(session.userId) }
+        return found
+    }
+
     /// Wipes the folder again under its lock once the process that kept it lets go, within
     /// ``WalletExtensionSharing/wipeAgainWindow``: it may have written there (a Wallet
     /// extension's snapshot, art or add record, for the session it checked before the wipe).
     /// Not the secrets: a session saved since is a sign-in of its own. Given up at another
-    /// sign-out, or once a snapshot is written (somebody signed in).
-    private func wipeAgainOnceTheLockIsFree() {
+    /// sign-out.
+    ///
+    /// Decided by whose data is there then, not by what happened since: a snapshot of a
+    /// cardholder who signed out (`leaving`), or one nobody can read, goes with the folder —
+    /// also when somebody signed in since and the stalled process wrote over their snapshot;
+    /// another cardholder's snapshot (a sign-in since) stays. With no snapshot, the folder goes
+    /// unless an extension session was saved since (a sign-in through Wallet, whose extension
+    /// may have written its art first).
+    private func wipeAgainOnceTheLockIsFree(leaving: Set<String>) {
         let generation = generation
-        let written = snapshotsWritten
         let directory = sharing.directory
         let window = sharing.wipeAgainWindow
         let secrets = sharing.secrets
         wipeAgain = Task {
             try? await directory.withLockWithoutBlocking(waitingAtMost: window) {
-                guard generation == self.generation, written == self.snapshotsWritten else { return }
-                // A session saved since the first wipe is a sign-in of its own, whose Wallet
-                // extension may have written here first: its folder stays.
-                guard (try? secrets.secret(for: ExtensionSessionStore.key)) == nil else { return }
+                guard generation == self.generation else { return }
+                switch directory.readSnapshotFile() {
+                case .found(let snapshot):
+                    guard leaving.contains(where: { $0.isSameIdentifier(as: snapshot.userId) }) else { return }
+                case .missing:
+                    guard (try? secrets.secret(for: ExtensionSessionStore.key)) == nil else { return }
+                case .tooLarge, .corrupt, .newerVersion, .invalid:
+                    break
+                }
                 try directory.removeAll()
             }
         }
@@ -236,7 +261,7 @@ public actor SharedWalletStorage {
     /// Removes the folder and every shared secret — but, with `userId`, a stored extension
     /// session of that cardholder's (the one signing in now, saved before their first status
     /// was recorded) is put back.
-    private func wipe(signingOut: Bool = false, keepingSessionOf userId: String? = nil) async throws {
+    private func wipe(signingOut leaving: Set<String>? = nil, keepingSessionOf userId: String? = nil) async throws {
         let directory = sharing.directory
         let secrets = sharing.secrets
         let now = sharing.now()
@@ -266,7 +291,7 @@ public actor SharedWalletStorage {
             // Another process kept the lock past the patience: wiping cannot wait on it. What
             // that process writes after this wipe is wiped again once it lets go (also when
             // this wipe fails: that process's writes may be what made it fail).
-            if signingOut { wipeAgainOnceTheLockIsFree() }
+            if let leaving { wipeAgainOnceTheLockIsFree(leaving: leaving) }
             try wipeAll()
         } catch {
             // No lock to be had, or the wipe failed under it: wiping matters more than the
