@@ -40,7 +40,7 @@ public enum Redaction {
     /// An id a caller chose (a card id, a token or event reference, an art id), for an error
     /// message or a log line that names it: ``cardNumbers(in:)``, and then, because an id is
     /// one word and not text, groups of digits joined by any run of ASCII characters other than
-    /// letters and digits (and no-break spaces) are read as one chain too
+    /// letters and digits (and the spaces outside ASCII that ``cardNumbers(in:)`` takes) are read as one chain too
     /// (`4111----1111----1111----1111`, `4111:1111:1111:1111`, `(4111) 1111 …`); any other
     /// character outside ASCII ends a chain, as a letter does. A chain holding 12 to 19 digits that pass the
     /// Luhn check has the groups holding them hidden, showing the last four of their digits as
@@ -76,7 +76,8 @@ public enum Redaction {
         /// (``separatorUnit(at:in:percentSpace:)``); `%20` counts only with `percentSpace`.
         case written(percentSpace: Bool)
         /// Any run of bytes that are neither ASCII letters nor ASCII digits nor the start of
-        /// a character outside ASCII (which may be a letter), except a no-break space: for ids.
+        /// a character outside ASCII (which may be a letter), except the spaces outside ASCII
+        /// of ``separatorUnit(at:in:percentSpace:)``: for ids.
         case anythingButLettersAndDigits
     }
 

@@ -37,6 +37,8 @@ struct VaultReencryptCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard (1...10_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 10000 (got \(batchSize))") }
+        // It decrypts every stored card number: as `serve`, no core file should it crash.
+        for notice in ProcessHardening.withholdMemoryFromDumps(production: false) { print(notice) }
         // As `pushprov serve` reads them: the flag, then a non-empty variable.
         let directory = dataDirectory ?? EnvironmentSetting.value("PUSHPROV_DATA_DIR") ?? ".pushprov"
         let configuredKeyFile = keyFile ?? EnvironmentSetting.value("PUSHPROV_KEY_FILE")

@@ -22,6 +22,8 @@ struct FaultyStore: TMPStore {
     let noteFailure = Locked<(any Error)?>(nil)
     /// Awaited, while set, after a note of a block suspension is written, in the caller's task.
     let afterNote = Locked<(@Sendable () async -> Void)?>(nil)
+    /// Awaited, while set, just before a token event is applied.
+    let beforeTokenEvent = Locked<(@Sendable () async -> Void)?>(nil)
     /// Awaited, while set, just before and just after a tokenization decision is recorded.
     let aroundDecisionRecord = Locked<(before: @Sendable () async -> Void, after: @Sendable () async -> Void)?>(nil)
 
@@ -75,6 +77,7 @@ struct FaultyStore: TMPStore {
     }
     func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {
         try check()
+        await beforeTokenEvent.current?()
         return try await base.applyTokenEvent(eventId: eventId, event: event, tokenReference: tokenReference, occurredAt: occurredAt, audit: audit, decide)
     }
     func tokensAtOddsWithTheirCard(since cutoff: Date, limit: Int) async throws -> [TokenRecord] { try check(); return try await base.tokensAtOddsWithTheirCard(since: cutoff, limit: limit) }

@@ -276,7 +276,7 @@ struct TSPRouteTests {
     }
 
     /// A card that changes again while the decision made anew is recorded: declined
-    /// (`card_changed`), and its activation data still unused.
+    /// (`card_changed_during_decision`), and its activation data still unused.
     @Test func aCardChangingTwiceWhileADecisionIsRecordedDeclinesIt() async throws {
         let base = try SQLiteStore.inMemory()
         try await base.migrate()
@@ -294,7 +294,7 @@ struct TSPRouteTests {
                 )
             }
             let decision = try await decide(api, activationData: data, request: "r-twice")
-            #expect(decision.decision == .declined && decision.reason == "card_changed")
+            #expect(decision.decision == .declined && decision.reason == "card_changed_during_decision")
             store.aroundDecisionRecord.withValue { $0 = nil }
             #expect(try await decide(api, activationData: data, request: "r-after").decision == .approved, "the activation data was not used up")
         }
@@ -353,6 +353,52 @@ struct TSPRouteTests {
             #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended, tokenLast4: "0000").status == .ok)
             let token = try await platform.store.token(reference: "T1")
             #expect(token?.status == .suspended && token?.tokenLast4 == "1234", "not replaced")
+            // A deactivation is final at the token service whatever device it names.
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .deactivated, device: .watch).status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.status == .deactivated)
+        }
+    }
+
+    /// The hand-over lands while the CREATED is on its way in (after the event's card was read,
+    /// before the token is written): judged on the owner as committed, so ended all the same.
+    @Test func aCardHandedOverWhileTheCreatedEventIsAppliedStillEndsThePreviousOwnersToken() async throws {
+        let base = try SQLiteStore.inMemory()
+        try await base.migrate()
+        let store = FaultyStore(base: base)
+        let platform = try TestPlatform(policy: .immediate, store: store, secrets: .init())
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            #expect(try await decide(api, activationData: try await activationData(api, user: "alice")).decision == .approved)
+            store.beforeTokenEvent.withValue {
+                $0 = {
+                    guard var card = try? await base.card(externalCardId: "c1"), card.userId == "alice" else { return }
+                    card.userId = "bob"
+                    _ = try? await base.putCard(card, audit: AuditEntry(at: Date(), actor: "issuer", action: "card.replace", subject: "card:c1", detail: "to bob"))
+                }
+            }
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .created).status == .ok)
+            let token = try await platform.store.token(reference: "T1")
+            #expect(token?.status == .deactivated && token?.userId == "bob", "\(String(describing: token))")
+            #expect(platform.connector.commands.current.last == "deactivate T1")
+        }
+    }
+
+    /// Only a recent decision tells whom a token was made for: the previous owner's decision of
+    /// long ago says nothing of a token the new owner added later without one TMP recorded (a
+    /// network's stand-in approval), which is left alone.
+    @Test func anOldDecisionOfThePreviousOwnerDoesNotEndTheNewOwnersToken() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            let card = try await api.putCard("c1", user: "alice")
+            #expect(try await decide(api, activationData: try await activationData(api, user: "alice")).decision == .approved)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .created).status == .ok)
+            try await api.putCard("c1", user: "bob")
+            platform.advance(TSPService.decisionReachForCreation + 60)
+            let commands = platform.connector.commands.current
+            #expect(try await api.event("T2", pur: card.panUniqueReference, .created).status == .ok)
+            let token = try await platform.store.token(reference: "T2")
+            #expect(token?.status == .inactive && token?.pendingCommand == nil && token?.userId == "bob", "\(String(describing: token))")
+            #expect(platform.connector.commands.current == commands, "nothing sent for it")
         }
     }
 

@@ -37,8 +37,9 @@ public enum TokenEventRules {
             return .reject("token belongs to another panUniqueReference")
         }
         // A token lives in one device's secure element: an event naming another device is not
-        // this token's (a CREATED says so in its own words below).
-        guard event.event == .created || event.deviceType == current.deviceType else {
+        // this token's (a CREATED says so in its own words below) — except a deactivation,
+        // final at the token service whatever it names, which must not leave a dead token live.
+        guard event.event == .created || event.event == .deactivated || event.deviceType == current.deviceType else {
             return .reject("token is on a \(current.deviceType.rawValue) device, not \(event.deviceType.rawValue)")
         }
         // A token's creation comes before everything else that happens to it: a CREATED for a

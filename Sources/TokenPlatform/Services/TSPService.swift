@@ -25,9 +25,11 @@ public struct TSPService: Sendable {
             environment.logger.info("tokenization decision", metadata: ["request": "\(Redaction.identifier(request.requestId))", "decision": "\(response.decision.rawValue)", "reason": "\(response.reason)"])
             return response
         }
-        // A decision that lets a token be made is recorded only while the card is still as it
-        // was decided on; a card changed meanwhile (blocked, closed, given another owner or PAN)
-        // is decided on again, as it is now, and a second change in that time declines.
+        // A decision on activation data that lets a token be made is recorded only while the
+        // card is still as it was decided on; a card changed meanwhile (blocked, closed, given
+        // another owner or PAN) is decided on again, as it is now, and a second change in that
+        // time declines. (A yellow one without activation data is not checked: the token it
+        // lets be made is activated in the app, which checks the card then.)
         for round in 1...2 {
             let decided = try await decision(for: request, now: now)
             let response = decided.response
@@ -65,7 +67,7 @@ public struct TSPService: Sendable {
     }
 
     /// The reason of a decision declined because its card changed twice while it was decided.
-    static let cardChangedDuringDecision = "card_changed"
+    static let cardChangedDuringDecision = "card_changed_during_decision"
 
     /// How long after its activation data expired a request that used it up may still be
     /// retried for its recorded answer (15 minutes): a token service retries within minutes.
@@ -161,6 +163,11 @@ public struct TSPService: Sendable {
         }
     }
 
+    /// How long after a tokenization decision a token's first event is still taken as made by
+    /// it, for telling whom the token was made for (an hour): a token service reports a token
+    /// within minutes of the decision that let it be made.
+    public static let decisionReachForCreation: TimeInterval = 3_600
+
     /// How far ahead of this server's clock a token event's `occurredAt` may be (5 minutes).
     public static let maximumClockSkew: TimeInterval = 300
 
@@ -203,6 +210,7 @@ public struct TSPService: Sendable {
             )
         }
         var newToken: TokenRecord?
+        var decidedFor: String?
         // A CREATED event for a card TMP does not know is refused, but only after its eventId
         // is looked at: a repeat of an event already recorded is answered DUPLICATE whatever
         // has happened to the card since.
@@ -216,12 +224,14 @@ public struct TSPService: Sendable {
             if let card = found {
                 // The decision that let this token be made: a decline since (a replay, say) made none.
                 let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
-                // Made with activation data issued to the card's previous owner (the card changed
-                // hands, same PAN, after the decision and before this event): the token is on
-                // their device, so it is owed its deactivation, sent below.
-                var madeForAPreviousOwner = false
-                if let used = decision?.activationDataId, let attempt = try await environment.store.provisioningAttempt(activationDataId: used) {
-                    madeForAPreviousOwner = !attempt.userId.isSameIdentifier(as: card.userId)
+                // Whom the activation data of that decision was issued to, when the decision is
+                // recent enough to be this token's (a token is made within minutes of its
+                // decision; an old one is another token's, say the previous owner's device's
+                // of months ago, while this one came without a decision TMP recorded).
+                if let decision, let used = decision.activationDataId, now.timeIntervalSince(decision.decidedAt) <= Self.decisionReachForCreation,
+                    let attempt = try await environment.store.provisioningAttempt(activationDataId: used)
+                {
+                    decidedFor = attempt.userId
                 }
                 newToken = TokenRecord(
                     tokenUniqueReference: event.tokenUniqueReference,
@@ -235,8 +245,7 @@ public struct TSPService: Sendable {
                     tokenLast4: event.tokenLast4,
                     createdAt: now,
                     updatedAt: now,
-                    lastEventAt: event.occurredAt,
-                    pendingCommand: madeForAPreviousOwner ? .deactivate : nil
+                    lastEventAt: event.occurredAt
                 )
             } else {
                 cardUnknown = true
@@ -250,7 +259,14 @@ public struct TSPService: Sendable {
             return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
         }
         switch result {
-        case .applied(let token):
+        case .applied(var token):
+            // Made with activation data issued to another user than the card's owner as
+            // committed (the card changed hands, same PAN, after the decision — also while this
+            // event was on its way in): the token is on the previous owner's device, so it is
+            // owed its deactivation, sent below with the corrections.
+            if let decidedFor, !decidedFor.isSameIdentifier(as: token.userId), token.status != .deactivated, token.pendingCommand != .deactivate {
+                token = await oweDeactivation(of: token, madeFor: decidedFor)
+            }
             // A token the card forbids (created or activated for a card closed or blocked since
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
@@ -297,6 +313,34 @@ extension TSPService {
     /// than the command's outcome (the token resumed after the command's suspension), which
     /// recording the command would hide. So it runs at once, alongside — unless
     /// `alongsideABusyPlace` is false: then a busy place means no correction now.
+    /// Records a deactivation owed to `token`, made with activation data issued to `madeFor`,
+    /// who no longer owns its card; the token as then recorded (as given if that failed: the
+    /// failure is logged, and the token's state says nothing is owed).
+    private func oweDeactivation(of token: TokenRecord, madeFor: String) async -> TokenRecord {
+        let reference = token.tokenUniqueReference
+        let audit = AuditEntry(
+            at: environment.now(), actor: "tmp", action: "token.pending_command", subject: "token:\(reference)",
+            detail: "deactivation owed: made with activation data issued to the card's previous owner"
+        )
+        do {
+            let outcome = try await environment.recordCommandOutcome(reference: reference, audit: audit) { current, card in
+                guard current.status != .deactivated, let card, !card.userId.isSameIdentifier(as: madeFor) else { return .unchanged }
+                return current.pendingCommand == .deactivate ? .unchanged : .setPending(.deactivate)
+            }
+            return switch outcome {
+            case .updated(_, let after): after
+            case .unchanged(let current), .rejected(let current, _): current
+            case .notFound: token
+            }
+        } catch {
+            environment.logger.error(
+                "could not record the deactivation owed to a token made for its card's previous owner",
+                metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
+            )
+            return token
+        }
+    }
+
     func correctIfOwed(_ token: TokenRecord, alongsideABusyPlace: Bool = true) async -> TokenRecord {
         let correction = TokenCorrection(environment: environment)
         let reference = token.tokenUniqueReference

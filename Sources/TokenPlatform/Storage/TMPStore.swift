@@ -165,7 +165,7 @@ public protocol TMPStore: Sendable {
     /// decision that was not recorded. The decision is recorded with the id it used up
     /// (``TokenizationDecisionRecord/activationDataId`` when read back).
     ///
-    /// With `card` (a decision that lets a token be made), the decision is recorded only while
+    /// With `card` (a decision on activation data that lets a token be made), the decision is recorded only while
     /// the card still is as it was decided on — ACTIVE, with that PAN and that owner — checked
     /// in the same transaction, and a change of the card's waits for it (PostgreSQL: the
     /// card's row is locked for share); otherwise nothing is recorded or used up
@@ -223,7 +223,6 @@ public protocol TMPStore: Sendable {
     func deleteHistory(_ table: HistoryTable, before cutoff: Date, limit: Int, after position: HistoryPosition?) async throws -> HistoryBatch
 }
 
-/// One card's PAN, encrypted again (``TMPStore/replaceEncryptedPANs(_:)``).
 /// The card a tokenization decision that lets a token be made was decided on, as it was read:
 /// the decision stands only while the card is still ACTIVE with this PAN and this owner.
 public struct DecidedCard: Sendable, Hashable {
@@ -253,6 +252,7 @@ public enum TokenizationDecisionRecording: Sendable, Hashable {
     case cardChanged
 }
 
+/// One card's PAN, encrypted again (``TMPStore/replaceEncryptedPANs(_:)``).
 public struct EncryptedPANChange: Sendable, Hashable {
     /// The card.
     public var externalCardId: String
