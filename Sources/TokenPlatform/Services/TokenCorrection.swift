@@ -228,11 +228,9 @@ struct TokenCorrection {
     /// deactivation is pending (rather than suspend it for a block: it is owed its end);
     /// suspend a blocked card's active token.
     private static func correctionAfterEvent(_ token: TokenRecord, _ card: CardRecord) -> EventCorrection? {
-        switch (token.status, card.status) {
-        case _ where token.isOfAReplacedPAN(of: card), (_, .closed), _ where token.pendingCommand == .deactivate: .deactivate
-        case (.active, .blocked): .suspend
-        default: nil
-        }
+        if token.isOfAReplacedPAN(of: card) || card.status == .closed || token.pendingCommand == .deactivate { return .deactivate }
+        if token.status == .active, card.status == .blocked { return .suspend }
+        return nil
     }
 
     /// The token, unless deactivated, and its card.
