@@ -10,7 +10,8 @@ import FoundationNetworking
 
 /// A small JSON client for TMP's TSP API over real HTTP.
 ///
-/// Every call carries the TSP API key, has the endpoint's timeout, stops reading an answer
+/// Every call carries the TSP API key, ends at the endpoint's timeout (the whole call, not
+/// the idle time between bytes), stops reading an answer
 /// once it is known to exceed ``maximumResponseSize`` bytes, follows no redirect (the key
 /// would go with it), goes over plain `http` only to this machine (elsewhere the key would
 /// travel in clear), and fails with a ``TSPAPIError`` that carries TMP's error envelope when
@@ -56,9 +57,18 @@ struct TSPAPIClient: Sendable {
         var headers = ["Authorization": "Bearer \(endpoint.apiKey)", "Accept": "application/json"]
         if body != nil { headers["Content-Type"] = "application/json" }
         let request = TransportRequest(method: method, url: url, headers: headers, body: body, timeout: endpoint.requestTimeout, maximumResponseSize: Self.maximumResponseSize)
+        // URLSession's timeout is idle time between bytes: an answer trickling in would hold
+        // the call for ever. The endpoint's timeout bounds the whole call instead.
+        let transport = self.transport
         let response: TransportResponse
         do {
-            response = try await transport.send(request)
+            switch await Deadline.run(within: endpoint.requestTimeout, clock: ContinuousClock(), operation: { try await transport.send(request) }) {
+            case .finished(let result): response = try result.get()
+            case .timedOut: throw TSPAPIError.timedOut(path: path)
+            case .cancelled: throw CancellationError()
+            }
+        } catch let error as TSPAPIError {
+            throw error
         } catch let error as ResponseTooLargeError {
             throw .invalidResponse(path: path, status: error.statusCode, reason: "answer larger than \(Self.maximumResponseSize) bytes")
         } catch let error as URLError where error.code == .timedOut {
