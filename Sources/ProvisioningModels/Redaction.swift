@@ -19,7 +19,9 @@ public enum Redaction {
     /// sent (an id or a path), in case a card number was sent there. A separator is one to
     /// three of: space, tab, line feed, carriage return, no-break space, the other Unicode
     /// spaces digits are grouped or aligned with (U+2000 to U+200A, the narrow no-break space
-    /// U+202F, U+205F, U+3000, U+1680), `-`, `.`, `_`, `/`, `+` and `%20`. Other digit runs
+    /// U+202F, U+205F, U+3000, U+1680), the invisible characters copying leaves between digits
+    /// (U+200B to U+200F, U+2060, U+FEFF), the Unicode hyphens, dashes and minus signs (U+2010
+    /// to U+2015, U+2212, U+FF0D), `-`, `.`, `_`, `/`, `+` and `%20`. Other digit runs
     /// (most numeric ids, times, dates) are left as they are, and so are lists: a comma or a
     /// quote ends a chain.
     ///
@@ -40,7 +42,8 @@ public enum Redaction {
     /// An id a caller chose (a card id, a token or event reference, an art id), for an error
     /// message or a log line that names it: ``cardNumbers(in:)``, and then, because an id is
     /// one word and not text, groups of digits joined by any run of ASCII characters other than
-    /// letters and digits (and the spaces outside ASCII that ``cardNumbers(in:)`` takes) are read as one chain too
+    /// letters and digits (and the spaces, invisible marks and dashes outside ASCII that
+    /// ``cardNumbers(in:)`` takes) are read as one chain too
     /// (`4111----1111----1111----1111`, `4111:1111:1111:1111`, `(4111) 1111 …`); any other
     /// character outside ASCII ends a chain, as a letter does. A chain holding 12 to 19 digits that pass the
     /// Luhn check has the groups holding them hidden, showing the last four of their digits as
@@ -76,7 +79,7 @@ public enum Redaction {
         /// (``separatorUnit(at:in:percentSpace:)``); `%20` counts only with `percentSpace`.
         case written(percentSpace: Bool)
         /// Any run of bytes that are neither ASCII letters nor ASCII digits nor the start of
-        /// a character outside ASCII (which may be a letter), except the spaces outside ASCII
+        /// a character outside ASCII (which may be a letter), except the separators outside ASCII
         /// of ``separatorUnit(at:in:percentSpace:)``: for ids.
         case anythingButLettersAndDigits
     }
@@ -94,8 +97,8 @@ public enum Redaction {
             return 1
         case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
             return 2
-        case 0xE1, 0xE2, 0xE3:
-            return unicodeSpace(at: index, in: bytes)
+        case 0xE1, 0xE2, 0xE3, 0xEF:
+            return unicodeSeparator(at: index, in: bytes)
         case UInt8(ascii: "%") where percentSpace && index + 2 < bytes.count && bytes[index + 1] == UInt8(ascii: "2") && bytes[index + 2] == UInt8(ascii: "0"):
             return 3
         default:
@@ -103,21 +106,27 @@ public enum Redaction {
         }
     }
 
-    /// The length in bytes (3) of a space outside ASCII and Latin-1 starting at `index` — the
-    /// Ogham space mark, U+2000 to U+200A (en and em spaces, thin and hair spaces, the figure
-    /// space digits are aligned with), the narrow no-break space U+202F (which French and other
-    /// locales group digits with), U+205F and the ideographic space U+3000 — or nil.
-    private static func unicodeSpace(at index: Int, in bytes: [UInt8]) -> Int? {
+    /// The length in bytes (3) of a space, an invisible mark or a dash outside ASCII and
+    /// Latin-1 starting at `index`, or nil: the Ogham space mark U+1680; U+2000 to U+200A (en
+    /// and em spaces, thin and hair spaces, the figure space digits are aligned with); the
+    /// invisible U+200B to U+200F (zero-width space, joiners, direction marks), the word
+    /// joiner U+2060 and U+FEFF, which copying from a web page or a PDF leaves between digits;
+    /// the hyphens and dashes U+2010 to U+2015 (a word processor turns `-` into the en dash
+    /// U+2013), the minus sign U+2212 and the fullwidth hyphen-minus U+FF0D; the narrow
+    /// no-break space U+202F (which French and other locales group digits with), U+205F and
+    /// the ideographic space U+3000.
+    private static func unicodeSeparator(at index: Int, in bytes: [UInt8]) -> Int? {
         guard index + 2 < bytes.count else { return nil }
         switch (bytes[index], bytes[index + 1], bytes[index + 2]) {
-        case (0xE1, 0x9A, 0x80), (0xE2, 0x80, 0x80...0x8A), (0xE2, 0x80, 0xAF), (0xE2, 0x81, 0x9F), (0xE3, 0x80, 0x80): return 3
+        case (0xE1, 0x9A, 0x80), (0xE2, 0x80, 0x80...0x95), (0xE2, 0x80, 0xAF), (0xE2, 0x81, 0x9F), (0xE2, 0x81, 0xA0), (0xE2, 0x88, 0x92), (0xE3, 0x80, 0x80), (0xEF, 0xBB, 0xBF), (0xEF, 0xBC, 0x8D):
+            return 3
         default: return nil
         }
     }
 
     /// The length in bytes of a character that may join digits in an id (anything but an ASCII
-    /// letter or digit, and outside ASCII only a space: no-break, and those of
-    /// ``unicodeSpace(at:in:)``), or nil.
+    /// letter or digit, and outside ASCII only the no-break space and those of
+    /// ``unicodeSeparator(at:in:)``), or nil.
     private static func idSeparator(at index: Int, in bytes: [UInt8]) -> Int? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
@@ -125,8 +134,8 @@ public enum Redaction {
             return nil
         case 0xC2 where index + 1 < bytes.count && bytes[index + 1] == 0xA0:
             return 2
-        case 0xE1, 0xE2, 0xE3:
-            return unicodeSpace(at: index, in: bytes)
+        case 0xE1, 0xE2, 0xE3, 0xEF:
+            return unicodeSeparator(at: index, in: bytes)
         case 0x80...:
             return nil
         default:

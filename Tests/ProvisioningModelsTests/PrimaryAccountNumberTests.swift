@@ -205,6 +205,16 @@ struct RedactionTests {
             // The `20` of a `%20` after digits can start a card number (found by fuzzing).
             ("1 c55%2:25%20000000202222-", "1 c55%2:25%•••• 2222-"),
             ("4111\u{A0}1111\u{A0}1111\u{A0}1111", "•••• 1111"),
+            // Invisible characters copying from a web page or a PDF leaves between digits.
+            ("4111\u{200B}1111\u{200B}1111\u{200B}1111", "•••• 1111"),
+            ("4111\u{200C}1111\u{200D}1111\u{2060}1111", "•••• 1111"),
+            ("\u{FEFF}4111\u{FEFF}1111\u{FEFF}1111\u{FEFF}1111", "\u{FEFF}•••• 1111"),
+            // Dashes a word processor or a locale writes instead of `-`.
+            ("3782\u{2013}822463\u{2013}10005", "•••• 0005"),
+            ("4111\u{2011}1111\u{2010}1111\u{2014}1111", "•••• 1111"),
+            ("4111\u{2212}1111\u{2212}1111\u{2212}1111", "•••• 1111"),
+            ("4111\u{FF0D}1111\u{FF0D}1111\u{FF0D}1111", "•••• 1111"),
+            ("4111 \u{2013} 1111 \u{2013} 1111 \u{2013} 1111", "•••• 1111"),
         ] {
             #expect(Redaction.cardNumbers(in: text) == redacted, "\(text)")
         }
@@ -253,8 +263,12 @@ struct RedactionTests {
         #expect(Redaction.identifier("4111 ~~ 1111 ## 1111 ** 1111 @@ ok") == "•••• 1111 @@ ok")
         #expect(Redaction.identifier("x4111\u{A0}\u{A0}\u{A0}\u{A0}1111,,,,1111;;;;1111") == "x•••• 1111")
         #expect(Redaction.identifier("4111\u{202F}\u{202F}\u{202F}\u{202F}1111\u{2009}-\u{2009}1111 \u{3000} 1111") == "•••• 1111")
+        #expect(Redaction.identifier("4111\u{200B}\u{200B}:\u{200B}\u{200B}1111\u{2013}\u{2013}1111##1111") == "•••• 1111")
         // Other characters outside ASCII still end a chain (they may be letters).
         #expect(Redaction.identifier("4111é1111é1111é1111") == "4111é1111é1111é1111")
+        // So do characters sharing a first byte with the separators outside ASCII.
+        #expect(Redaction.identifier("4111\u{2016}1111\u{2016}1111\u{2016}1111") == "4111\u{2016}1111\u{2016}1111\u{2016}1111")
+        #expect(Redaction.cardNumbers(in: "4111\u{FF0E}1111\u{FF0E}1111\u{FF0E}1111") == "4111\u{FF0E}1111\u{FF0E}1111\u{FF0E}1111")
         // What text redaction leaves, because text joins numbers that way (a list, a range).
         #expect(Redaction.cardNumbers(in: "4111    1111    1111    1111") == "4111    1111    1111    1111")
         #expect(Redaction.identifier("4111    1111    1111    1111") == "•••• 1111")
