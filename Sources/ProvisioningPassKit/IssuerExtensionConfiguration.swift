@@ -134,7 +134,12 @@ public struct IssuerExtensionConfiguration: Sendable {
 public enum AppGroupContainer {
     /// The container of `appGroup`: on Apple platforms the one the system keeps for the
     /// group (a folder under the temporary directory that stays empty when the target lacks
-    /// the entitlement); on Linux `<temporary directory>/pushprov-app-groups/<appGroup>`.
+    /// the entitlement); on Linux `<data home>/pushprov-app-groups/<appGroup>`, where the data
+    /// home is `$XDG_DATA_HOME` when it is an absolute path, else `~/.local/share`.
+    ///
+    /// On Linux it is in the user's own home, not the temporary directory: anyone on the
+    /// machine may create a folder in `/tmp` first, and whoever owns a folder on the path can
+    /// swap what is inside it, such as the extension's stored session.
     public static func url(for appGroup: String) -> URL {
         #if canImport(Darwin)
         if let container = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: appGroup) {
@@ -142,9 +147,20 @@ public enum AppGroupContainer {
         }
         return FileManager.default.temporaryDirectory.appendingPathComponent("missing-app-group-\(appGroup)", isDirectory: true)
         #else
-        return FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-app-groups", isDirectory: true).appendingPathComponent(appGroup, isDirectory: true)
+        return dataHome.appendingPathComponent("pushprov-app-groups", isDirectory: true).appendingPathComponent(appGroup, isDirectory: true)
         #endif
     }
+
+    #if !canImport(Darwin)
+    /// `$XDG_DATA_HOME` if it is an absolute path (the XDG base directory rules ignore a
+    /// relative one), else `~/.local/share`.
+    static var dataHome: URL {
+        if let configured = ProcessInfo.processInfo.environment["XDG_DATA_HOME"], configured.hasPrefix("/") {
+            return URL(fileURLWithPath: configured, isDirectory: true)
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share", isDirectory: true)
+    }
+    #endif
 
     /// The secret store shared through `keychainAccessGroup`: the Keychain where there is one,
     /// else a ``FileSecretStore`` in `container`.

@@ -176,6 +176,21 @@ struct IssuerExtensionHandlerTests {
         #expect(sdk.generationBudget == .seconds(19) && sdk.refreshBudget == .zero && sdk.artBudget == .zero)
     }
 
+    /// Linux's stand-in for an App Group container is in the user's own data home: a folder
+    /// in the shared temporary directory could be made first by another user, who would then
+    /// own what the extension stores.
+    @Test func linuxAppGroupContainersAreInTheUsersDataHome() {
+        let environment = ProcessInfo.processInfo.environment
+        let dataHome =
+            environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0, isDirectory: true) : nil }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share", isDirectory: true)
+        let container = AppGroupContainer.url(for: "group.com.bank.app.wallet")
+        #expect(container.standardizedFileURL.path == dataHome.appendingPathComponent("pushprov-app-groups/group.com.bank.app.wallet").standardizedFileURL.path)
+        #expect(!container.standardizedFileURL.path.hasPrefix(FileManager.default.temporaryDirectory.standardizedFileURL.path))
+        let secrets = AppGroupContainer.secretStore(keychainAccessGroup: "TEAM.com.bank.shared", container: container)
+        #expect(secrets is FileSecretStore)
+    }
+
     @Test func withoutAnAppGroupSnapshotNothingIsOffered() async throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
