@@ -1017,6 +1017,54 @@ struct TMPStoreContractTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func twoNewCardsWithOnePANAtOnceMakeOneCard(factory: StoreFactory) async throws {
+        // Each round two handles create two different cards with the same PAN at once: one is
+        // stored, the other is refused as a duplicate naming it, and leaves no trace.
+        try await factory.withTwoHandles { first, second async throws in
+            for round in 0..<10 {
+                let hash = "hash-shared-\(round)"
+                let outcomes = await withTaskGroup(of: (String, Result<CardRecord?, any Error>).self) { group in
+                    for (store, id) in [(first, "pan-\(round)-a"), (second, "pan-\(round)-b")] {
+                        group.addTask {
+                            do {
+                                return (id, .success(try await store.putCard(try Self.card(id, hash: hash), audit: Self.audit("card:\(id)"))))
+                            } catch {
+                                return (id, .failure(error))
+                            }
+                        }
+                    }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+                let stored = outcomes.filter { if case .success(nil) = $0.1 { true } else { false } }.map(\.0)
+                let refused = outcomes.compactMap { outcome -> (String, StoreError)? in
+                    if case .failure(let error as StoreError) = outcome.1 { (outcome.0, error) } else { nil }
+                }
+                #expect(stored.count == 1 && refused.count == 1, "round \(round): \(outcomes)")
+                guard let winner = stored.first, let (loser, refusal) = refused.first else { continue }
+                #expect(refusal == .duplicatePAN(existingCardId: winner))
+                #expect(try await first.card(panLookupHash: hash)?.externalCardId == winner)
+                #expect(try await second.card(externalCardId: loser) == nil)
+                #expect(try await second.auditEntries(subject: "card:\(loser)").isEmpty)
+                #expect(try await first.auditEntries(subject: "card:\(winner)").count == 1)
+            }
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func anyCardIsACardWhileThereIsOne(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            #expect(try await store.anyCard() == nil)
+            _ = try await store.putCard(try Self.card("c1"), audit: Self.audit("card:c1"))
+            _ = try await store.putCard(try Self.card("c2"), audit: Self.audit("card:c2"))
+            let card = try #require(try await store.anyCard())
+            #expect(["c1", "c2"].contains(card.externalCardId))
+            // The card as stored, encrypted number and all: what the start-up key check reads.
+            #expect(card == (try await store.card(externalCardId: card.externalCardId)))
+            #expect(card.encryptedPAN == "v1.k.AAAA")
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
     func aClosedCardStaysClosedWhenStatusChangesRace(factory: StoreFactory) async throws {
         // Each round a fresh card gets one CLOSE and several reopening changes at once. Closing
         // is never refused, so the card must end CLOSED; every change decided on the card as
