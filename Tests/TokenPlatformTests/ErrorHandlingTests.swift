@@ -336,6 +336,25 @@ struct ErrorHandlingTests {
         }
     }
 
+    @Test func aCardStoredUnderADotIdBeforeTheRuleCanStillBeReplaced() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let pan = try PrimaryAccountNumber("4111111111111111")
+            let vault = platform.environment.vault
+            let now = Date()
+            let legacy = CardRecord(
+                externalCardId: ".legacy", userId: "alice", encryptedPAN: try vault.encrypt(pan, cardID: ".legacy").serialized, panLookupHash: vault.lookupHash(pan),
+                panLast4: "1111", panUniqueReference: "PUR-legacy", expiration: try CardExpiration("12/29"), cardholderName: "Old Name", network: .visa,
+                productTitle: "Gold", artId: nil, status: .active, createdAt: now, updatedAt: now)
+            _ = try await platform.store.putCard(legacy, audit: AuditEntry(at: now, actor: "test", action: "card.put", subject: "card:.legacy", detail: ""))
+            let replaced = try await putCardRaw(api, Self.goodCard, id: ".legacy")
+            #expect(replaced.status == .ok, "\(replaced.text)")
+            #expect(try await platform.store.card(externalCardId: ".legacy")?.cardholderName == "Alice")
+            // A new one is still refused.
+            #expect(try await putCardRaw(api, Self.goodCard.replacingOccurrences(of: "4111111111111111", with: "5555555555554444"), id: ".new").status == .badRequest)
+        }
+    }
+
     @Test func aNonJSONContentTypeIs415() async throws {
         let platform = try await TestPlatform()
         try await platform.run { api in

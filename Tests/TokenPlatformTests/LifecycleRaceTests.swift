@@ -963,6 +963,11 @@ struct LifecycleRaceTests {
             let trail = try await platform.store.auditEntries(subject: "token:T1")
             let deactivations = trail.filter { $0.action.contains("deactivat") }
             #expect(deactivations.map(\.actor) == ["tsp"], "\(trail.map { "\($0.actor) \($0.action)" })")
+            // Customer service's request is in the trail too, as a command the change had
+            // been recorded for already.
+            let requested = trail.filter { $0.action == "token.command_not_recorded" }
+            #expect(requested.map(\.actor) == ["issuer"], "\(trail.map { "\($0.actor) \($0.action)" })")
+            #expect(requested.first?.detail.hasPrefix("deactivate confirmed by the token service; TMP's record not changed: recorded already") == true, "\(requested.map(\.detail))")
         }
     }
 

@@ -52,7 +52,9 @@ public struct LifecycleService: Sendable {
 
     /// `PUT cards/{id}`: creates or replaces a card. Returns the card and whether it was created.
     public func putCard(externalCardId: String, request: CardUpsertRequest) async throws -> (card: CardResource, created: Bool) {
-        try InputRules.newIdentifier(externalCardId, field: "externalCardId")
+        // Only a new card's id must keep the rules for new ids (below): a card stored under
+        // another id before a rule can still be replaced.
+        try InputRules.identifier(externalCardId, field: "externalCardId")
         try InputRules.userId(request.userId)
         try InputRules.text(request.cardholderName, field: "cardholderName", maximum: PassDataPayload.maximumNameLength)
         try InputRules.text(request.productTitle, field: "productTitle", maximum: InputRules.maximumTitleLength)
@@ -73,6 +75,7 @@ public struct LifecycleService: Sendable {
         let existing = try await environment.store.card(externalCardId: externalCardId)
         if existing == nil {
             // A card stored under such an id before the rule can still be replaced.
+            try InputRules.newIdentifier(externalCardId, field: "externalCardId")
             try await environment.refuseCardNumber(in: externalCardId, field: "externalCardId", own: request.primaryAccountNumber)
         }
         let lookupHash = environment.vault.lookupHash(request.primaryAccountNumber)
@@ -632,6 +635,11 @@ public struct LifecycleService: Sendable {
             if done { await environment.clearSuspensionNoteAfterConfirmed(current) }
             if !done {
                 await environment.auditUnrecorded(verb, token: token.tokenUniqueReference, actor: actor, why: "the token is \(current.status.rawValue)\(current.suspendedBy.map { " (suspended by \($0.rawValue))" } ?? "")")
+            } else if command.byCustomerService {
+                // The change is in the token's trail under whoever recorded it (the token
+                // service, for its event); customer service's request must be there too. (A
+                // card's change is in the card's trail.)
+                await environment.auditUnrecorded(verb, token: token.tokenUniqueReference, actor: actor, why: "recorded already (the token service's event or a concurrent command got there first)")
             }
             return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: done ? result : "UNCHANGED")
         case .rejected(let current, let message):
@@ -642,7 +650,9 @@ public struct LifecycleService: Sendable {
                 // two in either order): resumed there again, so it holds what TMP records. Not
                 // while the card is no longer active: TMP's ACTIVE record is then at odds with it,
                 // and the suspension the card asks for comes from its change or the realignment.
-                if let card = try? await environment.store.card(externalCardId: current.externalCardId), card.status != .active || current.isOfAReplacedPAN(of: card) {
+                // A card that cannot be read counts as not active: no resume is sent blind.
+                let card = try? await environment.store.card(externalCardId: current.externalCardId)
+                if card.map({ $0.status != .active || current.isOfAReplacedPAN(of: $0) }) ?? true {
                     return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
                 }
                 do {
