@@ -971,6 +971,34 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// Customer service resumes a token it suspended; while the resume is with the token
+    /// service, its echo and then a suspension of the token service's own arrive. The token
+    /// service holds the token suspended, so TMP must not record it ACTIVE.
+    @Test func aSuspensionTheTokenServiceReportsWhileCustomerServiceResumesStays() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            #expect(try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer).status == .ok)
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+                let own = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+                #expect(echo.status == .ok && own.status == .ok, "\(echo.text) \(own.text)")
+            } }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(resumed.status == .conflict, "\(resumed.text)")
+            #expect(resumed.error?.code == "suspended_meanwhile", "\(resumed.text)")
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended)
+            #expect(token.suspendedBy == .tokenService)
+            // Asserted at the token service again after the resume, in case it ran the resume last.
+            #expect(platform.connector.commands.current.suffix(2) == ["resume T1", "suspend T1"])
+        }
+    }
+
     /// A tokenization of the old PAN approved while a PUT replaces the card's PAN (the known
     /// tokens' deactivations are with the token service): its token is deactivated at the token
     /// service too, not only in TMP's records.

@@ -406,7 +406,11 @@ public struct LifecycleService: Sendable {
             }
         }
         // A database failure after the token service confirmed is the database's to report.
-        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, byCustomerService: true)
+        // A resume lifts the suspension customer service saw: one the token service reports
+        // while the resume is with it (its echo, then a suspension of its own) stays, and is
+        // asserted there again, rather than TMP recording ACTIVE a token it holds suspended.
+        let lifts = action == .resume ? token.suspendedBy : nil
+        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, lifts: lifts, byCustomerService: true)
         let reason = takingOver
             ? "customer service suspend of a token suspended by \(token.suspendedBy?.rawValue ?? "an unknown source"): kept suspended until customer service resumes it"
             : "customer service \(action.rawValue)"
@@ -428,6 +432,12 @@ public struct LifecycleService: Sendable {
                 // The card was given a new number while the resumption was with the token
                 // service: the token is of the old one, and is deactivated, not resumed.
                 throw TMPError.conflict("pan_replaced", "card \(Redaction.identifier(card.externalCardId)) was given a new card number while token \(Redaction.identifier(now.tokenUniqueReference)) was being resumed; the token was made for the old one, and is deactivated, never resumed")
+            }
+            if now.status == .suspended, let lifts, now.suspendedBy != lifts {
+                // Suspended for another reason while the resumption was with the token service.
+                let by = now.suspendedBy.map { " by \($0.rawValue)" } ?? ""
+                let recorded = outcome.result == "UNCHANGED" ? "it is suspended there again and stays SUSPENDED" : "suspending it there again was not confirmed; TMP records it SUSPENDED"
+                throw TMPError.conflict("suspended_meanwhile", "token \(Redaction.identifier(now.tokenUniqueReference)) was suspended\(by) while it was being resumed; \(recorded): resume it again to lift that suspension")
             }
             if outcome.result == "UNCHANGED", now.status != .active {
                 // Blocked and unblocked again meanwhile: the resumption was undone.
