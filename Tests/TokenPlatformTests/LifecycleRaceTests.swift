@@ -280,6 +280,29 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As below, until the suspension is pending; then customer service suspends the token
+    /// again itself: sent and settled, not refused as a suspension of a suspended token.
+    @Test func customerServiceCanSendItsUnconfirmedSuspensionAgain() async throws {
+        let platform = try await TestPlatform(policy: .immediate, serializingTokenCommands: false)
+        try await platform.run { api in
+            try await Self.blockThenSuspendDuringTheUnblocksResume(api, platform) { platform.connector.failing.withValue { $0 = true } }
+            _ = try await Self.patch(api, "c1", .active)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            platform.connector.failing.withValue { $0 = false }
+            #expect(try await platform.store.token(reference: "T1")?.pendingCommand == .suspend)
+            let suspended = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(suspended.status == .ok, "\(suspended.text)")
+            #expect(suspended.text.contains("\"SUSPENDED\""), "\(suspended.text)")
+            #expect(platform.connector.commands.current.last == "suspend T1", "\(platform.connector.commands.current)")
+            let after = try #require(try await platform.store.token(reference: "T1"))
+            #expect(after.status == .suspended && after.suspendedBy == .customerService && after.pendingCommand == nil)
+            #expect(try await platform.store.tokensAtOddsWithTheirCard(since: Date.distantFuture, limit: 10).isEmpty)
+            // A suspension confirmed already is still not sent twice.
+            let again = try await api.send(.post, "/lifecycle/tokens/T1/suspend", as: .issuer)
+            #expect(again.status == .conflict && again.error?.code == "illegal_token_transition", "\(again.text)")
+        }
+    }
+
     /// As above, but the token service does not confirm suspending the token again: it may
     /// still let the token pay although TMP records customer service's suspension, and nothing
     /// in that state is at odds with the active card. The suspension is recorded as pending,

@@ -391,7 +391,10 @@ public struct LifecycleService: Sendable {
             }
         }
         let takingOver = action == .suspend && token.status == .suspended && token.suspendedBy != .customerService
-        guard Self.allows(action, token.status) || takingOver else { throw illegal(token, to: target) }
+        // Customer service's own suspension the token service never confirmed (pending): sent
+        // again now rather than refused, and settled once confirmed, as the realignment would.
+        let resendingPending = action == .suspend && token.status == .suspended && !takingOver && token.pendingCommand == .suspend
+        guard Self.allows(action, token.status) || takingOver || resendingPending else { throw illegal(token, to: target) }
         if action == .resume {
             let card = try await existingCard(token.externalCardId)
             guard card.status == .active else {
@@ -410,10 +413,12 @@ public struct LifecycleService: Sendable {
         // while the resume is with it (its echo, then a suspension of its own) stays, and is
         // asserted there again, rather than TMP recording ACTIVE a token it holds suspended.
         let lifts = action == .resume ? token.suspendedBy : nil
-        let command = TokenCommand(token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, lifts: lifts, byCustomerService: true)
+        let command = TokenCommand(
+            token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, lifts: lifts, byCustomerService: true,
+            settlesPending: resendingPending ? .suspend : nil)
         let reason = takingOver
             ? "customer service suspend of a token suspended by \(token.suspendedBy?.rawValue ?? "an unknown source"): kept suspended until customer service resumes it"
-            : "customer service \(action.rawValue)"
+            : resendingPending ? "customer service suspend, sent again: the token service had not confirmed the suspension" : "customer service \(action.rawValue)"
         let outcome = try await applyRecording(command, actor: "issuer", reason: reason)
         if action == .resume, outcome.result == "UNCHANGED" || outcome.result == "FAILED",
             let now = try await environment.store.token(reference: tokenUniqueReference)
