@@ -212,8 +212,10 @@ public struct LifecycleService: Sendable {
     /// close and to reopen it race: the store decides on the card as stored.
     ///
     /// The token commands run concurrently (at most ``maximumConcurrentCommands`` at a time),
-    /// each within the connector's time limit, so the change takes about one time limit at
-    /// most; the outcomes keep the order of the card's tokens.
+    /// each within the connector's time limit, so the change takes one time limit per
+    /// ``maximumConcurrentCommands`` tokens at most when the token service does not answer,
+    /// plus any wait for a token's earlier commands; the outcomes keep the order of the card's
+    /// tokens.
     public func setStatus(externalCardId: String, status: CardStatus) async throws -> StatusChange {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         let now = environment.now()
