@@ -47,6 +47,7 @@ extension DatabaseOptions {
     ///
     /// Without `migrate`, a SQLite file that does not exist is refused rather than created.
     func openStore(dataDirectory: String?, migrate: Bool, pendingAdvice: String = "run `pushprov migrate --database …` first") async throws -> (database: DatabaseConfiguration, store: any TMPStore, applied: [String]) {
+        if dataDirectory?.isEmpty == true { throw DataDirectoryCheck.emptyRefusal }
         var settings = ServerSettings()
         settings.dataDirectory = dataDirectory
         apply(to: &settings)

@@ -16,7 +16,12 @@ enum EnvironmentSetting {
 /// anyone could have put their own file there; one its group can write, or another user owns,
 /// is warned of on standard error. A directory that does not exist is left to the command.
 enum DataDirectoryCheck {
+    /// The refusal of an empty `--data-dir`.
+    static let emptyRefusal = CLIError("--data-dir must not be empty (it would be the current directory, unchecked); name the directory, e.g. --data-dir .")
+
     static func check(_ directory: String) throws {
+        // An empty path would be the current directory, taken unchecked.
+        guard !directory.isEmpty else { throw emptyRefusal }
         guard FileManager.default.fileExists(atPath: directory) else { return }
         var notices: [String] = []
         do {

@@ -30,7 +30,9 @@ struct PruneCommand: AsyncParsableCommand {
         }
         guard (1...100_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 100000 (got \(batchSize))") }
         // The schema must be current: pruning never migrates.
-        let store = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false, pendingAdvice: "run `pushprov migrate --database …` first").store
+        let (database, store, _) = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false, pendingAdvice: "run `pushprov migrate --database …` first")
+        // Said first: a run on the wrong database (a setting forgotten) must not pass for done.
+        print("database \(database)")
         let pruning = HistoryPruning(store: store, batchSize: batchSize)
         let before = cutoff.formatted(.iso8601)
         var deletedSoFar: [HistoryTable: Int] = [:]

@@ -37,8 +37,9 @@ struct VaultReencryptCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard (1...10_000).contains(batchSize) else { throw CLIError("--batch-size must be from 1 to 10000 (got \(batchSize))") }
-        // It decrypts every stored card number: as `serve`, no core file should it crash.
-        for notice in ProcessHardening.withholdMemoryFromDumps(production: false) { print(notice) }
+        // It decrypts every stored card number: as `serve --production`, no core file should
+        // it crash, and no other process of the user may attach to it or read its memory.
+        for notice in ProcessHardening.withholdMemoryFromDumps(production: true) { print(notice) }
         // As `pushprov serve` reads them: the flag, then a non-empty variable.
         let directory = dataDirectory ?? EnvironmentSetting.value("PUSHPROV_DATA_DIR") ?? ".pushprov"
         let configuredKeyFile = keyFile ?? EnvironmentSetting.value("PUSHPROV_KEY_FILE")
@@ -54,7 +55,9 @@ struct VaultReencryptCommand: AsyncParsableCommand {
         let vault = PANVault(keys: keys.panVault)
         let current = keys.panVault.currentEncryptionKeyID
         // The schema must be current: this never migrates.
-        let store = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false).store
+        let (database, store, _) = try await databaseOptions.openStore(dataDirectory: dataDirectory, migrate: false)
+        // Said first: a run on the wrong database (a setting forgotten) must not pass for done.
+        print("database \(database)")
         let reencryption = VaultReencryption(store: store, vault: vault, batchSize: batchSize)
         var done = VaultReencryption.Totals()
         do {

@@ -96,6 +96,26 @@ struct DatabaseConfigurationTests {
         }
     }
 
+    /// A failure of the database itself while it is migrated (here a table a migration would
+    /// create is there already, made by something else) is one line naming the database and
+    /// the reason, not the client library's generic description.
+    @Test func aMigrationTheDatabaseRefusesIsOneLineWithItsReason() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dbrefuse-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("other.sqlite").path
+        let other = try DatabaseQueue(path: path)
+        try await other.write { try $0.execute(sql: "CREATE TABLE card (something_else TEXT)") }
+        try other.close()
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let refusal = await #expect(throws: ConfigurationError.self) { _ = try await DatabaseConfiguration(parsing: path).openMigratedStore(migrate: true, logger: logger) }
+        #expect(refusal?.message.hasPrefix("database \(path): ") == true, "\(refusal?.message ?? "")")
+        #expect(refusal?.message.contains("already exists") == true, "\(refusal?.message ?? "")")
+    }
+
     @Test func aSymbolicLinkToAMissingDatabaseFileIsRefusedAndNothingIsCreated() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-dblink-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])

@@ -25,7 +25,8 @@ struct PruneCommandTests {
         let dry = try await CLI.run(["prune", "--keep-days", "400", "--dry-run", "--database", path])
         #expect(dry.status == 0, "\(dry.stderr)")
         let dryLines = dry.stdout.split(separator: "\n")
-        #expect(dryLines.count == HistoryTable.allCases.count)
+        #expect(dryLines.first.map(String.init) == "database \(path)", "\(dry.stdout)")
+        #expect(dryLines.count == HistoryTable.allCases.count + 1)
         #expect(dryLines.contains { $0.hasPrefix("provisioning_attempt: 1 row recorded before ") && $0.hasSuffix(" would be deleted") }, "\(dry.stdout)")
         #expect(dryLines.contains { $0.hasPrefix("audit_event: 0 rows recorded before ") })
 
@@ -62,7 +63,7 @@ struct PruneCommandTests {
         #expect(run.stdout.contains("provisioning_attempt: deleted 150001 rows recorded before "), "\(run.stdout)")
         // The progress line comes before the totals.
         let lines = run.stdout.split(separator: "\n")
-        #expect(lines.first == "provisioning_attempt: 100000 rows deleted so far", "\(run.stdout)")
+        #expect(lines.prefix(2) == ["database \(path)", "provisioning_attempt: 100000 rows deleted so far"], "\(run.stdout)")
     }
 
     @Test func aRetentionUnderAYearOrAnUnmigratedDatabaseIsRefusedInOneLine() async throws {

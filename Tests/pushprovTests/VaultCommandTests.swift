@@ -24,10 +24,11 @@ struct VaultCommandTests {
 
         let dry = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--key-file", keyFile])
         #expect(dry.status == 0, "\(dry.stderr)")
-        #expect(dry.stdout == "3 cards under keys other than the current key pan-new would be encrypted again\n")
+        #expect(dry.stdout == "database \(path)\n3 cards under keys other than the current key pan-new would be encrypted again\n")
         let run = try await CLI.run(["vault", "reencrypt", "--batch-size", "2", "--database", path], environment: ["PUSHPROV_KEY_FILE": keyFile])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.split(separator: "\n") == [
+            "database \(path)",
             "encrypting 3 cards again under key pan-new",
             "encrypted 3 cards again under key pan-new",
             "no card is left under another key: keys other than pan-new can leave the key file once every server has restarted with it",
@@ -42,7 +43,7 @@ struct VaultCommandTests {
         }
         await reread.close()
         let again = try await CLI.run(["vault", "reencrypt", "--database", path, "--key-file", keyFile])
-        #expect(again.stdout == "0 cards under keys other than the current key pan-new\n")
+        #expect(again.stdout == "database \(path)\n0 cards under keys other than the current key pan-new\n")
         #expect(!(run.stdout + run.stderr + dry.stdout).contains("4111"))
     }
 
@@ -109,6 +110,17 @@ struct VaultCommandTests {
 
     /// An empty PUSHPROV_KEY_FILE or PUSHPROV_DATA_DIR (an env file's `NAME=`) counts as unset,
     /// as `serve` and `dev-token` take it: the key file is then found in the data directory.
+    /// An empty --data-dir would be the current directory, taken without the data directory's
+    /// checks (a key file ./keys.json in a directory anyone may write): refused.
+    @Test func anEmptyDataDirectoryFlagIsRefused() async throws {
+        for arguments in [["vault", "reencrypt", "--dry-run", "--data-dir", ""], ["dev-token", "--user", "alice", "--data-dir", ""], ["prune", "--keep-days", "400", "--data-dir", ""], ["migrate", "--data-dir", ""]] {
+            let refused = try await CLI.run(arguments)
+            #expect(refused.status != 0, "\(arguments)")
+            #expect(refused.stderr.contains("--data-dir must not be empty"), "\(arguments): \(refused.stderr)")
+            #expect(refused.stdout.isEmpty, "\(arguments): \(refused.stdout)")
+        }
+    }
+
     @Test func anEmptyKeyFileOrDataDirectoryVariableCountsAsUnset() async throws {
         let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
         defer { MigrateCommandTests.removeTemporary(path) }
@@ -118,14 +130,14 @@ struct VaultCommandTests {
         _ = try LocalKeyFile.loadOrCreate(at: (directory as NSString).appendingPathComponent("keys.json"))
         let emptyKeyFile = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path, "--data-dir", directory], environment: ["PUSHPROV_KEY_FILE": ""])
         #expect(emptyKeyFile.status == 0, "\(emptyKeyFile.stderr)")
-        #expect(emptyKeyFile.stdout.hasPrefix("0 cards under keys other than the current key "), "\(emptyKeyFile.stdout)")
+        #expect(emptyKeyFile.stdout.hasPrefix("database \(path)\n0 cards under keys other than the current key "), "\(emptyKeyFile.stdout)")
         // With no --data-dir, an empty PUSHPROV_DATA_DIR leaves the default ./.pushprov (not
         // "", which made the key file ./keys.json).
         try FileManager.default.createDirectory(atPath: directory + "/.pushprov", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         try FileManager.default.moveItem(atPath: directory + "/keys.json", toPath: directory + "/.pushprov/keys.json")
         let emptyDirectory = try await CLI.run(["vault", "reencrypt", "--dry-run", "--database", path], environment: ["PUSHPROV_DATA_DIR": ""], currentDirectory: directory)
         #expect(emptyDirectory.status == 0, "\(emptyDirectory.stderr)")
-        #expect(emptyDirectory.stdout.hasPrefix("0 cards under keys other than the current key "), "\(emptyDirectory.stdout)")
+        #expect(emptyDirectory.stdout.hasPrefix("database \(path)\n0 cards under keys other than the current key "), "\(emptyDirectory.stdout)")
     }
 
     /// `vault reencrypt` and `dev-token` read a file of the data directory (the key file,

@@ -245,9 +245,18 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
                 throw ConfigurationError("database \(self) lacks migrations \(pending.joined(separator: ", ")); \(pendingAdvice)")
             }
             return (store, [])
-        } catch {
+        } catch let error as ConfigurationError {
             await store.close()
             throw error
+        } catch is CancellationError {
+            await store.close()
+            throw CancellationError()
+        } catch {
+            // Any other failure (the database refusing to create the migrations table, say) as
+            // one line saying which database and the server's reason: PostgreSQL's client
+            // describes its errors only generically.
+            await store.close()
+            throw ConfigurationError("database \(self): \(Self.reason(error))")
         }
     }
 }
