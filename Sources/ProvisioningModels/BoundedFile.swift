@@ -17,10 +17,21 @@ package enum BoundedFile {
         case tooLarge(size: Int, limit: Int)
         /// Reading it failed.
         case cannotRead
+        /// Its group or others may write it (`mode`, its permission bits), and it was to be
+        /// one only its owner can change.
+        case writableByOthers(mode: Int)
+        /// It belongs to user `owner`, neither this process's user nor root, and it was to be
+        /// one only they can change.
+        case foreignOwner(owner: UInt32)
     }
 
     /// The bytes of the regular file at `path`, if it holds fewer than `limit` bytes.
-    package static func read(_ path: String, limit: Int) -> Result<Data, Refusal> {
+    ///
+    /// `guarded`: the file decides whom the process trusts (a certificate authority, keys),
+    /// so whoever can change it must be trusted as much: it is refused when its group or
+    /// others may write it, or when it belongs to another user than the process's or root.
+    /// Judged on the file opened, not on the path.
+    package static func read(_ path: String, limit: Int, guarded: Bool = false) -> Result<Data, Refusal> {
         let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { return .failure(.cannotOpen(reason: String(cString: strerror(errno)))) }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
@@ -28,6 +39,10 @@ package enum BoundedFile {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { return .failure(.cannotRead) }
         guard status.st_mode & S_IFMT == S_IFREG else { return .failure(.notRegular(kind: kind(status.st_mode))) }
+        if guarded {
+            if Int(status.st_mode) & 0o022 != 0 { return .failure(.writableByOthers(mode: Int(status.st_mode) & 0o7777)) }
+            if status.st_uid != geteuid(), status.st_uid != 0 { return .failure(.foreignOwner(owner: UInt32(status.st_uid))) }
+        }
         let size = Int(status.st_size)
         guard size < limit else { return .failure(.tooLarge(size: size, limit: limit)) }
         do {

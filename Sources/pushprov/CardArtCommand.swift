@@ -89,7 +89,8 @@ struct CardArtCheckCommand: AsyncParsableCommand {
             return CardArtValidator.validate(data)
         case .failure(.cannotOpen):
             return .failure(unreadable("cannot open the file"))
-        case .failure(.cannotRead):
+        case .failure(.cannotRead), .failure(.writableByOthers), .failure(.foreignOwner):
+            // (Read unguarded: the last two do not come.)
             return .failure(unreadable("cannot read the file"))
         case .failure(.notRegular(let kind)):
             return .failure(unreadable("not a regular file (\(kind)); name the card-art file itself"))

@@ -16,7 +16,8 @@ enum InputFiles {
             return data
         case .failure(.cannotOpen):
             throw CLIError(FileManager.default.fileExists(atPath: path) ? "\(path): cannot be read" : "\(path): no such file")
-        case .failure(.cannotRead):
+        case .failure(.cannotRead), .failure(.writableByOthers), .failure(.foreignOwner):
+            // (Read unguarded: the last two do not come.)
             throw CLIError("\(path): cannot be read")
         case .failure(.notRegular(let kind)):
             throw CLIError("\(path): not a regular file (\(kind))")

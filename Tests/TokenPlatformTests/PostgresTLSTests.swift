@@ -9,8 +9,21 @@ import Testing
 /// store, as a private or cloud provider's CA is not.
 @Suite("PostgreSQL over TLS", .timeLimit(.minutes(3)))
 struct PostgresTLSTests {
-    /// The test server's CA certificate (PEM), if the server offers TLS.
-    static let caFile: String? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_CA"].flatMap { $0.isEmpty ? nil : $0 }
+    /// The test server's CA certificate (PEM), if the server offers TLS: a copy this process
+    /// owns, as a deployment keeps its own (the development server's is the `postgres`
+    /// user's, and a file another user owns is refused as `sslrootcert`).
+    static let caFile: String? = ProcessInfo.processInfo.environment["PUSHPROV_TEST_POSTGRES_CA"].flatMap { $0.isEmpty ? nil : ownCopy(of: $0) }
+
+    /// A copy of `path` (mode 0644) in a folder of this process, or `path` if it cannot be read.
+    static func ownCopy(of path: String) -> String {
+        guard let pem = FileManager.default.contents(atPath: path) else { return path }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-test-ca-\(getpid())", isDirectory: true)
+        let copy = folder.appendingPathComponent("ca.crt").path
+        guard (try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil,
+            FileManager.default.createFile(atPath: copy, contents: pem, attributes: [.posixPermissions: 0o644])
+        else { return path }
+        return copy
+    }
 
     static var isConfigured: Bool { PostgresTestDatabase.isConfigured && caFile != nil }
 
@@ -115,5 +128,32 @@ struct PostgresTLSTests {
         try Data("no certificate here\n".utf8).write(to: URL(fileURLWithPath: notPEM))
         let notPEMRefusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: notPEM))
         #expect(notPEMRefusal?.hasPrefix("database URL sslrootcert \(notPEM) ") == true, "\(notPEMRefusal ?? "connected")")
+    }
+
+    /// Whoever can change the CA file can put in a certificate authority of their own, and
+    /// read and rewrite everything between the server and its database: a CA file its group
+    /// or others may write is refused, as the JWKS file is.
+    @Test(.enabled(if: isConfigured, howToRun))
+    func aRootCertificateFileOthersMayWriteIsRefused() async throws {
+        let ca = try #require(Self.caFile)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let open = folder.appendingPathComponent("ca.pem").path
+        #expect(FileManager.default.createFile(atPath: open, contents: FileManager.default.contents(atPath: ca)))
+        for mode in [0o666, 0o664, 0o646] {
+            #expect(chmod(open, mode_t(mode)) == 0)
+            let refusal = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: open))
+            #expect(refusal == "database URL sslrootcert \(open) can be written by group or others (mode \(String(mode, radix: 8))); whoever can change it can put in a certificate authority of their own: chmod go-w \(open)", "\(refusal ?? "connected")")
+        }
+        // Readable by all is fine: a CA certificate is public.
+        #expect(chmod(open, 0o644) == 0)
+        #expect(try await Self.connectsOverTLS(Self.url(host: "localhost", .verifyFull, rootCertificates: open)))
+        // One another user owns (who could change its mode) is refused; only root can make one.
+        if geteuid() == 0 {
+            #expect(chown(open, 65_534, 65_534) == 0)
+            let foreign = await Self.refusal(try Self.url(host: "localhost", .verifyFull, rootCertificates: open))
+            #expect(foreign?.hasPrefix("database URL sslrootcert \(open) belongs to user id 65534, neither this process's user (0) nor root") == true, "\(foreign ?? "connected")")
+        }
     }
 }

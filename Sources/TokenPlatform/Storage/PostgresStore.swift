@@ -1150,8 +1150,14 @@ public struct PostgresStore: TMPStore {
             // Read without blocking and within a bound, as every file the server is given: a
             // FIFO would hold the start for a writer, a huge file would be loaded whole.
             let pem: Data
-            switch BoundedFile.read(path, limit: maximumRootCertificatesFileSize) {
+            // Guarded: whoever can change it could put in a certificate authority of their own
+            // and read and rewrite everything between this server and its database.
+            switch BoundedFile.read(path, limit: maximumRootCertificatesFileSize, guarded: true) {
             case .success(let data): pem = data
+            case .failure(.writableByOthers(let mode)):
+                throw ConfigurationError("database URL sslrootcert \(path) can be written by group or others (mode \(String(mode, radix: 8))); whoever can change it can put in a certificate authority of their own: chmod go-w \(path)")
+            case .failure(.foreignOwner(let owner)):
+                throw ConfigurationError("database URL sslrootcert \(path) belongs to user id \(owner), neither this process's user (\(geteuid())) nor root; whoever owns it can put in a certificate authority of their own: chown it")
             case .failure(.cannotOpen(let reason)): throw ConfigurationError("database URL sslrootcert \(path) cannot be opened (\(reason))")
             case .failure(.notRegular(let kind)): throw ConfigurationError("database URL sslrootcert \(path) is \(kind), not a file of PEM certificates")
             case .failure(.tooLarge(let size, let limit)): throw ConfigurationError("database URL sslrootcert \(path) is too large (\(size) bytes; at most \(limit - 1) are read as PEM certificates)")
