@@ -1035,6 +1035,58 @@ struct HTTPFrontTests {
         #expect(String(decoding: rest, as: UTF8.self).hasPrefix("HTTP/1.1 200") == false, "no answer claims the request was carried out")
     }
 
+    /// A request whose client reset the connection is still carried out, and a graceful
+    /// shutdown waits for it (within its grace) rather than return, and close the database,
+    /// under it.
+    @Test func gracefulShutdownWaitsForARequestWhoseConnectionWasReset() async throws {
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let finished = Locked(false)
+        let router = Router()
+        router.get("/slow") { _, _ -> Response in
+            enteredContinuation.yield()
+            var iterator = release.makeAsyncIterator()
+            await iterator.next()
+            finished.withValue { $0 = true }
+            return Response(status: .ok)
+        }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let server = TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, onServerRunning: { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        })
+        var configuration = ServiceGroupConfiguration(services: [server], gracefulShutdownSignals: [], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(60)
+        let group = ServiceGroup(configuration: configuration)
+        let stopped = Locked(false)
+        let running = Task {
+            try? await group.run()
+            stopped.withValue { $0 = true }
+        }
+        var portIterator = ports.makeAsyncIterator()
+        guard let port = await portIterator.next() else {
+            running.cancel()
+            throw TestFailure("the server did not start")
+        }
+        let connection = try await blocking {
+            let connection = try RawConnection(port: port)
+            try connection.send("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            return connection
+        }
+        var enteredIterator = entered.makeAsyncIterator()
+        await enteredIterator.next()
+        connection.reset()
+        await group.triggerGracefulShutdown()
+        // Still running while the request is: given time to (wrongly) return.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(!stopped.current, "the server stopped while a request of a reset connection was still being answered")
+        releaseContinuation.yield()
+        await running.value
+        #expect(stopped.current)
+        #expect(finished.current, "the request was carried out")
+    }
+
     /// A request read once its connection's requests were cancelled (after the shutdown's
     /// grace) is not carried out at all: no answer could be sent.
     @Test func aRequestReadAfterItsConnectionsRequestsWereCancelledIsNotRun() async throws {
@@ -1113,6 +1165,23 @@ final class RawConnection: @unchecked Sendable {
 
     /// Ends the connection from this side (the descriptor itself closes with the object).
     func shutDown() { shutdownSocket(Int32(SHUT_RDWR)) }
+
+    /// Resets the connection (`SO_LINGER` 0, then the socket's close): the server sees an
+    /// RST, as from a client or load balancer that gave up, and closes the channel at once.
+    /// Nothing can be sent or read afterwards.
+    func reset() {
+        #if canImport(Glibc)
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        #else
+        var linger = Darwin.linger(l_onoff: 1, l_linger: 0)
+        #endif
+        setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout.size(ofValue: linger)))
+        shutdownSocket(Int32(SHUT_RD))
+        _ = dup2(Self.nullDescriptor, socket)
+    }
+
+    /// A descriptor of /dev/null, put in the place of a reset socket's so `deinit` closes that.
+    private static let nullDescriptor = open("/dev/null", O_RDONLY)
 
     /// Closes the sending side only: the server reads the end of the stream, and this side
     /// can still read.

@@ -223,11 +223,14 @@ struct HTTP1Front: ServerChildChannel {
 
     func handle(value: Value, logger: Logger) async {
         // The handler answers requests as they complete; the server keeps track of the
-        // connection until it closes, so graceful shutdown waits for it. Cancelled (a shutdown
-        // past its grace), the connection goes at once: its requests are cancelled, and the
-        // close does not wait for a slow reader.
+        // connection until it closes and its requests have ended, so graceful shutdown waits
+        // for both: a request whose client reset the connection is still carried out (a
+        // card's block with its token service commands), and the database must not close
+        // under it. Cancelled (a shutdown past its grace), the connection goes at once: its
+        // requests are cancelled, not waited for, and the close does not wait for a slow reader.
         await withTaskCancellationHandler {
             try? await value.channel.closeFuture.get()
+            await value.requests.ended()
         } onCancel: {
             value.requests.cancelAll()
             value.channel.triggerUserOutboundEvent(DrainingClose.Abandon(), promise: nil)
@@ -244,6 +247,8 @@ final class ConnectionRequests: Sendable {
         var tasks: [Int: Task<Void, Never>] = [:]
         var next = 0
         var cancelled = false
+        /// Waiting in ``ended()``.
+        var waiting: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -263,21 +268,40 @@ final class ConnectionRequests: Sendable {
         }
     }
 
-    /// Cancels the tasks running; none is started later.
+    /// Cancels the tasks running; none is started later, and ``ended()`` waits no more.
     func cancelAll() {
-        let tasks = state.withLockedValue { state in
+        let (tasks, waiting) = state.withLockedValue { state in
             state.cancelled = true
-            defer { state.tasks = [:] }
-            return Array(state.tasks.values)
+            defer { (state.tasks, state.waiting) = ([:], []) }
+            return (Array(state.tasks.values), state.waiting)
         }
         for task in tasks { task.cancel() }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Returns once no request is being answered, or at ``cancelAll()``.
+    func ended() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLockedValue { state in
+                guard !state.tasks.isEmpty, !state.cancelled else { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     /// How many requests are being answered.
     var running: Int { state.withLockedValue { $0.tasks.count } }
 
     private func finished(_ id: Int) {
-        _ = state.withLockedValue { $0.tasks.removeValue(forKey: id) }
+        let waiting = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.tasks.removeValue(forKey: id)
+            guard state.tasks.isEmpty else { return [] }
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for waiter in waiting { waiter.resume() }
     }
 }
 
