@@ -1087,6 +1087,66 @@ struct HTTPFrontTests {
         #expect(finished.current, "the request was carried out")
     }
 
+    /// A client that sends a request and resets the connection, again and again, frees its
+    /// connection's place each time while the request runs on: past as many requests in
+    /// flight as connections allowed, a request is refused 503 at once, its connection closed.
+    @Test func requestsOfResetConnectionsCountAgainstTheConnectionLimit() async throws {
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let router = Router()
+        router.get("/slow") { _, _ -> Response in
+            enteredContinuation.yield()
+            var iterator = release.makeAsyncIterator()
+            await iterator.next()
+            return Response(status: .ok)
+        }
+        router.get("/fast") { _, _ -> Response in Response(status: .ok) }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let metrics = PlatformMetrics()
+        let server = TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, maximumConnections: 1, metrics: metrics, onServerRunning: { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        })
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [server], gracefulShutdownSignals: [], logger: logger))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        var portIterator = ports.makeAsyncIterator()
+        guard let port = await portIterator.next() else { throw TestFailure("the server did not start") }
+        let first = try await blocking {
+            let connection = try RawConnection(port: port)
+            try connection.send("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            return connection
+        }
+        var enteredIterator = entered.makeAsyncIterator()
+        await enteredIterator.next()
+        first.reset()
+        // The connection's place is free (it closed), its request is not: refused.
+        let (refused, rest) = try await blocking {
+            let second = try RawConnection(port: port)
+            try second.send("GET /fast HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let response = try second.readResponse()
+            return (response, try second.readToEnd())
+        }
+        #expect(refused.status == 503)
+        #expect(refused.headers["connection"] == "close" && refused.headers["retry-after"] == "1", "\(refused.headers)")
+        #expect(String(decoding: refused.body, as: UTF8.self).contains(#""code":"server_busy""#))
+        #expect(rest.isEmpty, "the refused request's connection closed")
+        #expect(metrics.render().contains(#"reason="requests_over_limit"} 1"#), "\(metrics.render())")
+        // Once the request ended, requests are taken again.
+        releaseContinuation.yield()
+        var answered = 0
+        for _ in 0..<200 where answered != 200 {
+            answered = try await blocking {
+                let third = try RawConnection(port: port)
+                try third.send("GET /fast HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                return try third.readResponse().status
+            }
+            if answered != 200 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(answered == 200)
+    }
+
     /// A request read once its connection's requests were cancelled (after the shutdown's
     /// grace) is not carried out at all: no answer could be sent.
     @Test func aRequestReadAfterItsConnectionsRequestsWereCancelledIsNotRun() async throws {

@@ -121,7 +121,8 @@ public struct TMPHTTPServer: Service {
             requestReadTimeout: requestReadTimeout,
             requestHeadTimeout: requestHeadTimeout,
             logger: logger,
-            metrics: metrics
+            metrics: metrics,
+            inFlight: RequestsInFlight(limit: maximumConnections)
         )
         let server = front.server(
             configuration: .init(
@@ -193,6 +194,8 @@ struct HTTP1Front: ServerChildChannel {
     var requestHeadTimeout: Duration = TMPHTTPServer.defaultRequestHeadTimeout
     let logger: Logger
     let metrics: PlatformMetrics?
+    /// The requests being answered on every connection, open or closed.
+    var inFlight = RequestsInFlight(limit: nil)
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -215,7 +218,7 @@ struct HTTP1Front: ServerChildChannel {
             try pipeline.addHandler(CloseMarker(metrics: metrics))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            let requests = ConnectionRequests()
+            let requests = ConnectionRequests(inFlight: inFlight)
             try pipeline.addHandler(WholeRequestHandler(respond: respond, bodyLimit: bodyLimit, readTimeout: requestReadTimeout, headTimeout: requestHeadTimeout, metrics: metrics, requests: requests))
             return Value(channel: channel, requests: requests)
         }
@@ -252,12 +255,23 @@ final class ConnectionRequests: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    private let inFlight: RequestsInFlight
+
+    init(inFlight: RequestsInFlight = RequestsInFlight(limit: nil)) {
+        self.inFlight = inFlight
+    }
+
+    /// Whether ``run(_:)`` started the request.
+    enum Start { case started, cancelled, overLimit }
 
     /// Runs `operation` on a task of its own; not at all once ``cancelAll()`` came (a request
-    /// read after the shutdown's grace is not carried out: no answer could be sent).
-    func run(_ operation: @escaping @Sendable () async -> Void) {
+    /// read after the shutdown's grace is not carried out: no answer could be sent), nor when
+    /// the server already answers as many requests as it may hold connections (``RequestsInFlight``).
+    @discardableResult
+    func run(_ operation: @escaping @Sendable () async -> Void) -> Start {
         state.withLockedValue { state in
-            guard !state.cancelled else { return }
+            guard !state.cancelled else { return .cancelled }
+            guard inFlight.enter() else { return .overLimit }
             let id = state.next
             state.next += 1
             let task = Task {
@@ -265,6 +279,7 @@ final class ConnectionRequests: Sendable {
                 self.finished(id)
             }
             state.tasks[id] = task
+            return .started
         }
     }
 
@@ -295,6 +310,7 @@ final class ConnectionRequests: Sendable {
     var running: Int { state.withLockedValue { $0.tasks.count } }
 
     private func finished(_ id: Int) {
+        inFlight.leave()
         let waiting = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.tasks.removeValue(forKey: id)
             guard state.tasks.isEmpty else { return [] }
@@ -303,6 +319,42 @@ final class ConnectionRequests: Sendable {
         }
         for waiter in waiting { waiter.resume() }
     }
+}
+
+/// The requests being answered across the server, open connections' and closed ones' alike,
+/// within a limit.
+///
+/// A connection answers one request at a time (the next waits for the answer), so the
+/// connection limit bounds the requests in flight, except for requests whose client closed or
+/// reset the connection: they are still carried out, and a client that sends a request and
+/// resets, again and again, would otherwise have any number running at once (each holding
+/// memory, a database connection's turn, a token service command's). Past the limit a request
+/// is answered `503` at once, its connection closed.
+final class RequestsInFlight: Sendable {
+    /// The most requests answered at once (nil: no limit).
+    let limit: Int?
+    private let count = NIOLockedValueBox(0)
+
+    init(limit: Int?) {
+        self.limit = limit
+    }
+
+    /// Counts a request in, unless the limit is reached.
+    func enter() -> Bool {
+        count.withLockedValue { count in
+            if let limit, count >= limit { return false }
+            count += 1
+            return true
+        }
+    }
+
+    /// Counts a request out.
+    func leave() {
+        count.withLockedValue { $0 -= 1 }
+    }
+
+    /// How many requests are being answered.
+    var current: Int { count.withLockedValue { $0 } }
 }
 
 /// Holds back closing a connection while a response written to it is still being sent and the
@@ -827,7 +879,7 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
         let respond = self.respond
-        requests.run {
+        let start = requests.run {
             let response = await respond.respond(to: request, channel: channel)
             let collected = BufferedBody()
             let failed: Bool
@@ -844,7 +896,23 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 handler.write(head: head, buffers: buffers, failed: failed, closeAfter: closeAfter, early: early, headRequest: headRequest, context: context)
             }
         }
+        if start == .overLimit {
+            // As many requests as connections are being answered (clients resetting their
+            // connections under them): refused at once, and the connection closes.
+            metrics?.recordConnectionFailure(.requestsOverLimit)
+            let body = ByteBuffer(string: Self.overLimitBody)
+            var head = HTTPResponse(status: .serviceUnavailable)
+            head.headerFields[.contentType] = "application/json"
+            head.headerFields[.contentLength] = String(body.readableBytes)
+            head.headerFields[.retryAfter] = "1"
+            head.headerFields[.date] = respond.dates.current()
+            head.headerFields[.server] = respond.serverName
+            write(head: head, buffers: [body], failed: false, closeAfter: true, early: early, headRequest: headRequest, context: context)
+        }
     }
+
+    /// The answer to a request over ``RequestsInFlight``'s limit.
+    static let overLimitBody = #"{"error":{"code":"server_busy","message":"the server is answering as many requests as it takes at once; try again in a moment"}}"#
 
     private func write(head: HTTPResponse, buffers: [ByteBuffer], failed: Bool, closeAfter: Bool, early: Bool, headRequest: Bool, context: ChannelHandlerContext) {
         answering = false

@@ -50,6 +50,9 @@ public final class PlatformMetrics: Sendable {
         case requestHeadTimeout = "request_head_timeout"
         /// A client that took none of the responses waiting for it within the read timeout.
         case stalledReader = "stalled_reader"
+        /// A request refused `503` (and its connection closed) because the server was answering
+        /// as many requests as it holds connections (``RequestsInFlight``).
+        case requestsOverLimit = "requests_over_limit"
     }
 
     /// Counts a connection the HTTP front closed for `reason`.
@@ -91,7 +94,7 @@ public final class PlatformMetrics: Sendable {
     private static var connections: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connections_open", unitName: "", helpText: "Client connections open now (at most --max-connections).") }
     private static var unfinished: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_unfinished", unitName: "", helpText: "Tokens with a token service command given up at its time limit that has not returned; their further commands are held back until it does.") }
     private static var waiting: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "lifecycle", metricName: "token_service_commands_waiting", unitName: "", helpText: "Token service commands waiting for an earlier command for the same token to be sent and recorded.") }
-    private static var connectionFailures: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connection_failures", unitName: "total", helpText: "Connections the HTTP front closed without a request reaching the router: unparsable requests, requests not whole in time, clients reading no answers.") }
+    private static var connectionFailures: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "http", metricName: "connection_failures", unitName: "total", helpText: "Connections the HTTP front closed without a request reaching the router: unparsable requests, requests not whole in time, clients reading no answers, requests over the in-flight limit.") }
     private static var activation: MetricNameDescriptor { MetricNameDescriptor(namespace: "pushprov", subsystem: "activation", metricName: "outcomes", unitName: "total", helpText: "In-app activation outcomes: APPROVED, DECLINED, FAILED, or the error code answered.") }
 
     /// The labels of one series; each series' metric is made once and kept (label values are
