@@ -128,7 +128,7 @@ public struct TokenPlatformRouter: Sendable {
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
         }
         on(.get, "/openapi.yaml", router) { _, _, _ in
-            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: OpenAPIDocument.buffer))
         }
         return router
     }
