@@ -1147,6 +1147,44 @@ struct HTTPFrontTests {
         #expect(answered == 200)
     }
 
+    /// Requests pipelined back to back are held, parsed, until their turn: a connection may
+    /// have up to 256 unanswered; one with more loses its connection.
+    @Test func aClientPipeliningMoreThan256RequestsLosesItsConnection() async throws {
+        let router = Router()
+        router.get("/fast") { _, _ -> Response in Response(status: .ok) }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let metrics = PlatformMetrics()
+        let server = TMPHTTPServer(router: router, host: "127.0.0.1", port: 0, logger: logger, metrics: metrics, onServerRunning: { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        })
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [server], gracefulShutdownSignals: [], logger: logger))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        var portIterator = ports.makeAsyncIterator()
+        guard let port = await portIterator.next() else { throw TestFailure("the server did not start") }
+        let request = "GET /fast HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        // 256 at once are all answered, in order, and the connection stays.
+        let answered = try await blocking {
+            let connection = try RawConnection(port: port)
+            try connection.send(String(repeating: request, count: 256))
+            return try (0..<256).map { _ in try connection.readResponse().status }
+        }
+        #expect(answered == Array(repeating: 200, count: 256))
+        // 2,000 back to back, none read: the connection goes before they are all held.
+        let (statuses, closed) = try await blocking {
+            let connection = try RawConnection(port: port)
+            _ = connection.sendUnlessClosed(String(repeating: request, count: 2_000))
+            var statuses: [Int] = []
+            while let response = try? connection.readResponse() { statuses.append(response.status) }
+            return (statuses, (try? connection.readToEnd())?.isEmpty ?? true)
+        }
+        #expect(statuses.count < 2_000 && statuses.allSatisfy { $0 == 200 }, "\(statuses.count) answered")
+        #expect(closed)
+        #expect(metrics.render().contains(#"reason="pipelined_over_limit"} 1"#), "\(metrics.render())")
+    }
+
     /// A request read once its connection's requests were cancelled (after the shutdown's
     /// grace) is not carried out at all: no answer could be sent.
     @Test func aRequestReadAfterItsConnectionsRequestsWereCancelledIsNotRun() async throws {

@@ -215,6 +215,9 @@ struct HTTP1Front: ServerChildChannel {
                 withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false,
                 withEncoderConfiguration: HTTPResponseEncoder.Configuration(), withDecoderLimitConfiguration: TMPHTTPServer.headerLimits
             )
+            // Between the decoder and the pipelining assistance, which holds every request
+            // read ahead of its turn: a connection may have only so many unanswered.
+            try pipeline.addHandler(PipelineDepthLimit(metrics: metrics), position: .before(try pipeline.handler(type: HTTPServerPipelineHandler.self)))
             try pipeline.addHandler(CloseMarker(metrics: metrics))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
@@ -472,6 +475,53 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
 /// and one whose body has a transfer coding other than `chunked`
 /// (`501`, §6.1): the answer is NIO's kind for a request it cannot parse, empty, after which
 /// the connection closes, and the request goes no further.
+/// Closes a connection that has more than ``limit`` requests unanswered.
+///
+/// Pipelining assistance answers a connection's requests one at a time, and holds those read
+/// ahead of their turn in memory, parsed; reading stops while answers wait to be sent, but one
+/// read takes up to 256 KB, some ten thousand minimal requests (a few hundred bytes of memory
+/// each once parsed) from a client that sends them back to back and reads nothing. Clients
+/// that pipeline keep a few requests in flight; one with more than ``limit`` unanswered loses
+/// its connection, counted as `pipelined_over_limit` (so a connection holds at most some
+/// 100 KB of requests waiting their turn).
+final class PipelineDepthLimit: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// The most requests a connection may have unanswered (read, and not answered to their end).
+    static let limit = 256
+
+    private let metrics: PlatformMetrics?
+    private var unanswered = 0
+    private var closed = false
+
+    init(metrics: PlatformMetrics?) {
+        self.metrics = metrics
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closed else { return }
+        if case .head = unwrapInboundIn(data) {
+            unanswered += 1
+            if unanswered > Self.limit {
+                closed = true
+                metrics?.recordConnectionFailure(.pipelinedOverLimit)
+                context.close(promise: nil)
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // An interim response (`100 Continue`) is a head without an end: only the end counts.
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+}
+
 final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart

@@ -53,6 +53,8 @@ public final class PlatformMetrics: Sendable {
         /// A request refused `503` (and its connection closed) because the server was answering
         /// as many requests as it holds connections (``RequestsInFlight``).
         case requestsOverLimit = "requests_over_limit"
+        /// A client with more than ``PipelineDepthLimit/limit`` pipelined requests unanswered.
+        case pipelinedOverLimit = "pipelined_over_limit"
     }
 
     /// Counts a connection the HTTP front closed for `reason`.
