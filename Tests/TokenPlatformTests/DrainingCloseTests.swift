@@ -21,8 +21,15 @@ struct DrainingCloseTests {
         let abandon: Bool
         let asked = Locked<ContinuousClock.Instant?>(nil)
         let closed = Locked<ContinuousClock.Instant?>(nil)
+        /// Whether the handlers after the drain were told the connection is closing.
+        let toldClosing = Locked(false)
 
         init(abandon: Bool) { self.abandon = abandon }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is DrainingClose.Closing { toldClosing.withValue { $0 = true } }
+            context.fireUserInboundEventTriggered(event)
+        }
 
         func channelActive(context: ChannelHandlerContext) {
             var buffer = context.channel.allocator.buffer(capacity: DrainingCloseTests.size)
@@ -72,6 +79,9 @@ struct DrainingCloseTests {
         let asked = try #require(sender.asked.current)
         let closed = try #require(sender.closed.current)
         #expect(closed - asked > .milliseconds(500), "the close waited for the bytes to leave")
+        // Told while it waited, so no request read meanwhile is carried out (its answer would
+        // be cut off by the close).
+        #expect(sender.toldClosing.current)
     }
 
     @Test func aClientThatStopsTakingLosesTheConnectionAfterThePatience() async throws {
@@ -113,5 +123,7 @@ struct DrainingCloseTests {
         let asked = try #require(sender.asked.current)
         let closed = try #require(sender.closed.current)
         #expect(closed - asked < .milliseconds(500))
+        // Not held back: closed at once, nothing to tell.
+        #expect(!sender.toldClosing.current)
     }
 }

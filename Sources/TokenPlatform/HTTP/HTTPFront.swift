@@ -415,8 +415,15 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
         }
         waiting = [promise]
         askedAt = .now()
+        // The connection is closing: a request the client sends while the last answer drains
+        // must not be carried out, since the close would come before its answer.
+        context.fireUserInboundEventTriggered(Closing())
         wait(context: context, last: pending, since: .now())
     }
+
+    /// An inbound user event: a close is held back while the last answer drains; no request
+    /// read from now on is to be carried out.
+    struct Closing: Sendable {}
 
     private func wait(context: ChannelHandlerContext, last: Int, since progress: NIODeadline) {
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
@@ -459,6 +466,11 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         tick?.cancel()
         tick = nil
+        // A close held back when the channel went another way (a reset): its promises are
+        // kept with the channel's own close, not dropped unfulfilled.
+        let promises = waiting
+        waiting = []
+        for promise in promises { if let promise { context.channel.closeFuture.cascade(to: promise) } }
     }
 }
 
@@ -848,6 +860,11 @@ final class WholeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Without this, a connection the client has closed would stay open until the idle
     /// timeout, holding a file and a place under the connection limit.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is DrainingClose.Closing {
+            // As after `Connection: close`: what the client sends now is not carried out.
+            closing = true
+            return
+        }
         guard case .inputClosed = event as? ChannelEvent else {
             context.fireUserInboundEventTriggered(event)
             return
