@@ -12,7 +12,7 @@ struct PostgresStoreTests {
         try await PostgresTestDatabase.withSchema { url, schema in
             var stores: [PostgresStore] = []
             for _ in 0..<3 {
-                stores.append(try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger))
+                stores.append(try await PostgresStore.connect(url: url, poolSize: 2, connectionWait: PostgresTestDatabase.connectionWait, schema: schema, logger: PostgresTestDatabase.logger))
             }
             #expect(try await stores[0].pendingMigrations() == ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"])
             let applied = try await withThrowingTaskGroup(of: [String].self) { group in
@@ -34,7 +34,7 @@ struct PostgresStoreTests {
     /// A migration a newer version applied is reported as unknown.
     @Test func migrationsANewerVersionAppliedAreReported() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, connectionWait: PostgresTestDatabase.connectionWait, schema: schema, logger: PostgresTestDatabase.logger)
             #expect(try await store.unknownMigrations().isEmpty)
             try await store.migrate()
             #expect(try await store.unknownMigrations().isEmpty)
@@ -47,7 +47,7 @@ struct PostgresStoreTests {
 
     @Test func aMigrationBlockedByALongTransactionGivesUpWithoutChangingAnything() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, connectionWait: PostgresTestDatabase.connectionWait, schema: schema, logger: PostgresTestDatabase.logger)
             #expect(try await store.migrate(lockTimeout: .seconds(5), upTo: "v3") == ["v1", "v2", "v3"])
             // Another session reads the token table in a transaction it keeps open: v4's
             // ALTER TABLE needs the table to itself.
@@ -82,7 +82,7 @@ struct PostgresStoreTests {
 
     @Test func eventIdsBeforeV6StayDuplicatesForTheirTokenAndDecisionsBeforeItAreNotRepeatedForRetries() async throws {
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, connectionWait: PostgresTestDatabase.connectionWait, schema: schema, logger: PostgresTestDatabase.logger)
             #expect(try await store.migrate(lockTimeout: .seconds(5), upTo: "v5").last == "v5")
             _ = try await store.putCard(try TMPStoreContractTests.card("c1"), audit: TMPStoreContractTests.audit("card:c1"))
             // Rows written the v5 way: no event type, no activation data id.
@@ -148,7 +148,7 @@ struct PostgresStoreTests {
     @Test func noTableHoldsAPANInClear() async throws {
         let pans = ["4111111111111111", "5555555555554444", "378282246310005"]
         try await PostgresTestDatabase.withSchema { url, schema in
-            let store = try await PostgresStore.connect(url: url, poolSize: 2, schema: schema, logger: PostgresTestDatabase.logger)
+            let store = try await PostgresStore.connect(url: url, poolSize: 2, connectionWait: PostgresTestDatabase.connectionWait, schema: schema, logger: PostgresTestDatabase.logger)
             try await store.migrate()
             let platform = try TestPlatform(policy: .immediate, store: store, secrets: try TestPlatform.Secrets())
             try await platform.run { api in

@@ -43,7 +43,7 @@ struct PostgresTLSTests {
 
     /// Connects with `url` and says whether the connection is encrypted (as the server sees it).
     static func connectsOverTLS(_ url: PostgresURL) async throws -> Bool {
-        let store = try await PostgresStore.connect(url: url, poolSize: 1, logger: PostgresTestDatabase.logger)
+        let store = try await PostgresStore.connect(url: url, poolSize: 1, connectionWait: PostgresTestDatabase.connectionWait, logger: PostgresTestDatabase.logger)
         do {
             let encrypted = try await store.withConnection { connection in
                 let rows = try await connection.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", logger: PostgresTestDatabase.logger).collect()

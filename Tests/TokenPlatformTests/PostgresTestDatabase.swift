@@ -26,6 +26,11 @@ enum PostgresTestDatabase {
 
     static let logger = Logger(label: "test.postgres") { _ in SwiftLogNoOpLogHandler() }
 
+    /// How long tests' stores wait for a pooled connection: longer than a server's 5 s, since
+    /// with the whole suite running on two cores opening a connection (TLS, SCRAM) can take
+    /// seconds. Tests of the wait itself set their own.
+    static let connectionWait: Duration = .seconds(30)
+
     /// Runs `body` with a new, empty schema (which stores open with `schema:`), then drops it.
     static func withSchema<T: Sendable>(_ body: (PostgresURL, String) async throws -> T) async throws -> T {
         let url = try #require(url, "PUSHPROV_TEST_POSTGRES_URL is not set")
@@ -48,7 +53,7 @@ enum PostgresTestDatabase {
             var stores: [PostgresStore] = []
             do {
                 for _ in 0..<count {
-                    stores.append(try await PostgresStore.connect(url: url, poolSize: poolSize, schema: schema, logger: logger))
+                    stores.append(try await PostgresStore.connect(url: url, poolSize: poolSize, connectionWait: connectionWait, schema: schema, logger: logger))
                 }
                 try await stores[0].migrate()
                 try await body(stores)
