@@ -1088,16 +1088,15 @@ struct HTTPFrontTests {
     }
 
     /// A client that sends a request and resets the connection, again and again, frees its
-    /// connection's place each time while the request runs on: past as many requests in
-    /// flight as connections allowed, a request is refused 503 at once, its connection closed.
+    /// connection's place each time while the request runs on: past twice as many requests
+    /// in flight as connections allowed, a request is refused 503 at once, its connection closed.
     @Test func requestsOfResetConnectionsCountAgainstTheConnectionLimit() async throws {
         let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
-        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let release = AsyncGate()
         let router = Router()
         router.get("/slow") { _, _ -> Response in
             enteredContinuation.yield()
-            var iterator = release.makeAsyncIterator()
-            await iterator.next()
+            await release.wait()
             return Response(status: .ok)
         }
         router.get("/fast") { _, _ -> Response in Response(status: .ok) }
@@ -1113,15 +1112,18 @@ struct HTTPFrontTests {
         defer { running.cancel() }
         var portIterator = ports.makeAsyncIterator()
         guard let port = await portIterator.next() else { throw TestFailure("the server did not start") }
-        let first = try await blocking {
-            let connection = try RawConnection(port: port)
-            try connection.send("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            return connection
-        }
+        // Two requests (twice the one connection allowed) whose clients reset their connections.
         var enteredIterator = entered.makeAsyncIterator()
-        await enteredIterator.next()
-        first.reset()
-        // The connection's place is free (it closed), its request is not: refused.
+        for _ in 0..<2 {
+            let reset = try await blocking {
+                let connection = try RawConnection(port: port)
+                try connection.send("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                return connection
+            }
+            await enteredIterator.next()
+            reset.reset()
+        }
+        // The connections' places are free (they closed), their requests are not: refused.
         let (refused, rest) = try await blocking {
             let second = try RawConnection(port: port)
             try second.send("GET /fast HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -1133,8 +1135,8 @@ struct HTTPFrontTests {
         #expect(String(decoding: refused.body, as: UTF8.self).contains(#""code":"server_busy""#))
         #expect(rest.isEmpty, "the refused request's connection closed")
         #expect(metrics.render().contains(#"reason="requests_over_limit"} 1"#), "\(metrics.render())")
-        // Once the request ended, requests are taken again.
-        releaseContinuation.yield()
+        // Once the requests ended, requests are taken again.
+        release.open()
         var answered = 0
         for _ in 0..<200 where answered != 200 {
             answered = try await blocking {

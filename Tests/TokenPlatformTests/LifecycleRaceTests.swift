@@ -1022,6 +1022,35 @@ struct LifecycleRaceTests {
         }
     }
 
+    /// As above, with a suspension of the same source as the one customer service lifts: the
+    /// token service suspended the token, customer service resumes it, and the token service
+    /// echoes the resume and then suspends the token again. The second suspension stays.
+    @Test func aSecondSuspensionOfTheSameSourceWhileCustomerServiceResumesStays() async throws {
+        let platform = try await TestPlatform(policy: .immediate)
+        try await platform.run { api in
+            try await api.putCard("c1", user: "alice")
+            _ = try await api.provision("c1", user: "alice", token: "T1")
+            let card = try #require(try await platform.store.card(externalCardId: "c1"))
+            platform.advance(1)
+            #expect(try await api.event("T1", pur: card.panUniqueReference, .suspended).status == .ok)
+            #expect(try await platform.store.token(reference: "T1")?.suspendedBy == .tokenService)
+            platform.connector.meanwhile.withValue { $0 = { command, _ in
+                guard command == "resume" else { return }
+                platform.advance(1)
+                let echo = try await api.event("T1", pur: card.panUniqueReference, .resumed)
+                platform.advance(1)
+                let own = try await api.event("T1", pur: card.panUniqueReference, .suspended)
+                #expect(echo.status == .ok && own.status == .ok, "\(echo.text) \(own.text)")
+            } }
+            let resumed = try await api.send(.post, "/lifecycle/tokens/T1/resume", as: .issuer)
+            platform.connector.meanwhile.withValue { $0 = nil }
+            #expect(resumed.status == .conflict && resumed.error?.code == "suspended_meanwhile", "\(resumed.text)")
+            let token = try #require(try await platform.store.token(reference: "T1"))
+            #expect(token.status == .suspended && token.suspendedBy == .tokenService)
+            #expect(platform.connector.commands.current.suffix(2) == ["resume T1", "suspend T1"])
+        }
+    }
+
     /// A tokenization of the old PAN approved while a PUT replaces the card's PAN (the known
     /// tokens' deactivations are with the token service): its token is deactivated at the token
     /// service too, not only in TMP's records.

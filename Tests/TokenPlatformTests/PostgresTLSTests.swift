@@ -17,7 +17,7 @@ struct PostgresTLSTests {
     /// A copy of `path` (mode 0644) in a folder of this process, or `path` if it cannot be read.
     static func ownCopy(of path: String) -> String {
         guard let pem = FileManager.default.contents(atPath: path) else { return path }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-test-ca-\(getpid())", isDirectory: true)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-test-ca-\(UUID().uuidString)", isDirectory: true)
         let copy = folder.appendingPathComponent("ca.crt").path
         guard (try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil,
             FileManager.default.createFile(atPath: copy, contents: pem, attributes: [.posixPermissions: 0o644])

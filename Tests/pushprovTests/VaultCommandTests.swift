@@ -108,12 +108,10 @@ struct VaultCommandTests {
         #expect(batch.stderr.contains("--batch-size must be from 1 to 10000 (got 0)"), "\(batch.stderr)")
     }
 
-    /// An empty PUSHPROV_KEY_FILE or PUSHPROV_DATA_DIR (an env file's `NAME=`) counts as unset,
-    /// as `serve` and `dev-token` take it: the key file is then found in the data directory.
     /// An empty --data-dir would be the current directory, taken without the data directory's
     /// checks (a key file ./keys.json in a directory anyone may write): refused.
     @Test func anEmptyDataDirectoryFlagIsRefused() async throws {
-        for arguments in [["vault", "reencrypt", "--dry-run", "--data-dir", ""], ["dev-token", "--user", "alice", "--data-dir", ""], ["prune", "--keep-days", "400", "--data-dir", ""], ["migrate", "--data-dir", ""]] {
+        for arguments in [["vault", "reencrypt", "--dry-run", "--data-dir", ""], ["dev-token", "--user", "alice", "--data-dir", ""], ["prune", "--keep-days", "400", "--data-dir", ""], ["migrate", "--data-dir", ""], ["serve", "--data-dir", ""]] {
             let refused = try await CLI.run(arguments)
             #expect(refused.status != 0, "\(arguments)")
             #expect(refused.stderr.contains("--data-dir must not be empty"), "\(arguments): \(refused.stderr)")
@@ -121,6 +119,8 @@ struct VaultCommandTests {
         }
     }
 
+    /// An empty PUSHPROV_KEY_FILE or PUSHPROV_DATA_DIR (an env file's `NAME=`) counts as unset,
+    /// as `serve` and `dev-token` take it: the key file is then found in the data directory.
     @Test func anEmptyKeyFileOrDataDirectoryVariableCountsAsUnset() async throws {
         let path = MigrateCommandTests.temporaryPath("tmp.sqlite")
         defer { MigrateCommandTests.removeTemporary(path) }

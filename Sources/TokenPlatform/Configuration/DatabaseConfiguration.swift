@@ -174,7 +174,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// A store failure in one line for an operator: the server's message for PostgreSQL
     /// (postgres-nio's own text hides it), else the error's description.
     public static func reason(_ error: any Error) -> String {
-        PostgresStore.reason(error)
+        // SQLite's own message, without the statement GRDB appends (a migration's is long).
+        if let error = error as? DatabaseError { return error.message ?? "SQLite error \(error.resultCode.rawValue)" }
+        return PostgresStore.reason(error)
     }
 
     /// Applies `store`'s pending migrations as `serve` and `pushprov migrate` do: a PostgreSQL

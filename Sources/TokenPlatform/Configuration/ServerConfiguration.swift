@@ -165,6 +165,8 @@ public struct ServerSettings: Sendable {
             throw ConfigurationError("port must be a number from 0 to 65535 (got \(portText))")
         }
         let dataDirectory = self.dataDirectory ?? env("PUSHPROV_DATA_DIR") ?? "./.pushprov"
+        // An empty flag would be the current directory (the variable set empty counts as unset).
+        guard !dataDirectory.isEmpty else { throw ConfigurationError("--data-dir must not be empty (it would be the current directory); name the directory, e.g. --data-dir .") }
         let database = try resolveDatabase(environment: environment)
         let policyText = activationPolicy ?? env("PUSHPROV_ACTIVATION_POLICY") ?? ActivationPolicy.inApp.rawValue
         guard let policy = ActivationPolicy(rawValue: policyText) else {

@@ -122,7 +122,9 @@ public struct TMPHTTPServer: Service {
             requestHeadTimeout: requestHeadTimeout,
             logger: logger,
             metrics: metrics,
-            inFlight: RequestsInFlight(limit: maximumConnections)
+            // Twice the connections: a connection's next request may be read before its last
+            // one is counted out, and the cap may let a few more connections in than it holds.
+            inFlight: RequestsInFlight(limit: maximumConnections.map { $0 * 2 })
         )
         let server = front.server(
             configuration: .init(
@@ -331,8 +333,8 @@ final class ConnectionRequests: Sendable {
 /// connection limit bounds the requests in flight, except for requests whose client closed or
 /// reset the connection: they are still carried out, and a client that sends a request and
 /// resets, again and again, would otherwise have any number running at once (each holding
-/// memory, a database connection's turn, a token service command's). Past the limit a request
-/// is answered `503` at once, its connection closed.
+/// memory, a database connection's turn, a token service command's). Past the limit (twice
+/// the connection limit) a request is answered `503` at once, its connection closed.
 final class RequestsInFlight: Sendable {
     /// The most requests answered at once (nil: no limit).
     let limit: Int?
@@ -474,19 +476,6 @@ final class DrainingClose: ChannelOutboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Marks a request whose connection is not to be kept alive (HTTP/1.0 without `keep-alive`)
-/// with `Connection: close`: the HTTP version does not survive the conversion to HTTP types,
-/// the header does, and ``WholeRequestHandler`` closes the connection after such a request.
-///
-/// So is a request asking to upgrade the protocol (`Upgrade`) or to tunnel (`CONNECT`): this
-/// server does neither, and NIO's parser reads nothing after such a request, so whatever the
-/// client sent next would pile up unparsed until the idle timeout.
-///
-/// It also refuses an HTTP/1.1 request without exactly one `Host` field line, and any request
-/// whose `Host` is not a valid host and port (RFC 9112 §3.2: a server must answer both `400`),
-/// and one whose body has a transfer coding other than `chunked`
-/// (`501`, §6.1): the answer is NIO's kind for a request it cannot parse, empty, after which
-/// the connection closes, and the request goes no further.
 /// Closes a connection that has more than ``limit`` requests unanswered.
 ///
 /// Pipelining assistance answers a connection's requests one at a time, and holds those read
@@ -534,6 +523,19 @@ final class PipelineDepthLimit: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
+/// Marks a request whose connection is not to be kept alive (HTTP/1.0 without `keep-alive`)
+/// with `Connection: close`: the HTTP version does not survive the conversion to HTTP types,
+/// the header does, and ``WholeRequestHandler`` closes the connection after such a request.
+///
+/// So is a request asking to upgrade the protocol (`Upgrade`) or to tunnel (`CONNECT`): this
+/// server does neither, and NIO's parser reads nothing after such a request, so whatever the
+/// client sent next would pile up unparsed until the idle timeout.
+///
+/// It also refuses an HTTP/1.1 request without exactly one `Host` field line, and any request
+/// whose `Host` is not a valid host and port (RFC 9112 §3.2: a server must answer both `400`),
+/// and one whose body has a transfer coding other than `chunked`
+/// (`501`, §6.1): the answer is NIO's kind for a request it cannot parse, empty, after which
+/// the connection closes, and the request goes no further.
 final class CloseMarker: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart

@@ -308,6 +308,10 @@ public struct LifecycleService: Sendable {
         /// only the block's; one made meanwhile for another reason (customer service, while
         /// the resume was with the token service) stays.
         var lifts: SuspensionSource? = nil
+        /// For customer service's resume: the token as it decided on it. A suspension recorded
+        /// since (its echo, then a suspension of the token service's own, say: the same source
+        /// as the one it lifts) is not lifted either.
+        var liftsAsSeen: TokenRecord? = nil
         /// Customer service's own command.
         var byCustomerService = false
         /// The token's pending command this one sends again (``TokenRecord/pendingCommand``);
@@ -416,8 +420,8 @@ public struct LifecycleService: Sendable {
         // asserted there again, rather than TMP recording ACTIVE a token it holds suspended.
         let lifts = action == .resume ? token.suspendedBy : nil
         let command = TokenCommand(
-            token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, lifts: lifts, byCustomerService: true,
-            settlesPending: resendingPending ? .suspend : nil)
+            token: token, target: target, source: target == .suspended ? .customerService : nil, result: target.rawValue, call: call, lifts: lifts,
+            liftsAsSeen: action == .resume ? token : nil, byCustomerService: true, settlesPending: resendingPending ? .suspend : nil)
         let reason = takingOver
             ? "customer service suspend of a token suspended by \(token.suspendedBy?.rawValue ?? "an unknown source"): kept suspended until customer service resumes it"
             : resendingPending ? "customer service suspend, sent again: the token service had not confirmed the suspension" : "customer service \(action.rawValue)"
@@ -439,12 +443,6 @@ public struct LifecycleService: Sendable {
                 // The card was given a new number while the resumption was with the token
                 // service: the token is of the old one, and is deactivated, not resumed.
                 throw TMPError.conflict("pan_replaced", "card \(Redaction.identifier(card.externalCardId)) was given a new card number while token \(Redaction.identifier(now.tokenUniqueReference)) was being resumed; the token was made for the old one, and is deactivated, never resumed")
-            }
-            if now.status == .suspended, let lifts, now.suspendedBy != lifts {
-                // Suspended for another reason while the resumption was with the token service.
-                let by = now.suspendedBy.map { " by \($0.rawValue)" } ?? ""
-                let recorded = outcome.result == "UNCHANGED" ? "it is suspended there again and stays SUSPENDED" : "suspending it there again was not confirmed; TMP records it SUSPENDED"
-                throw TMPError.conflict("suspended_meanwhile", "token \(Redaction.identifier(now.tokenUniqueReference)) was suspended\(by) while it was being resumed; \(recorded): resume it again to lift that suspension")
             }
             if outcome.result == "UNCHANGED", now.status != .active {
                 // Blocked and unblocked again meanwhile: the resumption was undone.
@@ -612,6 +610,11 @@ public struct LifecycleService: Sendable {
                 if target == .active, let lifts = command.lifts, current.status == .suspended, current.suspendedBy != lifts {
                     return .reject(Self.suspendedOtherwiseMeanwhile)
                 }
+                if target == .active, let seen = command.liftsAsSeen, current.status == .suspended,
+                    current.updatedAt != seen.updatedAt || current.lastEventAt != seen.lastEventAt
+                {
+                    return .reject(Self.suspendedOtherwiseMeanwhile)
+                }
                 // Already in the target state means the token service's echo of this very command
                 // overtook TMP (events are asynchronous), or a concurrent twin got there first. TMP's
                 // own reason wins over the echo's TOKEN_SERVICE: the echo cannot know why the token
@@ -667,8 +670,18 @@ public struct LifecycleService: Sendable {
                 // two in either order): resumed there again, so it holds what TMP records. Not
                 // while the card is no longer active: TMP's ACTIVE record is then at odds with it,
                 // and the suspension the card asks for comes from its change or the realignment.
-                // A card that cannot be read counts as not active: no resume is sent blind.
-                let card = try? await environment.store.card(externalCardId: current.externalCardId)
+                // A card that cannot be read counts as not active: no resume is sent blind. Said
+                // as a failure: TMP records ACTIVE what the token service may hold suspended.
+                let card: CardRecord?
+                do {
+                    card = try await environment.store.card(externalCardId: current.externalCardId)
+                } catch {
+                    environment.logger.error(
+                        "could not read the card to decide on resuming a token again after its pending suspension was sent while customer service resumed it; the token service may hold it suspended: resume it again",
+                        metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(DatabaseUnavailable.reason(error))"]
+                    )
+                    return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
+                }
                 if card.map({ $0.status != .active || current.isOfAReplacedPAN(of: $0) }) ?? true {
                     return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "UNCHANGED")
                 }
@@ -689,7 +702,14 @@ public struct LifecycleService: Sendable {
             if message == Self.suspendedOtherwiseMeanwhile {
                 // The token service resumed a token TMP has since recorded suspended for another
                 // reason: suspended there again, so it holds what TMP records.
-                switch await TokenCorrection(environment: environment).reassertSuspension(token.tokenUniqueReference, actor: actor) {
+                let reasserted = await TokenCorrection(environment: environment).reassertSuspension(token.tokenUniqueReference, actor: actor)
+                if command.byCustomerService {
+                    // Customer service is told: its resume did not lift the suspension made meanwhile.
+                    let by = current.suspendedBy.map { " by \($0.rawValue)" } ?? ""
+                    let recorded = if case .undone = reasserted { "it is suspended there again and stays SUSPENDED" } else { "suspending it there again was not confirmed; TMP records it SUSPENDED" }
+                    throw TMPError.conflict("suspended_meanwhile", "token \(Redaction.identifier(token.tokenUniqueReference)) was suspended\(by) again while it was being resumed; \(recorded): resume it again to lift that suspension")
+                }
+                switch reasserted {
                 case .undone(let after): return .init(tokenUniqueReference: token.tokenUniqueReference, status: after.status, result: "UNCHANGED")
                 case .notConfirmed, .nothingToUndo: return .init(tokenUniqueReference: token.tokenUniqueReference, status: current.status, result: "FAILED")
                 }
