@@ -73,7 +73,9 @@ enum PostgresTestDatabase {
     /// Runs `body` on a connection of its own to `url`'s database.
     static func withConnection<T: Sendable>(_ url: PostgresURL, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         let tls: PostgresConnection.Configuration.TLS = url.tls == .disable ? .disable : .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        let configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: tls)
+        var configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username, password: url.password, database: url.database, tls: tls)
+        // Opening a connection (SCRAM, TLS) can take seconds with the whole suite on two cores.
+        configuration.options.connectTimeout = .seconds(60)
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
             let value = try await body(connection)
