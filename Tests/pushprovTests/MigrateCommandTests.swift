@@ -93,7 +93,7 @@ struct MigrateCommandTests {
             #expect(!server.text.contains(credential))
             let (status, body) = try await ServeCommandTests.get("http://127.0.0.1:\(port)/health")
             #expect(status == 200 && body.contains("\"ok\""), "\(body)")
-            #expect(server.stop() == 0)
+            #expect(await server.stop() == 0)
         }
     }
 }

@@ -178,9 +178,9 @@ struct SQLiteFileCheckTests {
             #expect(result.stderr.isEmpty, "\(name): \(result.stderr)")
         }
         let server = try ServeCommandTests.Server(dataDirectory: database.directory, arguments: ["--database", database.path])
-        defer { _ = server.stop() }
+        defer { server.stopBlocking() }
         _ = try await server.port()
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test func aDirectoryEveryoneCanWriteWithoutTheStickyBitIsWarnedOf() async throws {

@@ -60,15 +60,30 @@ struct ServeCommandTests {
             throw CancellationError()
         }
 
-        func stop() -> Int32 {
+        /// Sends SIGTERM and waits for the server to exit.
+        ///
+        /// The wait runs on a thread of its own: a graceful shutdown can take seconds under
+        /// load, and a cooperative thread blocked that long (there are two on two cores)
+        /// stalls every other test of the suite.
+        func stop() async -> Int32 {
+            let process = self.process!
+            if process.isRunning { process.terminate() }
+            return await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: process.terminationStatus) }.start()
+            }
+        }
+
+        /// Sends SIGTERM and blocks until the server exits: for a `defer`, which cannot wait
+        /// asynchronously. The test has usually stopped the server already, so this returns at
+        /// once; it blocks only when the test failed before stopping it.
+        func stopBlocking() {
             if process.isRunning { process.terminate() }
             process.waitUntilExit()
-            return process.terminationStatus
         }
 
         /// Stops the server and waits until all it wrote has been read.
         func stopAndReadAll() async throws -> Int32 {
-            let status = stop()
+            let status = await stop()
             for _ in 0..<600 where !lock.withLock({ ended }) { try await Task.sleep(for: .milliseconds(100)) }
             try #require(lock.withLock { ended }, "the server's output did not end")
             return status
@@ -77,7 +92,7 @@ struct ServeCommandTests {
         /// Stops the server and removes its data directory (call in a `defer` after the last
         /// server on that directory).
         func removeDataDirectory() {
-            _ = stop()
+            stopBlocking()
             try? FileManager.default.removeItem(atPath: dataDirectory)
         }
     }
@@ -120,17 +135,17 @@ struct ServeCommandTests {
         #expect(cardsStatus == 200 && cards == #"{"cards":[]}"#)
         let (unauthorized, _) = try await Self.get("http://127.0.0.1:\(port)/issuer/push-provisioning/cards", bearer: "nope")
         #expect(unauthorized == 401)
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
 
         // A second start reuses the keys and does not print the secrets again.
         let restarted = try Server(dataDirectory: server.dataDirectory)
-        defer { _ = restarted.stop() }
+        defer { restarted.stopBlocking() }
         let secondPort = try await restarted.port()
         #expect(!restarted.text.contains("issuer API key (PUSHPROV_ISSUER_API_KEY): "))
         #expect(restarted.text.contains("from \(server.dataDirectory)/secrets.json"))
         let (stillValid, _) = try await Self.get("http://127.0.0.1:\(secondPort)/issuer/push-provisioning/cards", bearer: jwt)
         #expect(stillValid == 200)
-        #expect(restarted.stop() == 0)
+        #expect(await restarted.stop() == 0)
     }
 
     @Test func devTokensCarryTheIssuerAudienceAndTypeTheServerChecks() async throws {
@@ -160,7 +175,7 @@ struct ServeCommandTests {
             #expect(refused.status != 0 && refused.stdout.isEmpty)
             #expect(refused.stderr.contains("JWT type must be a media type of 1 to 128 printable ASCII characters without spaces"), "\(refused.stderr)")
         }
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test func swiftsOwnPoolCanBeChosenAndServesToo() async throws {
@@ -170,7 +185,7 @@ struct ServeCommandTests {
         #expect(server.text.contains("· executor swift"))
         let (status, body) = try await Self.get("http://127.0.0.1:\(port)/health")
         #expect(status == 200 && body.contains("\"ok\""))
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
         let refused = try await CLI.run(["serve", "--executor", "threads", "--port", "0", "--data-dir", "/tmp/pushprov-unused"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("executor must be event-loops or swift (got threads)"))
@@ -209,7 +224,7 @@ struct ServeCommandTests {
             (try? JSONSerialization.jsonObject(with: Data(reply.1.utf8)) as? [String: String])?["ephemeralPublicKey"]
         })
         #expect(keys.count == 64)
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test func aRotatedJWKSFileIsPutInForceWithoutARestart() async throws {
@@ -250,7 +265,7 @@ struct ServeCommandTests {
         // The log comes through a pipe, and may arrive after the answer that followed it.
         for _ in 0..<600 where !server.text.contains("cardholder keys reloaded") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("cardholder keys reloaded"), "\(server.text)")
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test func productionRefusesToStartWithoutExplicitSecrets() async throws {
@@ -295,7 +310,7 @@ struct ServeCommandTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-port-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let holder = try Server(dataDirectory: directory + "/a")
-        defer { _ = holder.stop() }
+        defer { holder.stopBlocking() }
         let port = try await holder.port()
         let second = try await CLI.run(["serve", "--port", "\(port)", "--data-dir", directory + "/b"], timeout: .seconds(30))
         #expect(second.status != 0)
@@ -309,7 +324,7 @@ struct ServeCommandTests {
         for _ in 0..<600 where !server.text.contains("token realignment runs") { try await Task.sleep(for: .milliseconds(100)) }
         #expect(server.text.contains("token realignment runs"))
         #expect(server.text.contains(#"interval="30 s""#) && server.text.contains(#"grace="120 s""#), "\(server.text)")
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
         let off = try Server(arguments: ["--realign-interval", "0"])
         defer { off.removeDataDirectory() }
         _ = try await off.port()
