@@ -35,6 +35,28 @@ struct CardArtVerdictTests {
         }
     }
 
+    /// An upload sent without a content type, or with another spelling of it, is stored under
+    /// its format's media type; its verdict is kept under that type too, so the first GET does
+    /// not check the file again.
+    @Test(arguments: [nil, "image/png; charset=binary", "Image/PNG"] as [String?])
+    func anUploadsVerdictServesTheFirstGETWhateverTypeItWasSentWith(contentType: String?) async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            let verdicts = platform.environment.cardArtVerdicts
+            let png = TestPNG.file(width: 1536, height: 969)
+            let upload = try await api.send(.put, "/lifecycle/card-art/art-1", as: .issuer, raw: png, contentType: contentType)
+            try #require(upload.status == .ok, "\(upload.text)")
+            let card = try await api.send(.put, "/lifecycle/cards/c1", as: .issuer, json: CardUpsertRequest(
+                userId: "alice", primaryAccountNumber: try PrimaryAccountNumber("4111111111111111"), expiration: try CardExpiration("12/29"),
+                cardholderName: "Alice", network: .visa, productTitle: "Gold", artId: "art-1"
+            ))
+            try #require(card.status == .created, "\(card.text)")
+            let checks = verdicts.checks
+            #expect(try await api.send(.get, "/issuer/push-provisioning/cards/c1/art", as: .cardholder("alice")).body == png)
+            #expect(verdicts.checks == checks)
+        }
+    }
+
     /// Calls that miss on the same file together share one check: the first check is held
     /// until all three calls have asked, so none of them can find a finished verdict.
     @Test func callsMissingTogetherOnOneFileShareItsCheck() async throws {

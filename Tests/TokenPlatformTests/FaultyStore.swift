@@ -129,6 +129,7 @@ struct FaultyStore: TMPStore {
 
     func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws { try check(); try await base.putCardArt(art, audit: audit) }
     func cardArt(id: String) async throws -> CardArtRecord? { try check(); return try await base.cardArt(id: id) }
+    func cardArtVersion(id: String) async throws -> CardArtVersion? { try check(); return try await base.cardArtVersion(id: id) }
     func auditEntries(subject: String) async throws -> [AuditEntry] { try check(); return try await base.auditEntries(subject: subject) }
     func anyCard() async throws -> CardRecord? { try check(); return try await base.anyCard() }
     func recordAudit(_ entry: AuditEntry) async throws { try check(); try await base.recordAudit(entry) }

@@ -954,6 +954,24 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// An art's version is read without its file and equals the stored record's, to the
+    /// precision the store keeps its time in (a time with sub-millisecond digits here).
+    @Test(arguments: StoreFactory.all)
+    func cardArtVersionMatchesTheStoredRecord(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let file = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0) })
+            try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "image/png", data: file, updatedAt: Self.now + 0.123456), audit: Self.audit("card_art:a1"))
+            let version = try #require(try await store.cardArtVersion(id: "a1"))
+            #expect(version.contentType == "image/png" && version.byteCount == 300_000)
+            #expect(abs(version.updatedAt.timeIntervalSince(Self.now + 0.123456)) < 0.001)
+            #expect(try await store.cardArt(id: "a1")?.version == version)
+            try await store.putCardArt(CardArtRecord(artId: "a1", contentType: "application/pdf", data: Data([2]), updatedAt: Self.now + 1), audit: Self.audit("card_art:a1"))
+            #expect(try await store.cardArtVersion(id: "a1") == CardArtVersion(contentType: "application/pdf", byteCount: 1, updatedAt: try #require(try await store.cardArt(id: "a1")).updatedAt))
+            #expect(try await store.cardArtVersion(id: "a1") != version)
+            #expect(try await store.cardArtVersion(id: "a2") == nil)
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func migratingTwiceIsHarmless(factory: StoreFactory) async throws {
         try await factory.withStore { store in

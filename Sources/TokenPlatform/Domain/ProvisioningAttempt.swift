@@ -85,3 +85,26 @@ public struct CardArtRecord: Sendable, Hashable {
         self.updatedAt = updatedAt
     }
 }
+
+/// What tells two stored files of one card art id apart without reading them: the content
+/// type, the size and the upload time (``TMPStore/cardArtVersion(id:)``).
+///
+/// An upload replacing art with a file of the same size, within the same millisecond (the
+/// SQLite store's precision), would keep the version; the server's own uploads also clear
+/// its cached copy (``CardArtCache``), so only two instances sharing a PostgreSQL database
+/// (microseconds there) uploading to one id at the same instant could meet that.
+public struct CardArtVersion: Sendable, Hashable {
+    /// `image/png` or `application/pdf`.
+    public var contentType: String
+    /// The file's size in bytes.
+    public var byteCount: Int
+    /// When uploaded.
+    public var updatedAt: Date
+
+    /// Creates a version.
+    public init(contentType: String, byteCount: Int, updatedAt: Date) {
+        self.contentType = contentType
+        self.byteCount = byteCount
+        self.updatedAt = updatedAt
+    }
+}

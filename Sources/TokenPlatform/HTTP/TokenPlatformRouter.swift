@@ -56,7 +56,7 @@ public struct TokenPlatformRouter: Sendable {
             // and a browser opening a PDF runs none of its scripts, as from a unique origin.
             var headers: HTTPFields = [.contentType: art.contentType, .cacheControl: "private, max-age=3600", .xContentTypeOptions: "nosniff"]
             if CardArtFormat(mediaType: art.contentType) == .pdf { headers[.contentSecurityPolicy] = "sandbox" }
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: art.data)))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: art.body))
         }
 
         // Lifecycle API (issuer key).

@@ -72,4 +72,17 @@ final class CardArtVerdicts: Sendable {
         }
         return await task.value
     }
+
+    /// Keeps `info`, the accepted verdict on `data` checked as sent with another declared type
+    /// (none, or one with parameters or capitals), under `mediaType` as well: the type an
+    /// upload stores and the art's first GET asks with.
+    func keep(_ info: CardArtInfo, on data: Data, declaredContentType mediaType: String) {
+        let key = Key(digest: SHA256.hash(data: data), declaredContentType: mediaType)
+        state.withLockedValue { state in
+            guard state.verdicts[key] == nil else { return }
+            state.verdicts[key] = Task { .success(info) }
+            state.order.append(key)
+            if state.order.count > capacity { state.verdicts[state.order.removeFirst()] = nil }
+        }
+    }
 }

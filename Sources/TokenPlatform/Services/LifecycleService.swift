@@ -67,7 +67,7 @@ public struct LifecycleService: Sendable {
             // Checked against the numbers held when the art was uploaded, which this card's
             // may not have been among; returned with the card in clear.
             try PlatformEnvironment.refuseOwnCardNumber(in: artId, field: "artId", own: request.primaryAccountNumber)
-            guard try await environment.store.cardArt(id: artId) != nil else {
+            guard try await environment.store.cardArtVersion(id: artId) != nil else {
                 throw TMPError.badRequest("unknown_art", "artId \(Redaction.identifier(artId)) is not uploaded; PUT /lifecycle/card-art/\(Redaction.identifier(artId)) first")
             }
         }
@@ -476,11 +476,15 @@ public struct LifecycleService: Sendable {
         case .success(let valid): info = valid
         case .failure(let error): throw TMPError.badRequest("invalid_card_art", "\(error.code.rawValue): \(error.message)")
         }
+        if contentType != info.format.mediaType {
+            environment.cardArtVerdicts.keep(info, on: data, declaredContentType: info.format.mediaType)
+        }
         let now = environment.now()
         try await environment.store.putCardArt(
             CardArtRecord(artId: artId, contentType: info.format.mediaType, data: data, updatedAt: now),
             audit: AuditEntry(at: now, actor: "issuer", action: "card_art.put", subject: "card_art:\(artId)", detail: "\(info.format.rawValue), \(data.count) bytes")
         )
+        environment.cardArtCache.forget(id: artId)
         return info
     }
 

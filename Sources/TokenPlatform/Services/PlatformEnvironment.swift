@@ -45,6 +45,9 @@ public struct PlatformEnvironment: Sendable {
     /// The card-art check's verdicts on files checked before, shared by every copy of this
     /// environment.
     let cardArtVerdicts = CardArtVerdicts()
+    /// Card art as served, one buffer per stored file, shared by every copy of this
+    /// environment.
+    let cardArtCache = CardArtCache()
     /// Tokens with a token service command given up at its limit and still running, shared by
     /// every copy of this environment: ``tokenService`` holds back their further commands.
     let abandonedCommands = AbandonedCommands()

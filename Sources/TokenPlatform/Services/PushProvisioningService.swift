@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import ProvisioningCrypto
 import ProvisioningModels
 
@@ -246,22 +247,30 @@ public struct PushProvisioningService: Sendable {
     /// The stored file is checked again against the card-art rules as they are now: art stored
     /// by an earlier version, under looser rules, that fails them (an action a stricter check
     /// finds, say) is not served — the card answers as one without art, and a warning names
-    /// the art and the rule so the issuer uploads it again. The verdict on a file is kept for
-    /// the process's life (``CardArtVerdicts``), so a file is checked once, not per request.
-    public func cardArt(userId: String, externalCardId: String) async throws -> CardArtRecord {
+    /// the art and the rule so the issuer uploads it again. A file is read, checked and put in
+    /// a buffer once and then served from ``CardArtCache`` while its stored version is the
+    /// same, so every connection answering it shares one buffer.
+    public func cardArt(userId: String, externalCardId: String) async throws -> ServedCardArt {
         try InputRules.identifier(externalCardId, field: "externalCardId")
         let card = try await ownedCard(externalCardId, userId: userId)
-        guard let artId = card.artId, let art = try await environment.store.cardArt(id: artId) else {
-            throw TMPError.notFound("card_art_not_found", "card \(Redaction.identifier(externalCardId)) has no card art")
+        let noArt = TMPError.notFound("card_art_not_found", "card \(Redaction.identifier(externalCardId)) has no card art")
+        guard let artId = card.artId, let version = try await environment.store.cardArtVersion(id: artId) else { throw noArt }
+        let store = environment.store
+        let outcome = try await environment.cardArtCache.art(id: artId, version: version, verdicts: environment.cardArtVerdicts) {
+            try await store.cardArt(id: artId)
         }
-        if case .failure(let refusal) = await environment.cardArtVerdicts.verdict(on: art.data, declaredContentType: art.contentType) {
+        switch outcome {
+        case .served(let contentType, let body):
+            return ServedCardArt(contentType: contentType, body: body)
+        case .refused(let refusal):
             environment.logger.warning(
                 "stored card art fails the current card-art rules and is not served; upload it again (PUT /lifecycle/card-art/{artId})",
                 metadata: ["art": "\(Redaction.identifier(artId))", "reason": "\(refusal.code.rawValue)"]
             )
-            throw TMPError.notFound("card_art_not_found", "card \(Redaction.identifier(externalCardId)) has no card art")
+            throw noArt
+        case nil:
+            throw noArt
         }
-        return art
     }
 
     /// The caller's card. Another user's card is filtered out by the query itself, so it is
@@ -282,4 +291,12 @@ extension Optional where Wrapped == EncryptedPAN {
         guard let self else { throw TMPError(.internal, "internal_error", "stored card data is unreadable") }
         return self
     }
+}
+
+/// Card art as `GET cards/{id}/art` answers it.
+public struct ServedCardArt: Sendable {
+    /// `image/png` or `application/pdf`, as uploaded.
+    public var contentType: String
+    /// The file, in a buffer shared by every request served from the same cached copy.
+    public var body: ByteBuffer
 }

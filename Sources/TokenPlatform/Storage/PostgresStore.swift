@@ -704,6 +704,15 @@ public struct PostgresStore: TMPStore {
         try await rows("SELECT art_id, content_type, data, updated_at FROM card_art WHERE art_id = \(id)").first.map(CardArtRecord.init(postgres:))
     }
 
+    /// Implements ``TMPStore/cardArtVersion(id:)``. `octet_length` of a `bytea` reads its size
+    /// from the value's header, not the file.
+    public func cardArtVersion(id: String) async throws -> CardArtVersion? {
+        try await rows("SELECT content_type, octet_length(data)::bigint, updated_at FROM card_art WHERE art_id = \(id)").first.map { row in
+            let (contentType, size, updated) = try row.decode((String, Int64, Date).self)
+            return CardArtVersion(contentType: contentType, byteCount: Int(size), updatedAt: updated)
+        }
+    }
+
     /// Implements ``TMPStore/anyCard()``.
     public func anyCard() async throws -> CardRecord? {
         try await rows("SELECT \(unescaped: Self.cardColumns) FROM card LIMIT 1").first.map(CardRecord.init(postgres:))

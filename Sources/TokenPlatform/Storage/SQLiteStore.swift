@@ -670,6 +670,16 @@ public struct SQLiteStore: TMPStore {
         }
     }
 
+    /// Implements ``TMPStore/cardArtVersion(id:)``. SQLite's `length` of a blob reads the
+    /// size from the record, not the file.
+    public func cardArtVersion(id: String) async throws -> CardArtVersion? {
+        try read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT content_type, length(data) AS size, updated_at FROM card_art WHERE art_id = ?"), arguments: [id]).map { row in
+                CardArtVersion(contentType: row["content_type"], byteCount: row["size"], updatedAt: row["updated_at"])
+            }
+        }
+    }
+
     /// Implements ``TMPStore/anyCard()``.
     public func anyCard() async throws -> CardRecord? {
         try read { db in try firstRow(db.cachedStatement(sql: "SELECT \(CardRecord.columns) FROM card LIMIT 1"), [], CardRecord.init(row:)) }

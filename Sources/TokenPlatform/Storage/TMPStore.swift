@@ -188,6 +188,9 @@ public protocol TMPStore: Sendable {
     func putCardArt(_ art: CardArtRecord, audit: AuditEntry) async throws
     /// Card art by id.
     func cardArt(id: String) async throws -> CardArtRecord?
+    /// The version of the card art stored under `id`, without reading the file (nil when
+    /// there is none); equal to that record's ``CardArtRecord/version``.
+    func cardArtVersion(id: String) async throws -> CardArtVersion?
 
     /// Audit entries about a subject (`card:<id>` / `token:<ref>`), oldest first.
     func auditEntries(subject: String) async throws -> [AuditEntry]
