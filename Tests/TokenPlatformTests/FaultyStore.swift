@@ -18,6 +18,9 @@ struct FaultyStore: TMPStore {
     let leaseTakes = Locked<[String]>([])
     /// What a read of one token by its reference throws while set (other calls go through).
     let tokenReadFailure = Locked<(any Error)?>(nil)
+    /// What an update of one token (``TMPStore/updateToken(reference:audit:_:)``) throws while
+    /// set (other calls go through).
+    let tokenUpdateFailure = Locked<(any Error)?>(nil)
     /// What a write of a token's note of block suspensions throws while set.
     let noteFailure = Locked<(any Error)?>(nil)
     /// Awaited, while set, after a note of a block suspension is written, in the caller's task.
@@ -73,6 +76,7 @@ struct FaultyStore: TMPStore {
     func tokens(references: [String], ownedBy userId: String) async throws -> [TokenRecord] { try check(); return try await base.tokens(references: references, ownedBy: userId) }
     func updateToken(reference: String, audit: AuditEntry, _ decide: @Sendable (TokenRecord, CardRecord?) -> TokenChange) async throws -> TokenUpdateResult {
         try check()
+        if let error = tokenUpdateFailure.current { throw error }
         return try await base.updateToken(reference: reference, audit: audit, decide)
     }
     func applyTokenEvent(eventId: String, event: TokenEventType, tokenReference: String, occurredAt: EventTime?, audit: AuditEntry, _ decide: @Sendable (TokenRecord?, CardRecord?) -> TokenEventEffect) async throws -> TokenEventApplication {

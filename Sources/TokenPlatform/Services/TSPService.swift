@@ -224,15 +224,7 @@ public struct TSPService: Sendable {
             if let card = found {
                 // The decision that let this token be made: a decline since (a replay, say) made none.
                 let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: event.panUniqueReference, deviceType: event.deviceType)
-                // Whom the activation data of that decision was issued to, when the decision is
-                // recent enough to be this token's (a token is made within minutes of its
-                // decision; an old one is another token's, say the previous owner's device's
-                // of months ago, while this one came without a decision TMP recorded).
-                if let decision, let used = decision.activationDataId, now.timeIntervalSince(decision.decidedAt) <= Self.decisionReachForCreation,
-                    let attempt = try await environment.store.provisioningAttempt(activationDataId: used)
-                {
-                    decidedFor = attempt.userId
-                }
+                decidedFor = try await userDecided(by: decision, forATokenMadeAt: now)
                 newToken = TokenRecord(
                     tokenUniqueReference: event.tokenUniqueReference,
                     externalCardId: card.externalCardId,
@@ -264,8 +256,10 @@ public struct TSPService: Sendable {
             // committed (the card changed hands, same PAN, after the decision — also while this
             // event was on its way in): the token is on the previous owner's device, so it is
             // owed its deactivation, sent below with the corrections.
+            // Should that mark fail to be written, the event is answered 503, not APPLIED: the
+            // token service delivers it again, and the repeat (below) marks it.
             if let decidedFor, !decidedFor.isSameIdentifier(as: token.userId), token.status != .deactivated, token.pendingCommand != .deactivate {
-                token = await oweDeactivation(of: token, madeFor: decidedFor)
+                token = try await oweDeactivation(of: token, madeFor: decidedFor)
             }
             // A token the card forbids (created or activated for a card closed or blocked since
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
@@ -276,7 +270,17 @@ public struct TSPService: Sendable {
             environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
             return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):
-            guard let token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
+            guard var token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
+            // The first delivery may have recorded the token and not its owed deactivation
+            // (the mark failed, or the process stopped in between): looked at again, for a
+            // token still within reach of its decision.
+            if token.status != .deactivated, token.pendingCommand != .deactivate, now.timeIntervalSince(token.createdAt) <= Self.decisionReachForCreation,
+                let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: token.panUniqueReference, deviceType: token.deviceType),
+                let decidedFor = try await userDecided(by: decision, forATokenMadeAt: token.createdAt),
+                !decidedFor.isSameIdentifier(as: token.userId)
+            {
+                token = try await oweDeactivation(of: token, madeFor: decidedFor)
+            }
             // The token service sends an event again when it had no answer: the first delivery's
             // correction may not have been confirmed (or the process stopped after the event's
             // commit and before it), and the token still pays on a card that forbids it. It is
@@ -313,10 +317,26 @@ extension TSPService {
     /// than the command's outcome (the token resumed after the command's suspension), which
     /// recording the command would hide. So it runs at once, alongside — unless
     /// `alongsideABusyPlace` is false: then a busy place means no correction now.
+    /// Whom the activation data of `decision`, the newest that let a token of its card and
+    /// device be made, was issued to, when that decision is this token's, made at
+    /// `tokenMadeAt`: nil otherwise.
+    ///
+    /// It is when it is recent enough: a token is made within minutes of its decision, and an
+    /// older one is another token's (the previous owner's device's of months ago, say, while
+    /// this one came without a decision TMP recorded). A decision after `tokenMadeAt` is
+    /// another token's too, beyond the clock skew allowed between instances.
+    private func userDecided(by decision: TokenizationDecisionRecord?, forATokenMadeAt tokenMadeAt: Date) async throws -> String? {
+        guard let decision, let used = decision.activationDataId, decision.decidedAt.timeIntervalSince(tokenMadeAt) <= Self.maximumClockSkew,
+            tokenMadeAt.timeIntervalSince(decision.decidedAt) <= Self.decisionReachForCreation
+        else { return nil }
+        return try await environment.store.provisioningAttempt(activationDataId: used)?.userId
+    }
+
     /// Records a deactivation owed to `token`, made with activation data issued to `madeFor`,
-    /// who no longer owns its card; the token as then recorded (as given if that failed: the
-    /// failure is logged, and the token's state says nothing is owed).
-    private func oweDeactivation(of token: TokenRecord, madeFor: String) async -> TokenRecord {
+    /// who no longer owns its card; the token as then recorded. A failure is logged and
+    /// thrown as the database being unavailable, so that the token service delivers its event
+    /// again.
+    private func oweDeactivation(of token: TokenRecord, madeFor: String) async throws -> TokenRecord {
         let reference = token.tokenUniqueReference
         let audit = AuditEntry(
             at: environment.now(), actor: "tmp", action: "token.pending_command", subject: "token:\(reference)",
@@ -337,7 +357,7 @@ extension TSPService {
                 "could not record the deactivation owed to a token made for its card's previous owner",
                 metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
             )
-            return token
+            throw TMPError.databaseUnavailable
         }
     }
 
