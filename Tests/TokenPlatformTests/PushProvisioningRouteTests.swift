@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
+import TMPTestSupport
 import Testing
 @testable import TokenPlatform
 import WalletSimulator
@@ -285,6 +286,36 @@ struct PushProvisioningRouteTests {
             let again = try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
             #expect(again.issuerMobileAppAuthResponse == .approved)
             #expect(platform.connector.commands.current.count == 1)
+        }
+    }
+
+    /// An activation that sends nothing (the token already active, or its card blocked) is
+    /// answered without taking the token's place in line, whose lease costs two database
+    /// writes; one that sends the activation takes it.
+    @Test func anActivationThatSendsNothingTakesNoPlaceInLine() async throws {
+        let store = FaultyStore(base: try await TestTMP.memoryStore())
+        let platform = try TestPlatform(store: store, secrets: .init())
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            let activate = { @Sendable in
+                try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self)
+            }
+            #expect(try await activate().issuerMobileAppAuthResponse == .approved)
+            let takes = store.leaseTakes.current.count
+            #expect(takes > 0, "the activation sent took the token's place")
+            for _ in 0..<3 {
+                let again = try await activate()
+                #expect(again.issuerMobileAppAuthResponse == .approved && again.comment == "the token is already active")
+            }
+            #expect(store.leaseTakes.current.count == takes, "\(store.leaseTakes.current)")
+            let blocked = try await api.send(.patch, "/lifecycle/cards/a1", as: .issuer, json: CardStatusChangeRequest(status: .blocked))
+            #expect(blocked.status == .ok)
+            let blockTakes = store.leaseTakes.current.count
+            let declined = try await activate()
+            #expect(declined.issuerMobileAppAuthResponse == .declined && declined.comment == "the card is blocked")
+            #expect(store.leaseTakes.current.count == blockTakes, "\(store.leaseTakes.current)")
+            #expect(platform.connector.commands.current == ["activate TOK-1", "suspend TOK-1"])
         }
     }
 

@@ -129,13 +129,48 @@ public struct PushProvisioningService: Sendable {
     ///
     /// The activation is decided and sent in the token's place in line (``TokenCommandOrder``):
     /// once the token's earlier commands are recorded, on the token as they left it.
+    ///
+    /// An answer that sends nothing (the token already active, suspended or ended, its card
+    /// not active) is given from a plain read, without taking the token's place: that place
+    /// costs two database writes (the lease of a shared database), which a cardholder asking
+    /// again and again for an active token would otherwise add to every other request's wait.
     public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
         try InputRules.identifier(request.tokenUniqueReference, field: "tokenUniqueReference")
-        guard let found = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first else {
+        guard let found = try await environment.store.tokens(references: [request.tokenUniqueReference], ownedBy: userId).first,
+            let card = try await environment.store.card(externalCardId: found.externalCardId)
+        else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
+        }
+        if let (outcome, comment) = answerWithoutCommand(token: found, card: card) {
+            return TokenActivationResponse(tokenUniqueReference: found.tokenUniqueReference, cardLast4Digits: card.panLast4, issuerMobileAppAuthResponse: outcome, comment: comment)
         }
         return try await environment.inTokenOrder(found.tokenUniqueReference) {
             try await activateInLine(userId: userId, request: request)
+        }
+    }
+
+    /// The answer to an activation of `token` of `card` that sends nothing, or nil when the
+    /// token is to be activated at the token service.
+    private func answerWithoutCommand(token: TokenRecord, card: CardRecord) -> (ActivationOutcome, String)? {
+        guard card.status == .active else {
+            return (.declined, "the card is \(card.status.rawValue.lowercased())")
+        }
+        guard !card.expiration.isExpired(at: environment.now()) else {
+            return (.declined, "the card expired at the end of \(card.expiration.text)")
+        }
+        // Made for a card number the card no longer has: it is being deactivated, never activated.
+        guard !token.isOfAReplacedPAN(of: card) else {
+            return (.declined, "the token is of a card number this card no longer has")
+        }
+        // Activated for the card's previous owner and not yet ended at the token service.
+        guard token.pendingCommand != .deactivate else {
+            return (.declined, "the token is being deactivated")
+        }
+        return switch token.status {
+        case .active: (.approved, "the token is already active")
+        case .suspended: (.declined, "the token is suspended")
+        case .deactivated: (.declined, "the token is deactivated")
+        case .inactive: nil
         }
     }
 
@@ -151,26 +186,8 @@ public struct PushProvisioningService: Sendable {
         func answer(_ outcome: ActivationOutcome, _ comment: String) -> TokenActivationResponse {
             TokenActivationResponse(tokenUniqueReference: token.tokenUniqueReference, cardLast4Digits: card.panLast4, issuerMobileAppAuthResponse: outcome, comment: comment)
         }
-        guard card.status == .active else {
-            return answer(.declined, "the card is \(card.status.rawValue.lowercased())")
-        }
-        guard !card.expiration.isExpired(at: environment.now()) else {
-            return answer(.declined, "the card expired at the end of \(card.expiration.text)")
-        }
-        // Made for a card number the card no longer has: it is being deactivated, never activated.
-        guard !token.isOfAReplacedPAN(of: card) else {
-            return answer(.declined, "the token is of a card number this card no longer has")
-        }
-        // Activated for the card's previous owner and not yet ended at the token service.
-        guard token.pendingCommand != .deactivate else {
-            return answer(.declined, "the token is being deactivated")
-        }
-        switch token.status {
-        case .active: return answer(.approved, "the token is already active")
-        case .suspended: return answer(.declined, "the token is suspended")
-        case .deactivated: return answer(.declined, "the token is deactivated")
-        case .inactive: break
-        }
+        // Read again in line: a command recorded meanwhile may have changed it.
+        if let (outcome, comment) = answerWithoutCommand(token: token, card: card) { return answer(outcome, comment) }
         do {
             try await environment.tokenService.activate(token)
         } catch let refusal as any TokenServiceCommandRefusal where refusal.isRefusedForGood {
