@@ -33,7 +33,10 @@ extension DatabaseOptions {
     /// with a password: a command line is in every local user's process list
     /// (`/proc/<pid>/cmdline`) for as long as the process runs, while its environment is
     /// readable by its own user only. Nil otherwise (`PUSHPROV_DATABASE` is not looked at).
-    var passwordWarning: String? {
+    var passwordWarning: String? { Self.passwordWarning(for: database) }
+
+    /// ``passwordWarning`` for a `--database` option's value.
+    static func passwordWarning(for database: String?) -> String? {
         guard let database, database.lowercased().hasPrefix("postgres"),
             let url = try? PostgresURL(parsing: database), let password = url.password, !password.isEmpty
         else { return nil }

@@ -17,7 +17,7 @@ struct DemoCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "TMP's database (as for serve); default: a temporary SQLite file.") var database: String?
+    @Option(help: "TMP's database (as for serve; env PUSHPROV_DATABASE); default: a temporary SQLite file.") var database: String?
     @Flag(help: "Print the trace as JSON instead of text.") var json = false
 
     @MainActor
@@ -28,8 +28,15 @@ struct DemoCommand: AsyncParsableCommand {
         // The run goes on in a child process whose temporary folders — its keys among them —
         // are all in one folder of this process's; this process removes that folder once the
         // child has ended, however it ended (Ctrl-C, a TERM, a crash).
+        //
+        // The child gets the database setting in its environment, not on its command line,
+        // which every local user can read (a PostgreSQL URL's password with it).
+        let database = database ?? ProcessInfo.processInfo.environment["PUSHPROV_DATABASE"]
         guard ProcessInfo.processInfo.environment[DemoSupervisor.childVariable] != nil else {
-            let status = try await DemoSupervisor.run()
+            if let warning = DatabaseOptions.passwordWarning(for: self.database) {
+                FileHandle.standardError.write(Data("pushprov: \(warning)\n".utf8))
+            }
+            let status = try await DemoSupervisor.run(arguments: ["demo"] + (json ? ["--json"] : []), database: database)
             if status != 0 { throw ExitCode(status) }
             return
         }

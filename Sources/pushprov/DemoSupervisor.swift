@@ -1,5 +1,6 @@
 #if !canImport(PassKit)
 import Foundation
+import TokenPlatform
 
 #if canImport(Glibc)
 import Glibc
@@ -33,9 +34,17 @@ enum DemoSupervisor {
     /// The job-control signals: TSTP stops the child, then this process; CONT resumes the child.
     static let jobControl = [SIGTSTP, SIGCONT]
 
-    /// Runs the demo with this process's arguments in a child, waits for it, removes its
-    /// folder, and returns its exit status (128 + the signal's number when a signal ended it).
-    static func run() async throws -> Int32 {
+    /// Runs the demo in a child with `arguments` (after the executable's name) and `database`
+    /// in its environment (`PUSHPROV_DATABASE`), waits for it, removes its folder, and returns
+    /// its exit status (128 + the signal's number when a signal ended it).
+    ///
+    /// Core files are turned off first, for this process and so for the child: a QUIT (Ctrl-\)
+    /// ends the child with a core file by default, and it would hold the run's keys, API keys
+    /// and any database password, outside the folder removed here.
+    static func run(arguments: [String], database: String?) async throws -> Int32 {
+        for notice in ProcessHardening.withholdMemoryFromDumps(production: false) {
+            FileHandle.standardError.write(Data("pushprov: \(notice)\n".utf8))
+        }
         // The signals are passed on to the child (one that comes before it exists is held until
         // it does); this process ends when the child has, after the clean-up. Set up before the
         // folder exists, so no signal finds the folder made and no one to remove it. A handler
@@ -70,11 +79,12 @@ enum DemoSupervisor {
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = folder.path
         environment[childVariable] = String(getpid())
+        environment["PUSHPROV_DATABASE"] = database
 
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
             let child: pid_t
             do {
-                child = try ChildProcess.spawn("/proc/self/exe", arguments: Array(CommandLine.arguments.dropFirst()), environment: environment)
+                child = try ChildProcess.spawn("/proc/self/exe", arguments: arguments, environment: environment)
             } catch {
                 continuation.resume(throwing: CLIError("cannot start the demo's process: \(error)"))
                 return

@@ -41,6 +41,69 @@ struct DemoCLITests {
         #expect(left.isEmpty, "\(what): \(left)")
     }
 
+    /// `PUSHPROV_DATABASE` names the demo's database as `--database` does.
+    @Test func theDemoTakesItsDatabaseFromTheEnvironmentToo() async throws {
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: temporary) }
+        let database = temporary.appendingPathComponent("from-env.sqlite").path
+        let result = try await CLI.run(["demo", "--json"], environment: ["PUSHPROV_DATABASE": database])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: database))
+    }
+
+    /// A PostgreSQL URL with a password given as `--database` draws the warning the other
+    /// commands print, and stays off the command line of the process that runs the demo (it
+    /// goes in that process's environment, readable by its own user only). That process also
+    /// runs without core files (a check that bites only where this test's own limit allows
+    /// them: `ulimit -c unlimited`). Before, the password was on both processes' command lines.
+    @Test(.enabled(if: TestPostgres.url != nil, "set PUSHPROV_TEST_POSTGRES_URL (scripts/postgres-dev.sh start) to run the PostgreSQL CLI test"))
+    func aDatabasePasswordIsWarnedOfAndKeptOffTheDemosOwnCommandLine() async throws {
+        try await TestPostgres.withDatabase { url in
+            let credential = ":\(url.password ?? "")@"
+            try #require(credential.count > 2, "the test server's URL has a password")
+            let seen = Seen()
+            let watching = Task.detached {
+                while !Task.isCancelled {
+                    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+                        guard let pid = Int32(entry), let line = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
+                        let arguments = line.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+                        // The child is started as /proc/self/exe.
+                        guard [CLI.binary.path, "/proc/self/exe"].contains(arguments.first ?? ""), arguments.dropFirst().first == "demo" else { continue }
+                        let limits = (try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8))?.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+                        seen.lock.withLock {
+                            if arguments.contains(where: { $0.contains(credential) }) { seen.withCredential.insert(pid) }
+                            if arguments.first == "/proc/self/exe" {
+                                seen.children.insert(pid)
+                                if let limits { seen.childCoreLimits.append(String(limits)) }
+                            }
+                        }
+                    }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let result = try await CLI.run(["demo", "--json", "--database", url.absoluteString])
+            watching.cancel()
+            #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+            #expect(result.stderr.contains("pushprov: warning: --database holds a password"), "\(result.stderr)")
+            #expect(!result.stdout.contains(credential) && !result.stderr.contains(credential))
+            let (withCredential, children, childCoreLimits) = seen.lock.withLock { (seen.withCredential, seen.children, seen.childCoreLimits) }
+            #expect(!children.isEmpty, "the demo's own process was seen")
+            #expect(withCredential.isDisjoint(with: children), "\(withCredential) \(children)")
+            #expect(withCredential.count <= 1, "only the command typed holds it: \(withCredential)")
+            #expect(!childCoreLimits.isEmpty && childCoreLimits.allSatisfy { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"] }, "\(childCoreLimits)")
+        }
+    }
+
+    /// What the watch of the process list saw.
+    final class Seen: @unchecked Sendable {
+        // @unchecked: the sets are only touched while holding `lock`.
+        let lock = NSLock()
+        var withCredential: Set<Int32> = []
+        var children: Set<Int32> = []
+        var childCoreLimits: [String] = []
+    }
+
     /// A TMPDIR that does not exist, or is a file, is refused in one line; nothing is created.
     @Test func aTemporaryFolderThatIsNoDirectoryIsRefusedInOneLine() async throws {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pushprov-demo-tmp-\(UUID().uuidString)")
