@@ -84,7 +84,7 @@ struct TSPAPIClient: Sendable {
         }
         guard (200..<300).contains(status) else {
             guard let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: data) else {
-                throw .refused(path: path, status: status, code: "http_\(status)", message: "the answer carries no error envelope")
+                throw .refused(path: path, status: status, code: "\(TSPAPIError.noEnvelopeCodePrefix)\(status)", message: "the answer carries no error envelope")
             }
             throw .refused(path: path, status: status, code: envelope.error.code, message: envelope.error.message)
         }

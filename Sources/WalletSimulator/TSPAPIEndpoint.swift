@@ -46,6 +46,21 @@ public enum TSPAPIError: Error, Sendable, Hashable, CustomStringConvertible {
         if case .refused(_, let status, _, _) = self { status == 401 || status == 403 } else { false }
     }
 
+    /// Whether the answer is TMP's own refusal of the call itself: a 4xx with TMP's error
+    /// envelope, other than 401 and 403 (the credential), 408 and 429 (try again later).
+    /// Anything else — no answer, a 5xx, a redirect, a garbled or oversized answer, an error
+    /// page without the envelope (from a proxy, say) — leaves open whether TMP took the call,
+    /// so a token service sends it again, as a network re-sends a notification it got no
+    /// clear answer to.
+    public var isRefusalOfTheCall: Bool {
+        guard case .refused(_, let status, let code, _) = self else { return false }
+        return (400..<500).contains(status) && ![401, 403, 408, 429].contains(status) && !code.hasPrefix(Self.noEnvelopeCodePrefix)
+    }
+
+    /// The prefix of the code given to an error answer without TMP's envelope (`http_404`):
+    /// TMP's own codes are words (`card_not_found`).
+    public static let noEnvelopeCodePrefix = "http_"
+
     /// The error envelope's code when TMP refused the call.
     public var code: String? {
         if case .refused(_, _, let code, _) = self { code } else { nil }

@@ -67,9 +67,17 @@ extension TokenServiceSimulator {
                 case "APPLIED": outcome = .applied(response.tokenStatus)
                 case "DUPLICATE": outcome = .duplicate(response.tokenStatus)
                 case "STALE": outcome = .stale(response.tokenStatus)
-                default: outcome = .rejected(code: "invalid_response", message: "token event answered with result \(response.result.debugDescription), not APPLIED, DUPLICATE or STALE")
+                default:
+                    // Not an answer TMP gives: whether it took the event is unknown, so it goes again.
+                    record(TokenEventDelivery(event: event, outcome: .failed("token event answered with result \(response.result.debugDescription), not APPLIED, DUPLICATE or STALE")))
+                    scheduleRetry()
+                    return
                 }
-            } catch where error.isTransient || error.isCredentialRefusal {
+            } catch where !error.isRefusalOfTheCall {
+                // No clear answer (an outage, a garbled or oversized answer, a redirect, an error
+                // page without TMP's envelope): TMP may have applied the event, and its repeat is
+                // then answered DUPLICATE. It stays queued and goes again, as a network re-sends
+                // a notification it had no clear answer to.
                 // A refused credential (401, 403) says nothing of the event: the simulator's key
                 // is wrong or was rotated. The event stays queued, as for an outage, until
                 // `connect(to:)` brings the right key.
@@ -82,7 +90,8 @@ extension TokenServiceSimulator {
             } catch .refused(_, _, let code, let message) {
                 outcome = .rejected(code: code, message: message)
             } catch {
-                outcome = .rejected(code: "invalid_response", message: error.description)
+                // Not reached: only TMP's refusals are left for these clauses.
+                outcome = .rejected(code: "refused", message: error.description)
             }
             if case .rejected = outcome {
                 logger.warning("token event rejected by TMP", metadata: ["event": "\(event.event.rawValue)", "token": "\(Redaction.prefix(event.tokenUniqueReference))", "outcome": "\(outcome)"])

@@ -44,4 +44,30 @@ import TokenPlatform
         #expect(response.decision == .approved)
         #expect(response.panUniqueReference == "PUR-1")
     }
+
+    /// Only TMP's own refusal of an event drops it; an answer that leaves open whether TMP
+    /// took it keeps it queued for another delivery (before, a garbled 2xx, a redirect or a
+    /// proxy's 404 page dropped it for good).
+    @Test func onlyTMPsOwnRefusalIsARefusalOfTheCall() {
+        let path = "/tsp/token-events"
+        let refusals: [TSPAPIError] = [
+            .refused(path: path, status: 400, code: "invalid_field", message: "…"),
+            .refused(path: path, status: 404, code: "card_not_found", message: "…"),
+            .refused(path: path, status: 409, code: "illegal_token_transition", message: "…"),
+        ]
+        let unclear: [TSPAPIError] = [
+            .timedOut(path: path),
+            .unreachable(path: path, reason: "connection refused"),
+            .invalidResponse(path: path, status: 200, reason: "not a TokenEventResponse"),
+            .invalidResponse(path: path, status: 200, reason: "answer larger than 1048576 bytes"),
+            .refused(path: path, status: 302, code: "http_302", message: "the answer carries no error envelope"),
+            .refused(path: path, status: 404, code: "http_404", message: "the answer carries no error envelope"),
+            .refused(path: path, status: 408, code: "request_timeout", message: "…"),
+            .refused(path: path, status: 429, code: "rate_limited", message: "…"),
+            .refused(path: path, status: 401, code: "unauthorized", message: "…"),
+            .refused(path: path, status: 503, code: "database_unavailable", message: "…"),
+        ]
+        for error in refusals { #expect(error.isRefusalOfTheCall, "\(error)") }
+        for error in unclear { #expect(!error.isRefusalOfTheCall, "\(error)") }
+    }
 }
