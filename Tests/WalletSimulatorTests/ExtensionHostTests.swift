@@ -188,6 +188,24 @@ struct ExtensionHostTests {
         #expect(wallet.passes(on: .watch).count == 1 && wallet.passes(on: .phone).isEmpty)
     }
 
+    /// Without a paired Apple Watch, Wallet asks for no Watch entries and adds none: the
+    /// handler is not called, and the call is a violation (before, the list was asked for and
+    /// the add failed as "already on the Apple Watch").
+    @Test func withoutAPairedWatchWalletAsksForNoWatchEntries() async throws {
+        let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
+        handler.remotePassEntriesAvailable = true
+        let host = patientHost()
+        let entry = try #require(try await offered(by: handler, host: host, for: .watch).first)
+        wallet.setConfiguration(.init(hasPairedWatch: false))
+        let entries = await host.entries(of: handler, for: .watch)
+        #expect(entries.value == nil)
+        #expect(entries.violations == ["Wallet does not ask remotePassEntries: no Apple Watch is paired"])
+        let added = await host.add(entry, handler: handler)
+        #expect(added.failure == "Wallet does not ask generateAddPaymentPassRequest: no Apple Watch is paired")
+        #expect(handler.generateCalls == 0)
+        #expect(wallet.allPasses.isEmpty)
+    }
+
     @Test func aMissingRequestFailsAtTheBudget() async throws {
         let handler = HandwrittenExtension(leaf: pki.leafPrivateKey.publicKey)
         handler.answerGenerate = false

@@ -133,6 +133,9 @@ public struct SimulatedExtensionHost: Sendable {
     @MainActor
     public func entries(of handler: PKIssuerProvisioningExtensionHandler, for device: DeviceType) async -> Call<[Entry]> {
         let name = Self.entriesCall(device)
+        if device == .watch, !wallet.hasPairedWatch {
+            return Call(value: nil, elapsed: nil, violations: ["Wallet does not ask \(name): no Apple Watch is paired"])
+        }
         if let refusal = flows.refusal(for: handler, device: device) {
             return Call(value: nil, elapsed: nil, violations: ["Wallet does not ask \(name): \(refusal)"])
         }
@@ -212,6 +215,10 @@ public struct SimulatedExtensionHost: Sendable {
         }
         if let refusal = flows.refusal(for: handler, device: device) ?? flows.refusal(toAdd: entry, by: handler) {
             let violation = "Wallet does not ask generateAddPaymentPassRequest: \(refusal)"
+            return failed(violation, violations: [violation])
+        }
+        if entry.device == .watch, !wallet.hasPairedWatch {
+            let violation = "Wallet does not ask generateAddPaymentPassRequest: no Apple Watch is paired"
             return failed(violation, violations: [violation])
         }
         if let reason = wallet.cannotAddPaymentPasses { return failed(reason) }

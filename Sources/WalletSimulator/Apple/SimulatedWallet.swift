@@ -176,6 +176,9 @@ public final class SimulatedWallet: Sendable {
         state.withLock { $0.passes.first { $0.deviceAccountIdentifier == deviceAccountIdentifier } }
     }
 
+    /// Whether an Apple Watch is paired with the iPhone.
+    public var hasPairedWatch: Bool { state.withLock { $0.configuration.hasPairedWatch } }
+
     /// Whether `device` can take a pass for the card account `primaryAccountIdentifier`: it
     /// exists and holds no live (not deactivated) pass of that account.
     public func canAdd(primaryAccountIdentifier: String?, to device: DeviceType) -> Bool {
