@@ -194,9 +194,11 @@ public struct PushProvisioningService: Sendable {
             // The token service's final answer (the token unknown to it, or in a state that
             // takes no activation there): asking again would not change it. TMP's record
             // follows from the token service's events.
+            // Its words are logged, not sent to the cardholder's app: a real token service's
+            // refusal may carry its internal codes, hosts or account details.
             let reason = Redaction.cardNumbers(in: refusal.description)
             environment.logger.notice("token service refused the activation", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "reason": "\(reason)"])
-            return answer(.declined, "the token service refused the activation: \(reason)")
+            return answer(.declined, "the token service refused the activation; the token cannot be activated as it stands there")
         } catch {
             environment.logger.warning("token service activation failed", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "error": "\(Redaction.cardNumbers(in: "\(error)"))"])
             return answer(.failed, "the token service could not be reached or did not answer in time; try again later")
