@@ -127,7 +127,9 @@ public final class AppleChainValidator: Sendable {
         // Wallet sends the leaf and the intermediate; the root may follow, and must then be a
         // trust anchor itself, byte for byte. Anything more, or a look-alike root, is refused
         // rather than ignored by path building: so few lists are ever accepted, and the
-        // cache of accepted chains cannot be filled with variants of one chain.
+        // cache of accepted chains holds at most eight variants of one chain (with or without
+        // the root; each of the two signatures in either of ECDSA's valid forms, s or n − s),
+        // each verified in full first.
         if certificates.count > 3 {
             return .refused(ChainRefusal(.wrongChainLength, "the chain must be leaf, intermediate and at most the root; \(certificates.count) certificates were supplied"))
         }
