@@ -155,6 +155,35 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A batch of 600 cards is replaced in one call
+    /// (on PostgreSQL, two statements rather than two round trips per card, which could not
+    /// finish within the statement limit), in the batch's order, each card with its entry.
+    @Test(arguments: StoreFactory.all)
+    func aLargeBatchOfEncryptedPANsIsReplacedInOrderWithItsAuditEntries(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            let ids = (0..<600).map { String(format: "card-%05d", $0) }
+            for id in ids {
+                var card = try Self.card(id, hash: "hash-\(id)")
+                card.encryptedPAN = "v1.old.\(id)"
+                _ = try await store.putCard(card, audit: Self.audit("card:\(id)"))
+            }
+            // Reversed, with every third card's expected value out of date.
+            let changes = ids.reversed().enumerated().map { index, id in
+                EncryptedPANChange(
+                    externalCardId: id, expected: index % 3 == 0 ? "v1.old.stale" : "v1.old.\(id)", replacement: "v1.new.\(id)",
+                    audit: Self.audit("card:\(id)", "vault.reencrypt"))
+            }
+            let expected = changes.enumerated().filter { $0.offset % 3 != 0 }.map(\.element.externalCardId)
+            #expect(try await store.replaceEncryptedPANs(changes) == expected)
+            #expect(try await store.countCards(notEncryptedUnder: "new") == 600 - expected.count)
+            for id in [expected.first!, expected.last!, changes[0].externalCardId] {
+                let replaced = expected.contains(id)
+                #expect(try await store.card(externalCardId: id)?.encryptedPAN == (replaced ? "v1.new.\(id)" : "v1.old.\(id)"))
+                #expect(try await store.auditEntries(subject: "card:\(id)").map(\.action) == (replaced ? ["test", "vault.reencrypt"] : ["test"]))
+            }
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func aPutsAuditEntryIsMadeFromTheCardAsStoredBeforeIt(factory: StoreFactory) async throws {
         // The store hands each write's audit the card it actually replaced (nil for none),

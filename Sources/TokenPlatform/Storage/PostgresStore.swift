@@ -739,21 +739,38 @@ public struct PostgresStore: TMPStore {
         ).map(CardRecord.init(postgres:))
     }
 
-    /// Implements ``TMPStore/replaceEncryptedPANs(_:)``.
+    /// Implements ``TMPStore/replaceEncryptedPANs(_:)``: two statements whatever the batch's
+    /// size (the cards, then their audit entries), not two round trips per card, so a batch
+    /// of thousands fits the statement time limit and holds its cards' rows briefly.
     public func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String] {
         guard !changes.isEmpty else { return [] }
         return try await transaction { connection in
-            var changed: [String] = []
-            for change in changes {
-                let updated = try await connection.all(
-                    "UPDATE card SET encrypted_pan = \(change.replacement) WHERE external_card_id = \(change.externalCardId) AND encrypted_pan = \(change.expected) RETURNING external_card_id",
-                    logger: logger
-                )
-                guard !updated.isEmpty else { continue }
-                try await insertAudit(connection, change.audit)
-                changed.append(change.externalCardId)
-            }
-            return changed
+            let updated = try await connection.all(
+                """
+                UPDATE card SET encrypted_pan = input.replacement
+                FROM unnest(\(changes.map(\.externalCardId))::text[], \(changes.map(\.expected))::text[], \(changes.map(\.replacement))::text[])
+                    AS input(id, expected, replacement)
+                WHERE card.external_card_id = input.id AND card.encrypted_pan = input.expected
+                RETURNING card.external_card_id
+                """,
+                logger: logger
+            )
+            let changedIds = Set(try updated.map { try $0.decode(String.self) })
+            // In the batch's order, each card once.
+            var seen: Set<String> = []
+            let changed = changes.filter { changedIds.contains($0.externalCardId) && seen.insert($0.externalCardId).inserted }
+            guard !changed.isEmpty else { return [] }
+            let audits = changed.map(\.audit)
+            try await connection.run(
+                """
+                INSERT INTO audit_event (at, actor, action, subject, detail)
+                SELECT entry.at, entry.actor, entry.action, entry.subject, entry.detail FROM unnest(\(audits.map(\.at))::timestamptz[], \(audits.map(\.actor))::text[], \(audits.map(\.action))::text[],
+                    \(audits.map(\.subject))::text[], \(audits.map(\.detail))::text[]) WITH ORDINALITY AS entry(at, actor, action, subject, detail, position)
+                ORDER BY position
+                """,
+                logger: logger
+            )
+            return changed.map(\.externalCardId)
         }
     }
 
