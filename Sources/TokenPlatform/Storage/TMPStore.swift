@@ -12,6 +12,15 @@ import ProvisioningModels
 /// (``updateToken(reference:audit:_:)``, ``applyTokenEvent(eventId:event:tokenReference:occurredAt:audit:_:)``,
 /// ``setCardStatus(externalCardId:status:at:audit:)``) decide on the current committed row
 /// while holding it, so no change is lost.
+///
+/// A write whose calling task is cancelled may or may not be stored, and the two stores
+/// differ: GRDB interrupts a SQLite transaction still running and rolls it back (throwing
+/// `CancellationError`), except the group-committed writes (tokenization decisions,
+/// provisioning attempts), which go on; a PostgreSQL statement already sent runs on and
+/// commits. Either way the write is whole or absent. A caller whose write must land once the
+/// token service has acted (a command's outcome) writes from a task of its own
+/// (``PlatformEnvironment``'s `recordCommandOutcome`), which its caller's cancellation does
+/// not reach.
 public protocol TMPStore: Sendable {
     /// Creates or upgrades the schema (named migrations); returns the names this call applied,
     /// in order (empty when the schema was up to date). Safe to call from several processes.
