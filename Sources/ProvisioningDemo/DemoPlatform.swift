@@ -127,6 +127,8 @@ public final class DemoPlatform: Sendable {
     /// run's keys, whatever the database).
     public func stop() async {
         await tokenService.drainEvents()
+        // No retry outlives this server (one could reach another on the same port).
+        await tokenService.shutDown()
         await group.triggerGracefulShutdown()
         _ = try? await running.value
         await store.close()

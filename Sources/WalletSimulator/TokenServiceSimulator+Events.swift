@@ -8,6 +8,7 @@ extension TokenServiceSimulator {
     /// Sends every queued event and returns when the queue is empty or TMP could not be
     /// reached (the undelivered events stay queued; see ``pendingEvents``).
     public func drainEvents() async {
+        guard !isShutDown else { return }
         guard let task = deliveryTask ?? (outbox.isEmpty ? nil : startDelivery()) else { return }
         await task.value
     }
@@ -41,7 +42,7 @@ extension TokenServiceSimulator {
             outbox.append(event)
         }
         if configuration.faults.duplicateEvents.contains(type) { outbox.append(event) }
-        if configuration.eventDelivery == .background { _ = startDelivery() }
+        if configuration.eventDelivery == .background, !isShutDown { _ = startDelivery() }
     }
 
     /// The running delivery, or a new one: there is never more than one, so events keep their order.
@@ -54,7 +55,7 @@ extension TokenServiceSimulator {
 
     private func deliverQueued() async {
         defer { deliveryTask = nil }
-        while let event = outbox.first {
+        while !isShutDown, let event = outbox.first {
             guard let client else {
                 record(TokenEventDelivery(event: event, outcome: .failed(TokenServiceSimulatorError.notConnected.description)))
                 scheduleRetry()
@@ -107,7 +108,7 @@ extension TokenServiceSimulator {
     /// ``Configuration/longestEventRetryDelay``), at most ``Configuration/eventRetries`` times
     /// in a row, as a network retries its notifications. One retry waits at a time.
     func scheduleRetry() {
-        guard configuration.eventDelivery == .background, retryTask == nil, failedRetries < configuration.eventRetries else { return }
+        guard configuration.eventDelivery == .background, !isShutDown, retryTask == nil, failedRetries < configuration.eventRetries else { return }
         let doublings = min(failedRetries, 20)
         let delay = min(configuration.firstEventRetryDelay * (1 << doublings), configuration.longestEventRetryDelay)
         failedRetries += 1

@@ -83,6 +83,8 @@ public actor TokenServiceSimulator: TokenServiceConnector {
     /// retries in a row have failed.
     var retryTask: Task<Void, Never>?
     var failedRetries = 0
+    /// Set by ``shutDown()``: no event leaves any more.
+    var isShutDown = false
     var deliveries: [TokenEventDelivery] = []
     var observers: [any TokenStateObserver] = []
     let now: @Sendable () -> Date
@@ -123,6 +125,7 @@ public actor TokenServiceSimulator: TokenServiceConnector {
 
     /// Points the simulator at TMP's TSP API (again, when TMP moved).
     public func connect(to endpoint: TSPAPIEndpoint) {
+        guard !isShutDown else { return }
         client = TSPAPIClient(endpoint: endpoint)
         // A new address: events still queued go there on the retry schedule, afresh (a
         // retry waiting out a long delay for the old address is dropped).
@@ -130,6 +133,18 @@ public actor TokenServiceSimulator: TokenServiceConnector {
         retryTask = nil
         failedRetries = 0
         if !outbox.isEmpty { scheduleRetry() }
+    }
+
+    /// Stops sending events, for good: a waiting retry is cancelled, the delivery under way
+    /// ends after the event it is sending, and events queued now or later stay queued
+    /// (``pendingEvents``). Returns once nothing of the simulator's runs any more, so a retry
+    /// cannot outlive the TMP it was for (and reach another server on the same port).
+    public func shutDown() async {
+        isShutDown = true
+        retryTask?.cancel()
+        retryTask = nil
+        client = nil
+        await deliveryTask?.value
     }
 
     /// Replaces the injected failures.

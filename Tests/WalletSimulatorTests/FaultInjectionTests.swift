@@ -3,7 +3,7 @@ import ProvisioningModels
 import Testing
 import TMPTestSupport
 import TokenPlatform
-import WalletSimulator
+@testable import WalletSimulator
 
 @Suite("Token service simulator: injected failures")
 struct FaultInjectionTests {
@@ -314,6 +314,33 @@ struct FaultInjectionTests {
             await session.simulator.drainEvents()
             #expect(await session.simulator.pendingEvents.isEmpty)
             #expect(try await session.tmpToken(reference) != nil, "the queued CREATED reached TMP")
+        }
+    }
+
+    /// Once shut down, the simulator sends nothing more: a retry waiting for an unreachable
+    /// TMP is cancelled, and events stay queued whatever is connected or drained after.
+    @Test func aShutDownSimulatorSendsNothingMore() async throws {
+        let tmp = try await LiveTMP(policy: .immediate, delivery: .background)
+        try await tmp.run { session in
+            try await session.putCard("c1")
+            let port = try #require(session.client.port)
+            let reference = try await session.provision("c1").tokenUniqueReference
+            await session.simulator.drainEvents()
+            #expect(try await session.tmpToken(reference)?.status == .active)
+            await session.simulator.connect(to: TSPAPIEndpoint(baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: LiveTMP.tspKey))
+            try await session.simulator.change(.deviceLost, tokenUniqueReference: reference)
+            // The delivery fails and a retry waits.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while await session.simulator.retryTask == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            try #require(await session.simulator.retryTask != nil, "a retry was scheduled")
+            await session.simulator.shutDown()
+            #expect(await session.simulator.retryTask == nil)
+            #expect(await session.simulator.deliveryTask == nil)
+            await session.simulator.connect(to: LiveTMP.endpoint(port: port))
+            await session.simulator.drainEvents()
+            try await Task.sleep(for: .seconds(1))  // past the first retry's 0.5 s
+            #expect(await session.simulator.pendingEvents.map(\.event) == [.suspended])
+            #expect(try await session.tmpToken(reference)?.status == .active, "the suspension never reached TMP")
         }
     }
 
