@@ -78,8 +78,13 @@ extension TokenServiceSimulator {
     /// (observers), and the event goes to TMP like any other: the event faults (drop,
     /// duplicate, reorder) apply, the command timeouts do not.
     ///
+    /// A change to the state the token already has (a lost device's token the issuer has
+    /// suspended) changes nothing and sends nothing: the simulator keeps one status per
+    /// token, not one suspension per party.
+    ///
     /// - Throws: `unknownToken`, or `illegalTransition` for a change the token's state does
-    ///   not allow (a lost device's token that is not active, say); nothing changes then.
+    ///   not allow (a found device's token that is active, any change of a deactivated one);
+    ///   nothing changes then.
     public func change(_ change: NetworkTokenChange, tokenUniqueReference reference: String) throws(TokenServiceSimulatorError) {
         let rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType) =
             switch change {
