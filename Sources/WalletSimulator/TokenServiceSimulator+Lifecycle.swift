@@ -83,8 +83,8 @@ extension TokenServiceSimulator {
     /// token, not one suspension per party.
     ///
     /// - Throws: `unknownToken`, or `illegalTransition` for a change the token's state does
-    ///   not allow (a found device's token that is active, any change of a deactivated one);
-    ///   nothing changes then.
+    ///   not allow (a lost device's token that is inactive, a found device's token that is
+    ///   deactivated); nothing changes then.
     public func change(_ change: NetworkTokenChange, tokenUniqueReference reference: String) throws(TokenServiceSimulatorError) {
         let rule: (from: Set<TokenStatus>, target: TokenStatus, event: TokenEventType) =
             switch change {

@@ -17,7 +17,7 @@ struct DemoCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "TMP's database (as for serve; env PUSHPROV_DATABASE); default: a temporary SQLite file.") var database: String?
+    @Option(help: "TMP's database (as for serve); default: a temporary SQLite file. PUSHPROV_DATABASE is not read: the demo writes sample cards under throwaway keys.") var database: String?
     @Flag(help: "Print the trace as JSON instead of text.") var json = false
 
     @MainActor
@@ -29,17 +29,20 @@ struct DemoCommand: AsyncParsableCommand {
         // are all in one folder of this process's; this process removes that folder once the
         // child has ended, however it ended (Ctrl-C, a TERM, a crash).
         //
-        // The child gets the database setting in its environment, not on its command line,
-        // which every local user can read (a PostgreSQL URL's password with it).
-        let database = database ?? ProcessInfo.processInfo.environment["PUSHPROV_DATABASE"]
+        // The child gets `--database` in its environment (``DemoSupervisor/databaseVariable``),
+        // not on its command line, which every local user can read (a PostgreSQL URL's
+        // password with it). `PUSHPROV_DATABASE` is not read: a shell that exports it for
+        // `serve` must not have the demo write sample cards, under keys thrown away at its
+        // end, into that database.
         guard ProcessInfo.processInfo.environment[DemoSupervisor.childVariable] != nil else {
-            if let warning = DatabaseOptions.passwordWarning(for: self.database) {
+            if let warning = DatabaseOptions.passwordWarning(for: database) {
                 FileHandle.standardError.write(Data("pushprov: \(warning)\n".utf8))
             }
             let status = try await DemoSupervisor.run(arguments: ["demo"] + (json ? ["--json"] : []), database: database)
             if status != 0 { throw ExitCode(status) }
             return
         }
+        let database = ProcessInfo.processInfo.environment[DemoSupervisor.databaseVariable]
         // The child: the signals the supervisor passes on end it at once (the supervisor
         // cleans up); it stops by itself if the supervisor is gone.
         for number in DemoSupervisor.forwarded { signal(number, SIG_DFL) }

@@ -28,6 +28,10 @@ enum DemoSupervisor {
     /// that runs the demo.
     static let childVariable = "PUSHPROV_DEMO_CHILD"
 
+    /// Set in the child's environment to the `--database` setting, when given (removed
+    /// otherwise, whatever the supervisor's environment holds).
+    static let databaseVariable = "PUSHPROV_DEMO_DATABASE"
+
     /// The signals passed on to the child.
     static let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
@@ -35,7 +39,7 @@ enum DemoSupervisor {
     static let jobControl = [SIGTSTP, SIGCONT]
 
     /// Runs the demo in a child with `arguments` (after the executable's name) and `database`
-    /// in its environment (`PUSHPROV_DATABASE`), waits for it, removes its folder, and returns
+    /// in its environment (``databaseVariable``), waits for it, removes its folder, and returns
     /// its exit status (128 + the signal's number when a signal ended it).
     ///
     /// Core files are turned off first, for this process and so for the child: a QUIT (Ctrl-\)
@@ -79,7 +83,7 @@ enum DemoSupervisor {
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = folder.path
         environment[childVariable] = String(getpid())
-        environment["PUSHPROV_DATABASE"] = database
+        environment[databaseVariable] = database
 
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
             let child: pid_t

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import ProvisioningCrypto
 import ProvisioningModels
+import SDKTestSupport
 import TMPTestSupport
 import Testing
 @testable import TokenPlatform
@@ -316,6 +317,40 @@ struct PushProvisioningRouteTests {
             #expect(declined.issuerMobileAppAuthResponse == .declined && declined.comment == "the card is blocked")
             #expect(store.leaseTakes.current.count == blockTakes, "\(store.leaseTakes.current)")
             #expect(platform.connector.commands.current == ["activate TOK-1", "suspend TOK-1"])
+        }
+    }
+
+    /// While customer service's suspension of an active token is with the token service, an
+    /// activation waits for it and answers from the token as the suspension left it (DECLINED,
+    /// suspended), not from the read before it (APPROVED, already active).
+    @Test func anActivationDuringAnotherCommandAnswersOnceThatCommandIsRecorded() async throws {
+        let platform = try await TestPlatform()
+        try await platform.run { api in
+            try await api.putCard("a1", user: "alice")
+            try await api.provision("a1", user: "alice", token: "TOK-1")
+            #expect(try await api.send(.post, "/issuer/push-provisioning/tokens/activations", as: .cardholder("alice"), json: TokenActivationRequest(tokenUniqueReference: "TOK-1")).decode(TokenActivationResponse.self).issuerMobileAppAuthResponse == .approved)
+            let answer = Locked<TokenActivationResponse?>(nil)
+            let service = PushProvisioningService(environment: platform.environment)
+            platform.connector.meanwhile.withValue {
+                $0 = { command, _ in
+                    guard command == "suspend" else { return }
+                    Task {
+                        let done = try await service.activateToken(userId: "alice", request: TokenActivationRequest(tokenUniqueReference: "TOK-1"))
+                        answer.withValue { $0 = done }
+                    }
+                    // Until it waits in line behind the suspension (or has answered already).
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while platform.environment.tokenCommandOrder.waiting == 0, answer.current == nil, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
+                }
+            }
+            let suspended = try await api.send(.post, "/lifecycle/tokens/TOK-1/suspend", as: .issuer)
+            #expect(suspended.status == .ok, "\(suspended.text)")
+            let deadline = ContinuousClock.now + .seconds(30)
+            while answer.current == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let response = try #require(answer.current)
+            #expect(response.issuerMobileAppAuthResponse == .declined && response.comment == "the token is suspended", "\(response)")
         }
     }
 

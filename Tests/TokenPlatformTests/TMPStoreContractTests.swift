@@ -155,6 +155,35 @@ struct TMPStoreContractTests {
         }
     }
 
+    /// A new token owed its deactivation is marked, with its audit entry, in the event's own
+    /// transaction when the card's owner as committed is another user than the one it was
+    /// made for (compared byte for byte), and not otherwise.
+    @Test(arguments: StoreFactory.all)
+    func aNewTokenMadeForAnotherUserIsMarkedInItsEventsTransaction(factory: StoreFactory) async throws {
+        try await factory.withStore { store in
+            _ = try await store.putCard(try Self.card("c1", user: "bob"), audit: Self.audit("card:c1"))
+            _ = try await store.putCard(try Self.card("c2", user: "jos\u{E9}"), audit: Self.audit("card:c2"))
+            func create(_ reference: String, card: String = "c1", madeFor: String) async throws -> TokenRecord? {
+                let owed = OwedDeactivation(madeFor: madeFor, audit: Self.audit("token:\(reference)", "token.pending_command"))
+                let applied = try await store.applyTokenEvent(eventId: "e-\(reference)", event: .created, tokenReference: reference, occurredAt: nil, audit: Self.audit("token:\(reference)", "token.event.created")) { _, _ in
+                    .insert(Self.token(reference, card: card, user: "someone"), owed: owed)
+                }
+                guard case .applied(let token) = applied else { Issue.record("not applied: \(applied)"); return nil }
+                return token
+            }
+            let marked = try await create("T1", madeFor: "alice")
+            #expect(marked?.pendingCommand == .deactivate)
+            #expect(try await store.token(reference: "T1")?.pendingCommand == .deactivate)
+            #expect(Set(try await store.auditEntries(subject: "token:T1").map(\.action)) == ["token.pending_command", "token.event.created"])
+            let own = try await create("T2", madeFor: "bob")
+            #expect(own?.pendingCommand == nil)
+            #expect(try await store.auditEntries(subject: "token:T2").map(\.action) == ["token.event.created"])
+            // The owner's id with its letter decomposed (equal to Swift's ==) is another user.
+            let lookAlike = try await create("T3", card: "c2", madeFor: "jose\u{301}")
+            #expect(lookAlike?.pendingCommand == .deactivate && lookAlike?.userId == "jos\u{E9}")
+        }
+    }
+
     /// A batch of 600 cards is replaced in one call
     /// (on PostgreSQL, two statements rather than two round trips per card, which could not
     /// finish within the statement limit), in the batch's order, each card with its entry.

@@ -131,7 +131,8 @@ public struct PushProvisioningService: Sendable {
     /// once the token's earlier commands are recorded, on the token as they left it.
     ///
     /// An answer that sends nothing (the token already active, suspended or ended, its card
-    /// not active) is given from a plain read, without taking the token's place: that place
+    /// not active) is given from a plain read, while no command for the token is under way in
+    /// this process, without taking the token's place: that place
     /// costs two database writes (the lease of a shared database), which a cardholder asking
     /// again and again for an active token would otherwise add to every other request's wait.
     public func activateToken(userId: String, request: TokenActivationRequest) async throws -> TokenActivationResponse {
@@ -141,7 +142,10 @@ public struct PushProvisioningService: Sendable {
         else {
             throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(request.tokenUniqueReference)) for this user")
         }
-        if let (outcome, comment) = answerWithoutCommand(token: found, card: card) {
+        // Only while no command for the token is under way here: one in progress (customer
+        // service's suspension, say) may change the answer, which is then given once it is
+        // recorded, as before.
+        if !environment.tokenCommandOrder.isBusy(found.tokenUniqueReference), let (outcome, comment) = answerWithoutCommand(token: found, card: card) {
             return TokenActivationResponse(tokenUniqueReference: found.tokenUniqueReference, cardLast4Digits: card.panLast4, issuerMobileAppAuthResponse: outcome, comment: comment)
         }
         return try await environment.inTokenOrder(found.tokenUniqueReference) {

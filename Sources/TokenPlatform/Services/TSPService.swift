@@ -246,21 +246,28 @@ public struct TSPService: Sendable {
         let audit = AuditEntry(at: now, actor: "tsp", action: "token.event.\(event.event.rawValue.lowercased())", subject: "token:\(event.tokenUniqueReference)", detail: "event \(event.eventId)")
         let candidate = newToken
         let unknownCard = cardUnknown
+        // Made with activation data issued to another user than the card's owner as committed
+        // with the token (the card changed hands, same PAN, after the decision — also while
+        // this event was on its way in): the token is on the previous owner's device, so it is
+        // owed its deactivation, marked in the event's own transaction and sent below with the
+        // corrections.
+        let owed = decidedFor.map { madeFor in
+            OwedDeactivation(
+                madeFor: madeFor,
+                audit: AuditEntry(
+                    at: now, actor: "tmp", action: "token.pending_command", subject: "token:\(event.tokenUniqueReference)",
+                    detail: "deactivation owed: made with activation data issued to the card's previous owner"
+                )
+            )
+        }
         let result = try await environment.store.applyTokenEvent(eventId: event.eventId, event: event.event, tokenReference: event.tokenUniqueReference, occurredAt: event.occurredAt, audit: audit) { current, card in
             if unknownCard, current == nil { return .reject(Self.noCardForEvent) }
-            return TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
+            let effect = TokenEventRules.effect(of: event, on: current, cardStatus: card?.status, newToken: candidate, receivedAt: now)
+            if case .insert(let token, nil) = effect { return .insert(token, owed: owed) }
+            return effect
         }
         switch result {
-        case .applied(var token):
-            // Made with activation data issued to another user than the card's owner as
-            // committed (the card changed hands, same PAN, after the decision — also while this
-            // event was on its way in): the token is on the previous owner's device, so it is
-            // owed its deactivation, sent below with the corrections.
-            // Should that mark fail to be written, the event is answered 503, not APPLIED: the
-            // token service delivers it again, and the repeat (below) marks it.
-            if let decidedFor, !decidedFor.isSameIdentifier(as: token.userId), token.status != .deactivated, token.pendingCommand != .deactivate {
-                token = try await oweDeactivation(of: token, madeFor: decidedFor)
-            }
+        case .applied(let token):
             // A token the card forbids (created or activated for a card closed or blocked since
             // its tokenization was approved, or for a PAN the card no longer has; a late echo
             // resuming a blocked card's token) is corrected at the token service before TMP answers.
@@ -270,17 +277,7 @@ public struct TSPService: Sendable {
             environment.logger.notice("stale token event acknowledged, not applied", metadata: ["token": "\(Redaction.prefix(token.tokenUniqueReference))", "event": "\(event.event.rawValue)"])
             return TokenEventResponse(eventId: event.eventId, result: "STALE", tokenStatus: token.status)
         case .duplicate(let token):
-            guard var token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
-            // The first delivery may have recorded the token and not its owed deactivation
-            // (the mark failed, or the process stopped in between): looked at again, for a
-            // token still within reach of its decision.
-            if token.status != .deactivated, token.pendingCommand != .deactivate, now.timeIntervalSince(token.createdAt) <= Self.decisionReachForCreation,
-                let decision = try await environment.store.latestTokenizingDecision(panUniqueReference: token.panUniqueReference, deviceType: token.deviceType),
-                let decidedFor = try await userDecided(by: decision, forATokenMadeAt: token.createdAt),
-                !decidedFor.isSameIdentifier(as: token.userId)
-            {
-                token = try await oweDeactivation(of: token, madeFor: decidedFor)
-            }
+            guard let token else { throw TMPError.notFound("token_not_found", "no token \(Redaction.identifier(event.tokenUniqueReference))") }
             // The token service sends an event again when it had no answer: the first delivery's
             // correction may not have been confirmed (or the process stopped after the event's
             // commit and before it), and the token still pays on a card that forbids it. It is
@@ -307,21 +304,11 @@ public struct TSPService: Sendable {
 }
 
 extension TSPService {
-    /// Corrects `token` at the token service when its card's status forbids its state (see
-    /// ``TokenCorrection``), in the token's place in line when that is free, and answers the
-    /// token as it then stands.
-    ///
-    /// When a command for the token is in progress or waiting, the correction does not wait for
-    /// it: the token service may be waiting for this event's answer before it returns that
-    /// command (both would hang until the time limit), and the event may say something newer
-    /// than the command's outcome (the token resumed after the command's suspension), which
-    /// recording the command would hide. So it runs at once, alongside — unless
-    /// `alongsideABusyPlace` is false: then a busy place means no correction now.
     /// Whom the activation data of `decision`, the newest that let a token of its card and
     /// device be made, was issued to, when that decision is this token's, made at
     /// `tokenMadeAt`: nil otherwise.
     ///
-    /// It is when it is recent enough: a token is made within minutes of its decision, and an
+    /// It is this token's when it is recent enough: a token is made within minutes of its decision, and an
     /// older one is another token's (the previous owner's device's of months ago, say, while
     /// this one came without a decision TMP recorded). A decision after `tokenMadeAt` is
     /// another token's too, beyond the clock skew allowed between instances.
@@ -332,35 +319,16 @@ extension TSPService {
         return try await environment.store.provisioningAttempt(activationDataId: used)?.userId
     }
 
-    /// Records a deactivation owed to `token`, made with activation data issued to `madeFor`,
-    /// who no longer owns its card; the token as then recorded. A failure is logged and
-    /// thrown as the database being unavailable, so that the token service delivers its event
-    /// again.
-    private func oweDeactivation(of token: TokenRecord, madeFor: String) async throws -> TokenRecord {
-        let reference = token.tokenUniqueReference
-        let audit = AuditEntry(
-            at: environment.now(), actor: "tmp", action: "token.pending_command", subject: "token:\(reference)",
-            detail: "deactivation owed: made with activation data issued to the card's previous owner"
-        )
-        do {
-            let outcome = try await environment.recordCommandOutcome(reference: reference, audit: audit) { current, card in
-                guard current.status != .deactivated, let card, !card.userId.isSameIdentifier(as: madeFor) else { return .unchanged }
-                return current.pendingCommand == .deactivate ? .unchanged : .setPending(.deactivate)
-            }
-            return switch outcome {
-            case .updated(_, let after): after
-            case .unchanged(let current), .rejected(let current, _): current
-            case .notFound: token
-            }
-        } catch {
-            environment.logger.error(
-                "could not record the deactivation owed to a token made for its card's previous owner",
-                metadata: ["token": "\(Redaction.prefix(reference))", "error": "\(DatabaseUnavailable.reason(error))"]
-            )
-            throw TMPError.databaseUnavailable
-        }
-    }
-
+    /// Corrects `token` at the token service when its card's status forbids its state (see
+    /// ``TokenCorrection``), in the token's place in line when that is free, and answers the
+    /// token as it then stands.
+    ///
+    /// When a command for the token is in progress or waiting, the correction does not wait for
+    /// it: the token service may be waiting for this event's answer before it returns that
+    /// command (both would hang until the time limit), and the event may say something newer
+    /// than the command's outcome (the token resumed after the command's suspension), which
+    /// recording the command would hide. So it runs at once, alongside — unless
+    /// `alongsideABusyPlace` is false: then a busy place means no correction now.
     func correctIfOwed(_ token: TokenRecord, alongsideABusyPlace: Bool = true) async -> TokenRecord {
         let correction = TokenCorrection(environment: environment)
         let reference = token.tokenUniqueReference

@@ -101,6 +101,12 @@ final class TokenCommandOrder: @unchecked Sendable {
         self.enabled = enabled
     }
 
+    /// Whether a command for `reference` is in progress or waiting in this process.
+    func isBusy(_ reference: String) -> Bool {
+        guard enabled else { return false }
+        return lock.withLock { lines[Array(reference.utf8)] != nil }
+    }
+
     /// How many commands are waiting behind another command for the same token.
     var waiting: Int { lock.withLock { lines.values.reduce(leaseWaiters) { $0 + $1.count } } }
 

@@ -356,12 +356,12 @@ public struct PostgresStore: TMPStore {
                 if let current { return .duplicate(current) }
                 return .duplicate(try await lockToken(connection, tokenReference))
             }
-            let result: TokenRecord
+            var result: TokenRecord
             // The card locked above is the token's: a token never moves to another card.
             switch decide(current, current == nil ? nil : locked).resolve(current, at: audit.at) {
             case .reject(let message):
                 return .rejected(message)
-            case .insert(let token):
+            case .insert(let token, let owed):
                 _ = try await connection.all("SELECT 1 FROM card WHERE external_card_id = \(token.externalCardId) FOR SHARE", logger: logger)
                 try await connection.run(
                     """
@@ -380,6 +380,20 @@ public struct PostgresStore: TMPStore {
                     logger: logger
                 ).first
                 result = try stored.map(TokenRecord.init(postgres:)) ?? token
+                if let owed {
+                    // Judged on that owner, in this transaction: the mark cannot be lost between two writes.
+                    let marked = try await connection.all(
+                        """
+                        UPDATE token SET pending_command = 'DEACTIVATE' WHERE token_unique_reference = \(tokenReference) AND status <> 'DEACTIVATED'
+                            AND pending_command IS DISTINCT FROM 'DEACTIVATE' AND user_id <> \(owed.madeFor) RETURNING \(unescaped: Self.tokenColumns)
+                        """,
+                        logger: logger
+                    ).first
+                    if let marked {
+                        result = try TokenRecord(postgres: marked)
+                        try await insertAudit(connection, owed.audit)
+                    }
+                }
             case .update(let token):
                 try await connection.run(
                     """

@@ -388,7 +388,7 @@ public struct SQLiteStore: TMPStore {
             switch decide(current, card).resolve(current, at: audit.at) {
             case .reject(let message):
                 return .rejected(message)
-            case .insert(let token):
+            case .insert(let token, let owed):
                 try db.execute(
                     sql: """
                         INSERT INTO token (token_unique_reference, external_card_id, pan_unique_reference, user_id, device_type, status,
@@ -405,6 +405,14 @@ public struct SQLiteStore: TMPStore {
                 )
                 // The owner as committed: the card may have changed hands since `token` was made.
                 try db.execute(sql: "UPDATE token SET user_id = (SELECT user_id FROM card WHERE card.external_card_id = token.external_card_id) WHERE token_unique_reference = ?", arguments: [tokenReference])
+                if let owed {
+                    // Judged on that owner, in this transaction: the mark cannot be lost between two writes.
+                    try db.execute(
+                        sql: "UPDATE token SET pending_command = 'DEACTIVATE' WHERE token_unique_reference = ? AND status <> 'DEACTIVATED' AND pending_command IS NOT 'DEACTIVATE' AND user_id <> ?",
+                        arguments: [tokenReference, owed.madeFor]
+                    )
+                    if db.changesCount > 0 { try insertAudit(db, owed.audit) }
+                }
                 result = try firstRow(db.cachedStatement(sql: SQL.tokenByReference), [tokenReference], TokenRecord.init(row:)) ?? token
             case .update(let token):
                 try db.execute(

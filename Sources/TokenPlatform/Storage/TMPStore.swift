@@ -219,7 +219,9 @@ public protocol TMPStore: Sendable {
     /// Stores each change's new encrypted PAN on its card if the card still holds the value
     /// the change was made from (a card replaced meanwhile is left as it is), with the change's
     /// audit entry, in one transaction. Returns the ids of the cards changed. Nothing else of
-    /// the card changes (its `updatedAt` included: the card is the same).
+    /// the card changes (its `updatedAt` included: the card is the same). Each card at most
+    /// once per call (a card named twice is applied in order by SQLite, by either row by
+    /// PostgreSQL's single statement).
     func replaceEncryptedPANs(_ changes: [EncryptedPANChange]) async throws -> [String]
 
     /// How many rows of `table` were recorded before `cutoff`.
@@ -443,10 +445,28 @@ extension TokenChange {
     }
 }
 
+/// A deactivation a new token is owed when it was made for another user than its card's
+/// owner as committed with it: the card changed hands (same PAN) after the decision that let
+/// the token be made, so the token is on the previous owner's device.
+public struct OwedDeactivation: Sendable, Hashable {
+    /// The user the decision's activation data was issued to.
+    public var madeFor: String
+    /// The entry recorded with the mark (`token.pending_command`).
+    public var audit: AuditEntry
+
+    /// Creates one.
+    public init(madeFor: String, audit: AuditEntry) {
+        self.madeFor = madeFor
+        self.audit = audit
+    }
+}
+
 /// What a token event does.
 public enum TokenEventEffect: Sendable, Hashable {
-    /// Insert a new token.
-    case insert(TokenRecord)
+    /// Insert a new token; when `owed` is given and the card's owner as committed is not
+    /// `owed.madeFor` (byte for byte), the token is inserted with a pending `DEACTIVATE` and
+    /// `owed.audit` is recorded, in the same transaction.
+    case insert(TokenRecord, owed: OwedDeactivation? = nil)
     /// Update the existing token; `eventTime`, when given, becomes its ``TokenRecord/lastEventAt``.
     case update(status: TokenStatus, suspendedBy: SuspensionSource?, tokenLast4: String?, eventTime: EventTime? = nil)
     /// Acknowledge the event without applying it: it happened before one already applied.
@@ -462,8 +482,8 @@ public enum TokenEventEffect: Sendable, Hashable {
 extension TokenEventEffect {
     /// What storing this effect writes, given the token as stored now (nil when none).
     enum Write {
-        /// Insert this new token.
-        case insert(TokenRecord)
+        /// Insert this new token (owing its deactivation when made for another user).
+        case insert(TokenRecord, owed: OwedDeactivation?)
         /// Replace the stored token with this.
         case update(TokenRecord)
         /// Record the event id; the token as stored, or with its last four digits filled in
@@ -478,8 +498,8 @@ extension TokenEventEffect {
         switch self {
         case .reject(let message):
             return .reject(message)
-        case .insert(let token):
-            return .insert(token)
+        case .insert(let token, let owed):
+            return .insert(token, owed: owed)
         case .stale:
             guard let current else { return .reject("unknown token") }
             return .stale(current)
