@@ -927,6 +927,8 @@ public struct PostgresStore: TMPStore {
                         // The pool may lend the same connection again until its close has
                         // reached it: a short pause, growing, keeps this from spinning.
                         try? await Task.sleep(for: .milliseconds(min(closedLends, 20)))
+                        // Cancelled during the pause (the wait ran out): no further lease asked.
+                        if Task.isCancelled { throw CancellationError() }
                         continue
                     } catch let error where !lease.withLockedValue({ $0.phase.wasLent }) && !(error is DatabaseUnavailable) && !Task.isCancelled {
                         // The pool gave up before lending a connection, or lent one after it
